@@ -1,0 +1,230 @@
+"""Streaming the ``traceEvents`` array of a Chrome trace in chunks of whole events.
+
+A Chrome trace is either ``{"...": ..., "traceEvents": [ev, ev, ...], "...": ...}`` or a
+bare array ``[ev, ev, ...`` (whose closing bracket may legally be missing).  Profilers
+write hundreds of MB to several GB of it, so this module never holds the whole document:
+it reads the decompressed stream in blocks, cuts the array between two events (at a
+``}`` ``,`` ``{`` boundary, verified by decoding), and yields each chunk as a valid JSON
+array text.  The bytes before and after the array are kept so the caller can decode the
+top-level metadata.
+
+When the file ends early (a profiler killed mid-write) the chunker keeps every complete
+event before the cut and reports how many bytes were lost.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+_ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_WS = b" \t\r\n"
+#: how far into the file the traceEvents key is looked for before giving up
+HEADER_SEARCH_LIMIT = 512 * 1024 * 1024
+
+
+class NotATraceArray(Exception):
+    """The document has no traceEvents array (carries the decoded head for diagnosis)."""
+
+    def __init__(self, message: str, head: bytes):
+        super().__init__(message)
+        self.head = head
+
+
+@dataclass
+class ArrayStream:
+    """Result holder filled while :func:`iter_event_chunks` runs."""
+
+    #: bytes of the top-level object before the array (``{... "traceEvents": [`` minus the key)
+    header: bytes = b""
+    #: bytes after the closing ``]`` of the array (``, "traceName": ...}``)
+    trailer: bytes = b""
+    bare_array: bool = False
+    #: True when the input ended (or broke) before the array was closed
+    truncated: bool = False
+    #: decompressed bytes that could not be used (after the last complete event)
+    lost_bytes: int = 0
+    #: decompressed bytes read in total
+    total_bytes: int = 0
+    #: why the input ended early, in words
+    truncation_reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _read(stream: BinaryIO, n: int, state: ArrayStream) -> tuple[bytes, bool]:
+    """Read up to n bytes; returns (data, eof).  A broken compressed stream counts as EOF."""
+    try:
+        data = stream.read(n)
+    except EOFError as exc:  # gzip ended before its end-of-stream marker
+        state.truncated = True
+        state.truncation_reason = f"compressed stream ends early ({exc})"
+        return b"", True
+    except (OSError, zlib.error) as exc:  # bad CRC, invalid deflate data
+        state.truncated = True
+        state.truncation_reason = f"compressed stream is damaged ({exc})"
+        return b"", True
+    data = data or b""
+    state.total_bytes += len(data)
+    return data, len(data) == 0
+
+
+def _strip_bom(data: bytes) -> bytes:
+    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+
+
+def iter_event_chunks(
+    stream: BinaryIO,
+    state: ArrayStream,
+    try_decode: Callable[[bytes], Any],
+    chunk_bytes: int = 16 * 1024 * 1024,
+) -> Iterator[Any]:
+    """Yield ``try_decode(chunk)`` for consecutive chunks of the traceEvents array.
+
+    ``try_decode`` receives a JSON array text (``[ev,ev,...]``) and returns the decoded
+    chunk, or raises ``ValueError`` when the text is not valid; the chunker uses that
+    to find safe cut points and the last complete event of a truncated file.
+    """
+    buf, eof = _read(stream, 1 << 20, state)
+    buf = _strip_bom(buf)
+    # --- find the start of the events array
+    lead = buf.lstrip(_WS)
+    while not lead and not eof:
+        more, eof = _read(stream, 1 << 20, state)
+        buf += more
+        lead = buf.lstrip(_WS)
+    if lead[:1] == b"[":
+        state.bare_array = True
+        start = len(buf) - len(lead) + 1
+    elif lead[:1] == b"{":
+        match = _ARRAY_KEY.search(buf)
+        while match is None and not eof and len(buf) < HEADER_SEARCH_LIMIT:
+            more, eof = _read(stream, max(1 << 20, len(buf)), state)
+            buf += more
+            match = _ARRAY_KEY.search(buf)
+        if match is None:
+            raise NotATraceArray("no traceEvents array", buf[: 4 * 1024 * 1024])
+        state.header = buf[: match.start()]
+        start = match.end()
+    else:
+        raise NotATraceArray("not a JSON object or array", buf[:4096])
+    # buf[0] is always the '[' that opens the next chunk; cutting at a ',' between two
+    # events turns that comma into ']' for the decode, then into the next chunk's '['.
+    work = bytearray(b"[")
+    work += buf[start:]
+    del buf
+
+    # --- stream whole-event chunks
+    while True:
+        while len(work) < chunk_bytes and not eof:
+            more, eof = _read(stream, chunk_bytes, state)
+            work += more
+        if eof:
+            break
+        cut = _last_boundary(work, len(work))
+        decoded = None
+        while cut is not None:
+            work[cut] = 0x5D  # ']'
+            try:
+                decoded = try_decode(memoryview(work)[: cut + 1])
+                break
+            except ValueError:
+                cut = _last_boundary(work, cut - 1)
+            finally:
+                if cut is not None:
+                    work[cut] = 0x2C
+        if decoded is None or cut is None:
+            # no decodable cut in this block: read more and retry (one event larger than a chunk)
+            more, eof = _read(stream, chunk_bytes, state)
+            if eof:
+                break
+            work += more
+            continue
+        yield decoded
+        work[cut] = 0x5B  # '['
+        try:
+            del work[:cut]
+        except BufferError:  # a decoded value still references the buffer: copy instead
+            work = bytearray(work[cut:])
+
+    # --- the tail: last events, closing bracket, trailer (or a truncated end)
+    yield from _finish(bytes(work[1:]), state, try_decode)
+
+
+def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
+    """Position of the last ``,`` in buf[:end] that sits between ``}`` and ``{``."""
+    pos = end
+    while True:
+        pos = buf.rfind(b",", 0, pos)
+        if pos <= 0:
+            return None
+        j = pos + 1
+        n = len(buf)
+        while j < n and buf[j] in _WS:
+            j += 1
+        if j < n and buf[j] == 0x7B:  # '{'
+            i = pos - 1
+            while i >= 0 and buf[i] in _WS:
+                i -= 1
+            if i >= 0 and buf[i] == 0x7D:  # '}'
+                return pos
+
+
+def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes], Any]) -> Iterator[Any]:
+    body = buf.rstrip(_WS)
+    # 1) a properly closed array: try closing brackets from the end
+    tried = 0
+    pos = len(body)
+    while tried < 64:
+        pos = body.rfind(b"]", 0, pos)
+        if pos < 0:
+            break
+        tried += 1
+        trailer = body[pos + 1 :]
+        if _trailer_ok(trailer, state.bare_array):
+            try:
+                decoded = try_decode(b"[" + body[:pos] + b"]")
+            except ValueError:
+                continue
+            state.trailer = trailer
+            yield decoded
+            return
+    # 2) a bare array without its closing bracket is legal when the last event is whole
+    if state.bare_array and not state.truncated:
+        candidate = body.rstrip(b", \t\r\n")
+        if candidate.endswith(b"}") or candidate == b"":
+            try:
+                decoded = try_decode(b"[" + candidate + b"]")
+                yield decoded
+                return
+            except ValueError:
+                pass
+    # 3) truncated: keep the longest prefix of complete events
+    state.truncated = True
+    if not state.truncation_reason:
+        state.truncation_reason = "the file ends before the traceEvents array is closed"
+    cut: int | None = len(body)
+    attempts = 0
+    while cut is not None and attempts < 10_000:
+        attempts += 1
+        prefix = body[:cut].rstrip(b", \t\r\n")
+        if prefix.endswith(b"}") or prefix == b"":
+            try:
+                decoded = try_decode(b"[" + prefix + b"]")
+            except ValueError:
+                decoded = None
+            if decoded is not None:
+                state.lost_bytes = len(buf) - len(prefix)
+                yield decoded
+                return
+        cut = _last_boundary(body, cut - 1) if cut > 0 else None
+    state.lost_bytes = len(buf)
+
+
+def _trailer_ok(trailer: bytes, bare: bool) -> bool:
+    t = trailer.strip(_WS)
+    if bare:
+        return t == b""
+    return t.endswith(b"}") and (t.startswith(b",") or t == b"}")

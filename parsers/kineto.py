@@ -1,0 +1,949 @@
+"""PyTorch profiler (Kineto) Chrome traces → canonical tables.
+
+Reads every vintage PyTorch has written since 1.8: the capitalised categories of 1.8–1.11
+(``Operator``, ``Runtime``, ``Kernel``, flow ``async``/``async_gpu``, ``computeProperties``),
+the activity-type categories of 1.12+ (``cpu_op``, ``cuda_runtime``, ``kernel``, ``ac2g``
+flows...), ``cuda_sync`` rows (2.1+), ``baseTimeNanoseconds`` and ns-fraction timestamps
+(2.4+), ``distributedInfo``, ROCm (``hip*`` calls, string stream args), Triton
+(``cuLaunchKernel``), CUDA-graph launches (one correlation, many kernels), ``[memory]``
+instants, counters (``ph: C``), string pids/tids and integers above int64.
+
+How it stays fast: the traceEvents array is streamed in chunks of whole events
+(:mod:`._jsonarray`), each chunk is decoded by msgspec into typed structs that keep only
+the fields tracekit uses, the structs are turned into columns once, and everything after
+that (category mapping, flow binding, launch links, id normalisation) is polars
+expressions over the whole trace.  A chunk that msgspec refuses (NaN literals, a wrongly
+typed field) goes through a tolerant slow path that keeps every event it can.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+import polars as pl
+
+from tracekit.errors import TraceCorruptError, TraceFormatError
+from tracekit.schema import (
+    COUNTERS,
+    DEVICES,
+    EVENT_KIND,
+    FLOW_KIND,
+    FLOWS,
+    LINK_SOURCE,
+    LINKS,
+    MEMCPY_KIND,
+    MEMORY,
+    MEMORY_KIND,
+    SYNC_KIND,
+    THREADS,
+    EventKind,
+    TraceInfo,
+    TraceTables,
+    finalize_events,
+)
+
+from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
+from ._source import check_path, open_stream
+
+Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields every event needs; ``args`` stays undecoded until its group is known."""
+
+    ph: Num = None
+    cat: Num = None
+    name: Num = None
+    pid: Num = None
+    tid: Num = None
+    ts: Num = None
+    dur: Num = None
+    id: Num = None
+    args: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _Dim3(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A CUDA dim3 written as ``[x, y, z]``."""
+
+    x: int = 0
+    y: int = 1
+    z: int = 1
+
+
+_NO_DIM = _Dim3(0, 0, 0)
+
+
+class _GpuArgs(msgspec.Struct, gc=False):
+    """Args of kernels, copies, memsets and sync rows."""
+
+    external_id: Num = msgspec.field(default=None, name="External id")
+    external_id_v1: Num = msgspec.field(default=None, name="external id")
+    correlation: Num = None
+    stream: Num = None
+    device: Num = None
+    bytes: Num = None
+    kind_arg: Num = msgspec.field(default=None, name="kind")
+    grid: _Dim3 = _NO_DIM
+    block: _Dim3 = _NO_DIM
+    registers: Num = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Num = msgspec.field(default=None, name="shared memory")
+    occupancy: Num = msgspec.field(default=None, name="est. achieved occupancy %")
+    sync_kind: Num = msgspec.field(default=None, name="cuda_sync_kind")
+    wait_on_stream: Num = None
+    wait_corr: Num = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    collective: Num = msgspec.field(default=None, name="Collective name")
+
+
+class _LaunchArgs(msgspec.Struct, gc=False):
+    """Args of runtime/driver calls."""
+
+    external_id: Num = msgspec.field(default=None, name="External id")
+    external_id_v1: Num = msgspec.field(default=None, name="external id")
+    correlation: Num = None
+
+
+class _OpArgs(msgspec.Struct, gc=False):
+    """Args of CPU operators and annotations."""
+
+    external_id: Num = msgspec.field(default=None, name="External id")
+    external_id_v1: Num = msgspec.field(default=None, name="external id")
+    sequence_nr: Num = msgspec.field(default=None, name="Sequence number")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    collective: Num = msgspec.field(default=None, name="Collective name")
+
+
+class _PyArgs(msgspec.Struct, gc=False):
+    """Args of Python frames."""
+
+    python_id: Num = msgspec.field(default=None, name="Python id")
+    python_parent_id: Num = msgspec.field(default=None, name="Python parent id")
+
+
+class _MemArgs(msgspec.Struct, gc=False):
+    """Args of ``[memory]`` instants."""
+
+    mem_device_type: Num = msgspec.field(default=None, name="Device Type")
+    mem_device_id: Num = msgspec.field(default=None, name="Device Id")
+    mem_addr: Num = msgspec.field(default=None, name="Addr")
+    mem_bytes: Num = msgspec.field(default=None, name="Bytes")
+    mem_total_allocated: Num = msgspec.field(default=None, name="Total Allocated")
+    mem_total_reserved: Num = msgspec.field(default=None, name="Total Reserved")
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
+    """Args of ``ph: M`` metadata (process_name, thread_name)."""
+
+    label: Num = msgspec.field(default=None, name="name")
+
+
+_DECODER = msgspec.json.Decoder(list[_Event])
+#: arg group → (decoder, fields)
+_ARG_GROUPS: dict[str, tuple[msgspec.json.Decoder[Any], tuple[str, ...]]] = {
+    name: (msgspec.json.Decoder(list[cls]), tuple(cls.__struct_fields__))  # type: ignore[valid-type]
+    for name, cls in (
+        ("gpu", _GpuArgs),
+        ("launch", _LaunchArgs),
+        ("op", _OpArgs),
+        ("py", _PyArgs),
+        ("mem", _MemArgs),
+        ("meta", _MetaArgs),
+    )
+}
+#: lower-cased category → arg group
+_CATEGORY_GROUP = {
+    **dict.fromkeys(
+        ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "cuda_sync", "xpu_sync", "mtia_ccp_events"), "gpu"
+    ),
+    **dict.fromkeys(
+        ("cuda_runtime", "runtime", "cuda_driver", "mtia_runtime", "xpu_runtime", "xpu_driver",
+         "privateuse1_runtime", "privateuse1_driver", "glow_runtime"),
+        "launch",
+    ),
+    **dict.fromkeys(("cpu_op", "operator", "user_annotation", "gpu_user_annotation"), "op"),
+    "python_function": "py",
+}
+
+_BASE_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id")
+_INT_ARGS = frozenset(
+    (
+        "external_id", "external_id_v1", "correlation", "device", "bytes", "registers", "shared_memory",
+        "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "mem_device_type",
+        "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated", "mem_total_reserved", "stream",
+    )
+)
+_STR_ARGS = frozenset(("kind_arg", "sync_kind", "collective", "label"))
+#: every raw arg column, with its dtype (so chunks without a group still have the column)
+_ARG_DTYPES: dict[str, pl.DataType] = {}
+for _decoder, _fields in _ARG_GROUPS.values():
+    for _f in _fields:
+        if _f in _INT_ARGS or _f in ("grid", "block"):
+            _ARG_DTYPES[_f] = pl.Int64()
+        elif _f == "occupancy":
+            _ARG_DTYPES[_f] = pl.Float64()
+        else:
+            _ARG_DTYPES[_f] = pl.String()
+
+#: category (lower-cased) → canonical kind
+_CATEGORY_KIND: dict[str, EventKind] = {
+    "cpu_op": EventKind.CPU_OP,
+    "operator": EventKind.CPU_OP,
+    "user_annotation": EventKind.ANNOTATION,
+    "gpu_user_annotation": EventKind.GPU_ANNOTATION,
+    "python_function": EventKind.PYTHON,
+    "cuda_runtime": EventKind.RUNTIME,
+    "runtime": EventKind.RUNTIME,
+    "mtia_runtime": EventKind.RUNTIME,
+    "xpu_runtime": EventKind.RUNTIME,
+    "privateuse1_runtime": EventKind.RUNTIME,
+    "glow_runtime": EventKind.RUNTIME,
+    "cuda_driver": EventKind.DRIVER,
+    "xpu_driver": EventKind.DRIVER,
+    "privateuse1_driver": EventKind.DRIVER,
+    "kernel": EventKind.KERNEL,
+    "mtia_ccp_events": EventKind.KERNEL,
+    "gpu_memcpy": EventKind.MEMCPY,
+    "memcpy": EventKind.MEMCPY,
+    "gpu_memset": EventKind.MEMSET,
+    "memset": EventKind.MEMSET,
+    "cuda_sync": EventKind.SYNC,
+    "xpu_sync": EventKind.SYNC,
+    "cpu_instant_event": EventKind.INSTANT,
+    "overhead": EventKind.OVERHEAD,
+}
+_FLOW_CATEGORY: dict[str, str] = {
+    "ac2g": "launch",
+    "async": "launch",
+    "async_gpu": "launch",
+    "async_cpu_to_gpu": "launch",
+    "fwdbwd": "fwdbwd",
+}
+_SYNC_NAMES = {
+    "stream sync": "stream_sync",
+    "context sync": "context_sync",
+    "event sync": "event_sync",
+    "stream wait event": "stream_wait_event",
+}
+_MEMORY_WORDS = {
+    "pageable": "pageable",
+    "pinned": "pinned",
+    "device": "device",
+    "managed": "managed",
+    "array": "array",
+}
+_ON_GPU_KINDS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.GPU_ANNOTATION)]
+
+#: Timestamps above this many µs, written with a fraction, lose sub-µs digits in float64.
+_FLOAT_EXACT_US = 2**53 / 1000
+
+
+def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> TraceTables:
+    """Parse a Kineto Chrome trace (``.json`` or ``.json.gz``) into canonical tables."""
+    p = check_path(path)
+    state = ArrayStream()
+    warnings: list[str] = []
+    frames: list[pl.DataFrame] = []
+    counter_rows: list[dict[str, Any]] = []
+    dropped = [0]
+
+    def decode(chunk: bytes | memoryview) -> pl.DataFrame:
+        frame = _columns(_decode_chunk(chunk, dropped), dropped)
+        if frame.height and (frame["ph"] == "C").any():
+            counter_rows.extend(_counter_events(bytes(chunk)))
+        return frame
+
+    try:
+        with open_stream(p) as stream:
+            for frame in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):
+                frames.append(frame)
+    except NotATraceArray as exc:
+        raise _explain_not_a_trace(p, exc.head) from None
+    except OSError as exc:
+        raise TraceCorruptError(f"cannot read the file ({exc})", path=p) from exc
+
+    top = _decode_top_level(state, warnings)
+    if state.truncated:
+        if not frames or sum(f.height for f in frames) == 0:
+            if state.total_bytes == 0:
+                raise TraceCorruptError("the file holds no readable data (" + state.truncation_reason + ")", path=p)
+            raise TraceCorruptError(
+                f"the trace is truncated before its first complete event ({state.truncation_reason})", path=p
+            )
+        warnings.append(
+            f"truncated trace: {state.truncation_reason}; kept every complete event, "
+            f"dropped the last {state.lost_bytes:,} bytes (an incomplete event) of {state.total_bytes:,}"
+        )
+    if dropped[0]:
+        warnings.append(f"skipped {dropped[0]:,} malformed events (wrong field types)")
+    raw = pl.concat(frames, how="vertical_relaxed") if frames else _columns([])
+    return _build_tables(p, raw, top, counter_rows, warnings, truncated=state.truncated)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]:
+    """Decode one ``[ev,...]`` chunk; raise ValueError if it is not valid JSON at all."""
+    try:
+        events: list[_Event] = _DECODER.decode(chunk)
+    except msgspec.DecodeError:  # includes ValidationError (a wrongly typed field)
+        events = _tolerant_decode(bytes(chunk), dropped)
+    return events
+
+
+def _tolerant_decode(chunk: bytes, dropped: list[int]) -> list[_Event]:
+    """Slow path: Python's json (accepts NaN/Infinity), then event-by-event conversion."""
+    try:
+        items = json.loads(chunk)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(items, list):
+        raise ValueError("not an array")
+    out: list[_Event] = []
+    for item in items:
+        if not isinstance(item, dict):
+            dropped[0] += 1
+            continue
+        args = item.pop("args", None)
+        fields = {k: v for k, v in item.items() if k in _BASE_FIELDS}
+        fields = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in fields.items()}
+        try:
+            ev = msgspec.convert(fields, _Event, strict=False)
+        except (msgspec.ValidationError, TypeError, ValueError, RecursionError):
+            dropped[0] += 1
+            continue
+        if isinstance(args, dict):
+            try:
+                ev.args = msgspec.Raw(json.dumps(args, allow_nan=False, default=str).encode())
+            except (ValueError, RecursionError):
+                clean = {k: v for k, v in args.items() if not (isinstance(v, float) and not math.isfinite(v))}
+                try:
+                    ev.args = msgspec.Raw(json.dumps(clean, default=str).encode())
+                except (ValueError, RecursionError):
+                    ev.args = msgspec.Raw(b"{}")
+        out.append(ev)
+    return out
+
+
+def _decode_args(decoder: msgspec.json.Decoder[Any], raws: list[msgspec.Raw], dropped: list[int]) -> list[Any]:
+    """Decode a group's args objects in one call; fall back object by object if one is bad."""
+    payload = b"[" + b",".join(raws) + b"]"
+    try:
+        return list(decoder.decode(payload))
+    except msgspec.DecodeError:
+        pass
+    out = []
+    empty = decoder.decode(b"[{}]")[0]
+    for raw in raws:
+        try:
+            out.append(decoder.decode(b"[" + bytes(raw) + b"]")[0])
+        except msgspec.DecodeError:
+            try:
+                value = json.loads(bytes(raw))
+                clean = {k: v for k, v in value.items() if not (isinstance(v, float) and not math.isfinite(v))} if isinstance(value, dict) else {}
+                out.append(decoder.decode(b"[" + json.dumps(clean, default=str).encode() + b"]")[0])
+            except (ValueError, RecursionError, msgspec.DecodeError):
+                dropped[0] += 1
+                out.append(empty)
+    return out
+
+
+def _counter_events(chunk: bytes) -> list[dict[str, Any]]:
+    try:
+        items = json.loads(chunk)
+    except ValueError:
+        return []
+    rows = []
+    for item in items:
+        if not isinstance(item, dict) or item.get("ph") != "C" or not isinstance(item.get("args"), dict):
+            continue
+        for series, value in item["args"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append(
+                    {
+                        "name": str(item.get("name")),
+                        "series": str(series),
+                        "pid": item.get("pid"),
+                        "ts": item.get("ts"),
+                        "value": float(value),
+                    }
+                )
+    return rows
+
+
+def _columns(events: Sequence[_Event], dropped: list[int] | None = None) -> pl.DataFrame:
+    """Turn decoded structs into raw columns.
+
+    Base fields take one pass each over all events; args are decoded per group (GPU
+    activity, launches, operators, Python frames, memory instants, metadata), so each
+    arg column is built only from the events that can carry it.
+    """
+    dropped = dropped if dropped is not None else [0]
+    data: dict[str, pl.Series] = {}
+    for f in _BASE_FIELDS:
+        values = list(map(attrgetter(f), events))
+        if f in ("ts", "dur"):
+            data[f] = _time_series(f, values)
+        elif f in ("pid", "tid", "id"):
+            data[f], data[f + "_label"] = _id_series(f, values)
+        else:
+            data[f] = _str_series(f, values)
+    base = pl.DataFrame(data)
+    if not events:
+        return base.with_columns([pl.lit(None, dtype=dt).alias(n) for n, dt in _ARG_DTYPES.items()])
+    cats = base["cat"].str.to_lowercase()
+    group = cats.replace_strict(_CATEGORY_GROUP, default=None, return_dtype=pl.String)
+    ph = base["ph"]
+    group = (
+        pl.select(
+            pl.when(ph == "M").then(pl.lit("meta"))
+            .when(ph.is_in(["i", "I"]) & (base["name"] == "[memory]")).then(pl.lit("mem"))
+            .when(ph == "X").then(group)
+            .otherwise(None)
+        )
+        .to_series()
+    )
+    indices = (
+        group.to_frame("g").with_row_index("i").drop_nulls("g").group_by("g", maintain_order=True).agg(pl.col("i"))
+    )
+    raw_args = list(map(attrgetter("args"), events))
+    parts = []
+    for gname, idx in indices.iter_rows():
+        decoder, fields = _ARG_GROUPS[gname]
+        decoded = _decode_args(decoder, [raw_args[i] for i in idx], dropped)
+        cols: dict[str, pl.Series] = {"_i": pl.Series("_i", idx, dtype=pl.UInt32)}
+        for f in fields:
+            values = list(map(attrgetter(f), decoded))
+            cols[f] = _arg_series(f, values)
+        parts.append(pl.DataFrame(cols))
+    schema = {"_i": pl.UInt32(), **_ARG_DTYPES}
+    args = pl.concat([pl.DataFrame(schema=schema), *parts], how="diagonal_relaxed") if parts else pl.DataFrame(schema=schema)
+    return base.with_row_index("_i").join(args, on="_i", how="left", maintain_order="left").drop("_i")
+
+
+def _arg_series(f: str, values: list[Any]) -> pl.Series:
+    if f in _INT_ARGS:
+        return _int_series(f, values)
+    if f in _STR_ARGS:
+        return _str_series(f, values)
+    if f == "occupancy":
+        return pl.Series(f, [v if isinstance(v, (int, float)) else None for v in values], dtype=pl.Float64, strict=False)
+    if f in ("grid", "block"):
+        dims = [pl.Series(list(map(attrgetter(axis), values)), dtype=pl.Int64) for axis in ("x", "y", "z")]
+        total = dims[0] * dims[1] * dims[2]
+        return pl.select(pl.when(pl.lit(total) > 0).then(pl.lit(total)).otherwise(None)).to_series().alias(f)
+    if f == "input_dims":
+        return pl.Series(f, [bytes(v).decode("utf-8", "replace") if v else None for v in values], dtype=pl.String)
+    return _str_series(f, values)
+
+
+def _str_series(name: str, values: list[Any]) -> pl.Series:
+    try:
+        return pl.Series(name, values, dtype=pl.String)
+    except (TypeError, ValueError, OverflowError):
+        return pl.Series(name, values, dtype=pl.String, strict=False)
+
+
+def _int_series(name: str, values: list[Any]) -> pl.Series:
+    """Integers; numeric strings and integral floats are converted, anything else is null."""
+    try:
+        return pl.Series(name, values, dtype=pl.Int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    text = pl.Series(name, values, dtype=pl.String, strict=False).str.strip_chars()
+    as_int = text.cast(pl.Int64, strict=False)
+    as_float = text.cast(pl.Float64, strict=False)
+    in_range = as_float.is_finite() & (as_float.abs() < 2.0**63)
+    from_float = pl.select(pl.when(pl.lit(in_range)).then(pl.lit(as_float)).otherwise(None).cast(pl.Int64)).to_series()
+    return as_int.fill_null(from_float).alias(name)
+
+
+def _as_int(v: Any) -> int | None:
+    """One value → int64 or None (used for top-level metadata, not per event)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**63 else None
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) and abs(v) < 2**63 else None
+    if isinstance(v, str):
+        try:
+            n = int(v.strip(), 0)
+        except ValueError:
+            try:
+                f = float(v)
+            except ValueError:
+                return None
+            return int(f) if math.isfinite(f) and abs(f) < 2**63 else None
+        return n if -(2**63) <= n < 2**63 else None
+    return None
+
+
+def _id_series(name: str, values: list[Any]) -> tuple[pl.Series, pl.Series]:
+    """pid/tid/id: ints, or strings ("Spans", "stream 7", "24572"); returns (ints, labels).
+
+    Numeric strings become ints; other strings stay as labels (mapped to synthetic ids later).
+    """
+    try:
+        return pl.Series(name, values, dtype=pl.Int64), pl.Series(name + "_label", [None] * len(values), dtype=pl.String)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    text = pl.Series(name, values, dtype=pl.String, strict=False)
+    ints = text.str.strip_chars().cast(pl.Int64, strict=False)
+    labels = pl.select(pl.when(pl.lit(ints).is_null()).then(pl.lit(text)).otherwise(None)).to_series()
+    return ints.alias(name), labels.alias(name + "_label")
+
+
+def _time_series(name: str, values: list[Any]) -> pl.Series:
+    """µs timestamps (int, float with ns fraction, or numeric string) → integer ns."""
+    try:
+        return pl.Series(name, values, dtype=pl.Int64) * 1000
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
+        floats = pl.Series(name, values, dtype=pl.Float64)
+    except (TypeError, ValueError, OverflowError):
+        floats = pl.Series(name, values, dtype=pl.Float64, strict=False)
+    return pl.select(_us_to_ns(pl.lit(floats))).to_series().alias(name)
+
+
+def _us_to_ns(us: pl.Expr) -> pl.Expr:
+    """Float µs → int ns, exact for the 3-decimal values Kineto writes; non-finite → null."""
+    finite = us.is_finite() & (us.abs() < 9.2e15)
+    whole = us.floor()
+    ns = whole.cast(pl.Int64, strict=False) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64, strict=False)
+    return pl.when(finite).then(ns).otherwise(None)
+
+
+# --------------------------------------------------------------------------- top level
+
+
+def _decode_top_level(state: ArrayStream, warnings: list[str]) -> dict[str, Any]:
+    """Decode the metadata before and after the events array (best effort)."""
+    top: dict[str, Any] = {}
+    if state.bare_array:
+        return top
+    head = state.header.rstrip()
+    if head.endswith(b","):
+        head = head[:-1]
+    text = head + b"}" if head.strip() != b"{" else b"{}"
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict):
+            top.update(value)
+    except (ValueError, RecursionError):
+        warnings.append("could not decode the metadata before traceEvents; device properties and rank may be missing")
+    if state.trailer.strip():
+        tail = state.trailer.strip()
+        try:
+            value = json.loads(b'{"traceEvents":[]' + tail) if tail.startswith(b",") else {}
+            if isinstance(value, dict):
+                value.pop("traceEvents", None)
+                top.update(value)
+        except (ValueError, RecursionError):
+            warnings.append("could not decode the metadata after traceEvents")
+    return top
+
+
+def _explain_not_a_trace(path: Path, head: bytes) -> TraceFormatError:
+    expected = "expected a PyTorch profiler (Kineto) Chrome trace: a JSON object with a traceEvents array"
+    text = head.lstrip()[:2000]
+    if b'"nodes"' in head and (b'"schema"' in head or b'"finish_ts"' in head):
+        return TraceFormatError(
+            "this is a Chakra execution trace (it has 'nodes', not 'traceEvents'), not a profiler timeline; " + expected,
+            path=path,
+            hint="pass the Kineto trace captured alongside it (…_trace.json.gz)",
+        )
+    if text.startswith(b"{"):
+        keys = re.findall(rb'"([A-Za-z_][A-Za-z0-9_ ]{0,40})"\s*:', text)[:6]
+        shown = ", ".join(k.decode("ascii", "replace") for k in keys)
+        return TraceFormatError(f"JSON object without a traceEvents array (keys: {shown or 'none'}); {expected}", path=path)
+    return TraceFormatError(f"not JSON; {expected}", path=path)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _build_tables(
+    path: Path,
+    raw: pl.DataFrame,
+    top: dict[str, Any],
+    counter_rows: list[dict[str, Any]],
+    warnings: list[str],
+    *,
+    truncated: bool,
+) -> TraceTables:
+    base_ns = _as_int(top.get("baseTimeNanoseconds")) or 0
+    dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
+    rank = _as_int(dist.get("rank")) if dist else None
+    world = _as_int(dist.get("world_size")) if dist else None
+    backend = str(dist.get("backend")) if dist and dist.get("backend") is not None else None
+
+    raw = raw.with_row_index("_order")
+    raw = _normalise_ids(raw)
+    raw = raw.with_columns(
+        pl.col("cat").str.to_lowercase().fill_null("").alias("_cat"),
+        (pl.col("ts") + base_ns).alias("start_ns"),
+        pl.col("dur").fill_null(0).clip(lower_bound=0).alias("dur_ns"),
+    )
+
+    threads = _threads(raw)
+    complete = raw.filter((pl.col("ph") == "X") & pl.col("start_ns").is_not_null())
+    kind_map = pl.DataFrame(
+        {"_cat": list(_CATEGORY_KIND), "kind": [k.value for k in _CATEGORY_KIND.values()]},
+        schema={"_cat": pl.String, "kind": EVENT_KIND},
+    )
+    complete = complete.filter(pl.col("_cat") != "trace").join(kind_map, on="_cat", how="left")
+    unknown = complete.filter(pl.col("kind").is_null())
+    if unknown.height:
+        cats = unknown.group_by("cat").len().sort("len", descending=True).head(5)
+        listing = ", ".join(f"{c}×{n}" for c, n in cats.iter_rows())
+        warnings.append(f"{unknown.height:,} events of unrecognised categories kept as kind 'other' ({listing})")
+    complete = complete.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
+    instants = raw.filter(pl.col("ph").is_in(["i", "I"]) & (pl.col("name") != "[memory]") & pl.col("start_ns").is_not_null())
+    instants = instants.filter(pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
+    instants = instants.with_columns(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND).alias("kind"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"))
+    timed = pl.concat([complete, instants.select(complete.columns)], how="vertical_relaxed")
+
+    main_pid = _main_pid(timed)
+    keyed = finalize_events(_event_columns(timed, main_pid, rank), keep=("_track_pid", "_track_tid"))
+    events = keyed.drop("_track_pid", "_track_tid")
+
+    flows = _flows(raw, keyed)
+    links = _links(keyed, flows)
+    events = _fill_sync_threads(events, links)
+    memory = _memory(raw, base_ns)
+    counters = _counters(counter_rows, base_ns)
+    devices = _devices(top, events)
+
+    first = events["start_ns"].min()
+    last = events["end_ns"].max()
+    info = TraceInfo(
+        path=str(path),
+        format="kineto",
+        format_version=str(top.get("schemaVersion")) if top.get("schemaVersion") is not None else None,
+        producer=_producer(top),
+        rank=rank,
+        world_size=world,
+        backend=backend,
+        ranks=(rank if rank is not None else 0,),
+        start_ns=int(first) if isinstance(first, int) else None,
+        end_ns=int(last) if isinstance(last, int) else None,
+        truncated=truncated,
+        warnings=tuple(warnings),
+        metadata=_metadata(top),
+    )
+    return TraceTables(
+        info=info,
+        events=events,
+        links=links,
+        flows=flows.drop("_src_order", "_dst_order", strict=False),
+        devices=devices,
+        threads=threads,
+        counters=counters,
+        memory=memory,
+    )
+
+
+def _normalise_ids(raw: pl.DataFrame) -> pl.DataFrame:
+    """String pids/tids: numeric strings become ints; others get stable negative ids."""
+    exprs = []
+    for col in ("pid", "tid"):
+        label = pl.col(col + "_label")
+        numeric = label.str.strip_chars().cast(pl.Int64, strict=False)
+        exprs.append(pl.coalesce(pl.col(col), numeric).alias(col))
+    raw = raw.with_columns(exprs)
+    labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique().sort()
+    labels = labels.filter(labels.str.strip_chars().cast(pl.Int64, strict=False).is_null())
+    if labels.len():
+        mapping = pl.DataFrame({"_label": labels, "_synthetic": -pl.int_range(1, labels.len() + 1, eager=True)})
+        for col in ("pid", "tid"):
+            raw = (
+                raw.join(mapping, left_on=col + "_label", right_on="_label", how="left")
+                .with_columns(pl.coalesce(pl.col(col), pl.col("_synthetic")).alias(col))
+                .drop("_synthetic")
+            )
+    return raw
+
+
+def _main_pid(timed: pl.DataFrame) -> int | None:
+    """The process that launched GPU work (owner of GPU rows in the canonical tables)."""
+    launchers = timed.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]))
+    if launchers.height == 0:
+        launchers = timed.filter(pl.col("kind") == EventKind.CPU_OP.value)
+    if launchers.height == 0:
+        return None
+    counts = launchers.group_by("pid").len().sort(["len", "pid"], descending=[True, False])
+    value = counts["pid"][0]
+    return int(value) if value is not None else None
+
+
+def _event_columns(timed: pl.DataFrame, main_pid: int | None, rank: int | None) -> pl.DataFrame:
+    on_gpu = pl.col("kind").is_in(_ON_GPU_KINDS)
+    is_sync = pl.col("kind") == EventKind.SYNC.value
+    tid_stream = pl.coalesce(
+        pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False)
+    )
+    device = pl.when(on_gpu | is_sync).then(pl.coalesce(pl.col("device"), pl.col("pid"))).otherwise(None)
+    stream = (
+        pl.when(on_gpu)
+        .then(pl.coalesce(pl.col("stream"), tid_stream))
+        .when(is_sync)
+        .then(pl.when(pl.col("stream") >= 0).then(pl.col("stream")).otherwise(None))
+        .otherwise(None)
+    )
+    lname = pl.col("name").str.to_lowercase()
+    memcpy = pl.col("kind") == EventKind.MEMCPY.value
+    direction = pl.coalesce(
+        pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1),
+        pl.col("kind_arg").str.extract(r"^(HtoD|DtoH|DtoD|HtoH|PtoP)$", 1),
+    )
+    src_word = lname.str.extract(r"\((\w+)\s*->", 1)
+    dst_word = lname.str.extract(r"->\s*(\w+)\)", 1)
+    sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
+    sync_kind = pl.when(is_sync).then(sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String)).otherwise(None)
+    return timed.select(
+        pl.col("_order"),
+        pl.col("kind"),
+        pl.col("name").fill_null(""),
+        pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
+        pl.when(on_gpu).then(pl.lit(main_pid, dtype=pl.Int64)).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(on_gpu | is_sync).then(None).otherwise(pl.col("tid")).cast(pl.Int64).alias("tid"),
+        device.cast(pl.Int32, strict=False).alias("device"),
+        stream.alias("stream"),
+        pl.col("start_ns"),
+        pl.col("dur_ns"),
+        pl.col("correlation"),
+        pl.coalesce(pl.col("external_id"), pl.col("external_id_v1")).alias("external_id"),
+        pl.col("bytes"),
+        pl.when(memcpy).then(direction.fill_null("unknown")).otherwise(None).cast(MEMCPY_KIND).alias("memcpy_kind"),
+        pl.when(memcpy).then(_memory_kind(src_word)).otherwise(None).cast(MEMORY_KIND).alias("src_memory"),
+        pl.when(memcpy).then(_memory_kind(dst_word)).otherwise(None).cast(MEMORY_KIND).alias("dst_memory"),
+        pl.col("grid").alias("grid_blocks"),
+        pl.col("block").alias("block_threads"),
+        pl.col("registers").cast(pl.Int32, strict=False).alias("registers_per_thread"),
+        pl.col("shared_memory").alias("shared_memory_bytes"),
+        pl.col("occupancy").alias("occupancy_pct"),
+        sync_kind.cast(SYNC_KIND).alias("sync_kind"),
+        pl.when(is_sync & (pl.col("wait_on_stream") >= 0)).then(pl.col("wait_on_stream")).otherwise(None).alias("wait_stream"),
+        pl.when(pl.col("wait_corr") >= 0).then(pl.col("wait_corr")).otherwise(None).alias("wait_event_correlation"),
+        pl.col("sequence_nr"),
+        pl.col("python_id"),
+        pl.col("python_parent_id"),
+        pl.col("input_dims"),
+        pl.col("collective"),
+        pl.lit(None, dtype=pl.String).alias("domain"),
+        pl.col("pid").alias("_track_pid"),
+        pl.col("tid").alias("_track_tid"),
+    )
+
+
+def _memory_kind(word: pl.Expr) -> pl.Expr:
+    return word.replace_strict(_MEMORY_WORDS, default="unknown", return_dtype=pl.String)
+
+
+def _threads(raw: pl.DataFrame) -> pl.DataFrame:
+    meta = raw.filter(pl.col("ph") == "M")
+    procs = (
+        meta.filter(pl.col("name") == "process_name")
+        .group_by("pid")
+        .agg(pl.col("label").last().alias("process_name"))
+    )
+    thr = (
+        meta.filter(pl.col("name") == "thread_name")
+        .group_by("pid", "tid")
+        .agg(pl.col("label").last().alias("thread_name"))
+    )
+    rows = thr.join(procs, on="pid", how="left")
+    is_stream = pl.col("thread_name").str.contains(r"(?i)^\s*stream\s+\d+")
+    rows = rows.with_columns(
+        pl.when(is_stream).then(pl.col("pid").cast(pl.Int32, strict=False)).otherwise(None).alias("device"),
+        pl.when(is_stream).then(pl.col("thread_name").str.extract(r"(\d+)", 1).cast(pl.Int64)).otherwise(None).alias("stream"),
+    )
+    rows = rows.with_columns(
+        pl.when(pl.col("device").is_null()).then(pl.col("pid")).otherwise(None).alias("pid"),
+        pl.when(pl.col("device").is_null()).then(pl.col("tid")).otherwise(None).alias("tid"),
+        pl.col("thread_name").str.strip_chars(),
+    )
+    only_procs = procs.join(thr.select("pid").unique(), on="pid", how="anti").with_columns(
+        pl.lit(None, dtype=pl.Int64).alias("tid"), pl.lit(None, dtype=pl.String).alias("thread_name")
+    )
+    out = pl.concat([THREADS.conform(rows), THREADS.conform(only_procs)], how="vertical")
+    return out.sort(["pid", "tid", "device", "stream"], nulls_last=True)
+
+
+def _flows(raw: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
+    flow_rows = raw.filter(pl.col("ph").is_in(["s", "f", "t"]) & pl.col("start_ns").is_not_null())
+    if flow_rows.height == 0:
+        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
+    kind_map = pl.DataFrame({"_cat": list(_FLOW_CATEGORY), "flow_kind": list(_FLOW_CATEGORY.values())})
+    flow_rows = flow_rows.join(kind_map, on="_cat", how="left").with_columns(
+        pl.col("flow_kind").fill_null("other"),
+        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
+    )
+    # bind each endpoint to the innermost slice starting at its timestamp on its track
+    keys = flow_rows.select(pl.col("pid").alias("_track_pid"), pl.col("tid").alias("_track_tid"), "start_ns").unique()
+    slices = keyed.select("event_id", "_track_pid", "_track_tid", "start_ns", "dur_ns").join(
+        keys, on=["_track_pid", "_track_tid", "start_ns"], how="semi"
+    )
+    innermost = slices.sort("dur_ns", "event_id", descending=[False, True]).unique(
+        ["_track_pid", "_track_tid", "start_ns"], keep="first"
+    )
+    bound = flow_rows.join(
+        innermost.drop("dur_ns"), left_on=["pid", "tid", "start_ns"], right_on=["_track_pid", "_track_tid", "start_ns"], how="left"
+    )
+    src = bound.filter(pl.col("ph") == "s").group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias("src_event_id"))
+    dst = bound.filter(pl.col("ph") == "f").group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias("dst_event_id"))
+    joined = src.join(dst, on=["flow_id", "flow_kind"], how="full", coalesce=True)
+    return FLOWS.conform(joined.with_columns(pl.col("flow_kind").cast(FLOW_KIND))).sort(["flow_kind", "flow_id"])
+
+
+def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
+    launch = events.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]) & pl.col("correlation").is_not_null())
+    launch = launch.select(pl.col("event_id").alias("launch_event_id"), "correlation", "pid")
+    # a correlation id must name exactly one launch call (per process) to be trusted
+    unique_launch = launch.group_by("correlation").agg(pl.col("launch_event_id").first(), pl.len().alias("_n")).filter(pl.col("_n") == 1)
+    gpu = events.filter(
+        pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value, EventKind.SYNC.value])
+        & pl.col("correlation").is_not_null()
+    ).select(pl.col("event_id").alias("gpu_event_id"), "correlation")
+    by_corr = gpu.join(unique_launch.drop("_n"), on="correlation", how="inner").with_columns(
+        pl.lit("correlation").alias("link_source")
+    )
+    by_flow = (
+        flows.filter((pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null())
+        .select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
+        .join(events.select("event_id", "kind"), left_on="launch_event_id", right_on="event_id")
+        .filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]))
+        .drop("kind")
+        .join(by_corr.select("gpu_event_id"), on="gpu_event_id", how="anti")
+        .with_columns(pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow").alias("link_source"))
+    )
+    links = pl.concat([LINKS.conform(by_corr.with_columns(pl.col("link_source").cast(LINK_SOURCE))),
+                       LINKS.conform(by_flow.with_columns(pl.col("link_source").cast(LINK_SOURCE)))])
+    return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
+
+
+def _fill_sync_threads(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Sync rows are recorded on the device track; give them the waiting host thread."""
+    syncs = events.filter(pl.col("kind") == EventKind.SYNC.value)
+    if syncs.height == 0:
+        return events
+    host = (
+        links.join(events.select(pl.col("event_id").alias("launch_event_id"), pl.col("pid").alias("_hp"), pl.col("tid").alias("_ht")), on="launch_event_id")
+        .group_by("gpu_event_id")
+        .agg(pl.col("_hp").first(), pl.col("_ht").first())
+    )
+    out = events.join(host, left_on="event_id", right_on="gpu_event_id", how="left").with_columns(
+        pl.when(pl.col("kind") == EventKind.SYNC.value).then(pl.col("_hp")).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(pl.col("kind") == EventKind.SYNC.value).then(pl.col("_ht")).otherwise(pl.col("tid")).alias("tid"),
+    )
+    return out.drop("_hp", "_ht")
+
+
+def _memory(raw: pl.DataFrame, base_ns: int) -> pl.DataFrame:
+    mem = raw.filter(pl.col("ph").is_in(["i", "I"]) & (pl.col("name") == "[memory]"))
+    if mem.height == 0:
+        return MEMORY.empty()
+    # Device Type: 0 = CPU, 1 = CUDA (c10::DeviceType); host memory gets device -1
+    device = pl.when(pl.col("mem_device_type") == 0).then(-1).otherwise(pl.col("mem_device_id"))
+    frame = mem.select(
+        pl.col("start_ns"),
+        pl.col("pid"),
+        pl.col("tid"),
+        device.cast(pl.Int32, strict=False).alias("device"),
+        pl.col("mem_addr").alias("address"),
+        pl.col("mem_bytes").alias("bytes"),
+        pl.col("mem_total_allocated").alias("total_allocated_bytes"),
+        pl.col("mem_total_reserved").alias("total_reserved_bytes"),
+    )
+    return MEMORY.conform(frame).sort("start_ns", maintain_order=True)
+
+
+def _counters(rows: list[dict[str, Any]], base_ns: int) -> pl.DataFrame:
+    if not rows:
+        return COUNTERS.empty()
+    frame = pl.DataFrame(
+        {
+            "name": [r["name"] for r in rows],
+            "series": [r["series"] for r in rows],
+            "pid": [_as_int(r["pid"]) for r in rows],
+            "start_ns": _time_series("start_ns", [r["ts"] for r in rows]) + base_ns,
+            "value": [r["value"] for r in rows],
+        }
+    )
+    return COUNTERS.conform(frame).sort(["name", "series", "start_ns"])
+
+
+def _devices(top: dict[str, Any], events: pl.DataFrame) -> pl.DataFrame:
+    props = top.get("deviceProperties") or top.get("computeProperties") or []
+    rows = []
+    amd_runtime = any(k.startswith(("hip_", "roctracer")) for k in top)
+    if isinstance(props, list):
+        for d in props:
+            if not isinstance(d, dict):
+                continue
+            name = str(d.get("name")) if d.get("name") is not None else None
+            rows.append(
+                {
+                    "device": _as_int(d.get("id")),
+                    "name": name,
+                    "vendor": _vendor(name, amd_runtime),
+                    "total_memory_bytes": _as_int(d.get("totalGlobalMem")),
+                    "compute_major": _as_int(d.get("computeMajor", d.get("major"))),
+                    "compute_minor": _as_int(d.get("computeMinor", d.get("minor"))),
+                    "sm_count": _as_int(d.get("numSms", d.get("multiProcessorCount"))),
+                }
+            )
+    frame = DEVICES.from_columns({k: [r[k] for r in rows] for k in DEVICES.names}) if rows else DEVICES.empty()
+    used = events.filter(pl.col("device").is_not_null()).select(pl.col("device").unique()).to_series()
+    missing = [int(d) for d in used.to_list() if d not in set(frame["device"].to_list())]
+    if missing:
+        extra = DEVICES.from_columns(
+            {"device": missing, "vendor": ["amd" if amd_runtime else None] * len(missing)}
+        )
+        frame = pl.concat([frame, extra])
+    return frame.sort("device", nulls_last=True)
+
+
+def _vendor(name: str | None, amd_runtime: bool) -> str | None:
+    if amd_runtime:
+        return "amd"
+    if not name:
+        return None
+    low = name.lower()
+    if any(w in low for w in ("nvidia", "tesla", "quadro", "geforce", "rtx", "a100", "h100", "v100")):
+        return "nvidia"
+    if any(w in low for w in ("amd", "radeon", "instinct", "mi250", "mi300")):
+        return "amd"
+    return "other"
+
+
+def _producer(top: dict[str, Any]) -> str | None:
+    parts = []
+    for key, label in (
+        ("cuda_runtime_version", "CUDA runtime"),
+        ("cuda_driver_version", "CUDA driver"),
+        ("cupti_version", "CUPTI"),
+        ("hip_runtime_version", "HIP runtime"),
+        ("roctracer_version", "roctracer"),
+    ):
+        if top.get(key) is not None:
+            parts.append(f"{label} {top[key]}")
+    return ", ".join(parts) if parts else None
+
+
+def _metadata(top: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in top.items():
+        if key in ("traceEvents", "deviceProperties", "computeProperties"):
+            continue
+        text = json.dumps(value, default=str)
+        out[key] = value if len(text) <= 4096 else text[:4096] + "…"
+    return out

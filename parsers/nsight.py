@@ -1,0 +1,929 @@
+"""Nsight Systems SQLite exports (``nsys export --type sqlite``) → canonical tables.
+
+Reads exports written by nsys 2020.x–2026.x (export schema 2.x–3.30).  The schema drifts
+with every release and ``--lazy`` exports create only non-empty tables, so every table
+and column is looked up by name and anything absent reads as null.  Each table is read
+with one query; all decoding and joining happens in polars, never row by row in Python.
+
+What goes where:
+
+* ``CUPTI_ACTIVITY_KIND_RUNTIME`` (and ``_DRIVER`` when an export has it): eventClass 0
+  → ``runtime``, 1 → ``driver``; the duplicate ``eventClass = 67`` backtrace rows of
+  2022-era exports are dropped; ``_v\\d+`` version suffixes are stripped from names.
+* ``_KERNEL``, ``_MEMCPY``, ``_MEMSET`` → GPU rows placed by (device, stream) with the
+  launching process's pid and a null tid.
+* ``_SYNCHRONIZATION`` → ``sync`` rows on the waiting host thread: pid from globalPid,
+  tid from globalTid when present, otherwise from the runtime call with the same
+  (pid, correlationId).  The ``4294967295`` "not applicable" stream and event ids are null.
+* ``NVTX_EVENTS``: push/pop (59) and start/end (60) ranges → ``annotation`` with the
+  domain name from the domain-create rows (75; the default domain reads as null);
+  marks (34) → ``instant``; thread-name rows (39) name threads.  Text is
+  ``COALESCE(text, StringIds[textId])``.  Ranges that never ended are dropped (warned).
+* ``OSRT_API`` → ``os_call``; ``PROFILER_OVERHEAD`` and the profiler-caused rows of
+  ``CUPTI_ACTIVITY_KIND_OVERHEAD`` → ``overhead`` (its CUDA-caused rows such as
+  "Command Buffer Full" → ``other``).
+* Launch links join API calls to GPU rows on **(pid, correlationId)**: correlation ids
+  are unique only within a process.
+
+Times: the export's session-relative nanoseconds plus
+``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (unless the export was already written with
+``--ts-normalize``), so Nsight and Kineto traces share one epoch clock.
+
+Ranks: each process with CUDA or NVTX activity is a rank, numbered by its position in
+the sorted list of those pids.  When every such process has named one of its threads
+``MPI Rank N`` / ``Rank N`` through NVTX (and the numbers are distinct), those numbers
+are used instead.  Rows of other processes (OS calls of helper processes) get rank 0.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from tracekit.errors import ExternalToolError, TraceCorruptError, TraceFormatError, TraceNotFoundError
+from tracekit.schema import (
+    DEVICES,
+    EVENT_KIND,
+    LINKS,
+    THREADS,
+    EventKind,
+    MemcpyKind,
+    MemoryKind,
+    SyncKind,
+    TraceInfo,
+    TraceTables,
+    finalize_events,
+)
+
+from ._source import check_path
+
+__all__ = ["read_nsight", "read_nsys_rep"]
+
+#: CUPTI's "not applicable" value for 32-bit stream and event ids
+_NA_U32 = 4294967295
+#: rows fetched per ``fetchmany`` (bounds the Python objects alive at once)
+_CHUNK_ROWS = 100_000
+
+_I64 = pl.Int64()
+_I32 = pl.Int32()
+_STR = pl.String()
+
+# NVTX_EVENTS.eventType codes
+_NVTX_MARK = 34
+_NVTX_THREAD_NAME = 39
+_NVTX_PUSH_POP = 59
+_NVTX_START_END = 60
+_NVTX_DOMAIN_CREATE = 75
+_NVTX_TYPES = (_NVTX_MARK, _NVTX_THREAD_NAME, _NVTX_PUSH_POP, _NVTX_START_END, _NVTX_DOMAIN_CREATE)
+
+# CUPTI_ACTIVITY_KIND_RUNTIME.eventClass codes (ENUM_NSYS_EVENT_CLASS)
+_CLASS_RUNTIME = 0
+_CLASS_DRIVER = 1
+_CLASS_BACKTRACE = 67
+# OSRT_API.eventClass codes for the "OS runtime profiling started/finished" markers
+_OSRT_MARKERS = (31, 32)
+
+# Built-in decodings, used when an export has no ENUM_* tables (2022.x and older).
+# ENUM_CUDA_MEMCPY_OPER: array copies count as device memory for the direction.
+_MEMCPY_CODES = {
+    0: MemcpyKind.UNKNOWN, 1: MemcpyKind.HTOD, 2: MemcpyKind.DTOH, 3: MemcpyKind.HTOD,
+    4: MemcpyKind.DTOH, 5: MemcpyKind.DTOD, 6: MemcpyKind.DTOD, 7: MemcpyKind.DTOD,
+    8: MemcpyKind.DTOD, 9: MemcpyKind.HTOH, 10: MemcpyKind.PTOP, 11: MemcpyKind.HTOD,
+    12: MemcpyKind.DTOH, 13: MemcpyKind.DTOD,
+}  # fmt: skip
+_MEMCPY_TOKENS = {
+    "UNKNOWN": MemcpyKind.UNKNOWN, "HTOD": MemcpyKind.HTOD, "DTOH": MemcpyKind.DTOH,
+    "HTOA": MemcpyKind.HTOD, "ATOH": MemcpyKind.DTOH, "ATOA": MemcpyKind.DTOD,
+    "ATOD": MemcpyKind.DTOD, "DTOA": MemcpyKind.DTOD, "DTOD": MemcpyKind.DTOD,
+    "HTOH": MemcpyKind.HTOH, "PTOP": MemcpyKind.PTOP,
+}  # fmt: skip
+# ENUM_CUDA_MEM_KIND
+_MEMORY_CODES = {
+    0: MemoryKind.PAGEABLE, 1: MemoryKind.PINNED, 2: MemoryKind.DEVICE, 3: MemoryKind.ARRAY,
+    4: MemoryKind.MANAGED, 5: MemoryKind.DEVICE, 6: MemoryKind.MANAGED, 7: MemoryKind.UNKNOWN,
+}  # fmt: skip
+_MEMORY_TOKENS = {
+    "PAGEABLE": MemoryKind.PAGEABLE, "PINNED": MemoryKind.PINNED, "DEVICE": MemoryKind.DEVICE,
+    "ARRAY": MemoryKind.ARRAY, "MANAGED": MemoryKind.MANAGED, "DEVICE_STATIC": MemoryKind.DEVICE,
+    "MANAGED_STATIC": MemoryKind.MANAGED, "UNKNOWN": MemoryKind.UNKNOWN,
+}  # fmt: skip
+# ENUM_CUPTI_SYNC_TYPE
+_SYNC_CODES = {
+    1: SyncKind.EVENT_SYNC, 2: SyncKind.STREAM_WAIT_EVENT, 3: SyncKind.STREAM_SYNC, 4: SyncKind.CONTEXT_SYNC,
+}  # fmt: skip
+_SYNC_TOKENS = {
+    "EVENT_SYNCHRONIZE": SyncKind.EVENT_SYNC, "STREAM_WAIT_EVENT": SyncKind.STREAM_WAIT_EVENT,
+    "STREAM_SYNCHRONIZE": SyncKind.STREAM_SYNC, "CONTEXT_SYNCHRONIZE": SyncKind.CONTEXT_SYNC,
+    "UNKNOWN": SyncKind.UNKNOWN,
+}  # fmt: skip
+#: sync rows are named like Kineto's cuda_sync events
+_SYNC_NAMES = {
+    SyncKind.EVENT_SYNC.value: "Event Sync",
+    SyncKind.STREAM_WAIT_EVENT.value: "Stream Wait Event",
+    SyncKind.STREAM_SYNC.value: "Stream Sync",
+    SyncKind.CONTEXT_SYNC.value: "Context Sync",
+    SyncKind.UNKNOWN.value: "Sync",
+}
+# ENUM_CUPTI_OVERHEAD_TYPE: which overhead types the profiler itself causes
+_PROFILER_OVERHEAD_CODES = {3: True, 4: True, 5: True}
+_OVERHEAD_TOKENS = {"CUPTI_BUFFER_FLUSH": True, "CUPTI_INSTRUMENTATION": True, "CUPTI_RESOURCE": True}
+
+#: NCCL kernel name → collective (ncclKernel_AllReduce_..., ncclDevKernel_SendRecv, ...)
+_NCCL_COLLECTIVE = r"^nccl(?:Dev)?Kernel_(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)"
+_COLLECTIVE_NAMES = {
+    "AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+    "Broadcast": "broadcast", "Reduce": "reduce", "SendRecv": "send_recv", "AllToAll": "all_to_all",
+    "Send": "send", "Recv": "recv",
+}  # fmt: skip
+#: autograd sequence number in emit_nvtx range names ("aten::mm, seq = 12, op_id = 40")
+_NVTX_SEQ = r"(?:^|, )(?:stashed )?seq = (\d+)"
+_RANK_THREAD_NAME = r"^(?:MPI |NCCL )?[Rr]ank (\d+)$"
+
+_GPU_LINK_KINDS = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value, EventKind.SYNC.value]
+_LAUNCH_KINDS = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
+
+
+# ----------------------------------------------------------------------------------------
+# entry points
+
+
+def read_nsight(path: str | Path) -> TraceTables:
+    """Read an Nsight Systems SQLite export into canonical tables.
+
+    Raises:
+        TraceNotFoundError: the file does not exist or cannot be read.
+        TraceFormatError: the file is SQLite but not an Nsight Systems export.
+        TraceCorruptError: the SQLite file is damaged.
+    """
+    p = check_path(path)
+    try:
+        con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:  # pragma: no cover - connect is lazy; failures surface on first query
+        raise TraceNotFoundError(f"cannot open SQLite file: {exc}", path=path) from exc
+    try:
+        return _Reader(_Db(con, p), str(path)).read()
+    except sqlite3.DatabaseError as exc:
+        raise _database_error(exc, path) from exc
+    finally:
+        con.close()
+
+
+def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None) -> TraceTables:
+    """Read a binary Nsight Systems report (``.nsys-rep``, ``.qdrep``) through ``nsys export``.
+
+    The report is exported to ``<work_dir or a temporary folder>/<stem>.sqlite`` with
+    NVIDIA's ``nsys`` (which must be on PATH) and the export is read with
+    :func:`read_nsight`.  Without ``nsys`` an :class:`ExternalToolError` gives the
+    commands to run by hand.
+    """
+    p = check_path(path)
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        out = p.with_name(p.stem + ".sqlite")
+        export = shlex.join(["nsys", "export", "--type", "sqlite", "--output", str(out), str(p)])
+        raise ExternalToolError(
+            f"{p.name} is a binary Nsight Systems report, which only NVIDIA's `nsys` can read, and `nsys` "
+            f"is not on PATH. Export it to SQLite, then analyze the export:\n"
+            f"    {export}\n"
+            f"    tracekit analyze {shlex.quote(str(out))}",
+            path=path,
+            hint="install Nsight Systems (or run the export where the report was captured) and put `nsys` on PATH",
+        )
+    if work_dir is not None:
+        out_dir = Path(work_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return read_nsight(_export(nsys, p, out_dir / (p.stem + ".sqlite"), path))
+    with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as tmp:
+        return read_nsight(_export(nsys, p, Path(tmp) / (p.stem + ".sqlite"), path))
+
+
+def _export(nsys: str, report: Path, out: Path, shown: str | Path) -> Path:
+    if out.exists():
+        if out.stat().st_mtime >= report.stat().st_mtime:
+            return out  # exported before from this very report
+        out.unlink()
+    cmd = [nsys, "export", "--type", "sqlite", "--output", str(out), str(report)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise ExternalToolError(f"could not run `{shlex.join(cmd)}`: {exc}", path=shown) from exc
+    if proc.returncode != 0 or not out.exists():
+        tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
+        detail = ("; ".join(tail)) or f"exit status {proc.returncode}"
+        raise ExternalToolError(f"`{shlex.join(cmd)}` failed: {detail}", path=shown)
+    return out
+
+
+def _database_error(exc: sqlite3.DatabaseError, path: str | Path) -> Exception:
+    text = str(exc)
+    damaged = ("malformed", "not a database", "disk i/o", "corrupt", "encrypted", "disk image", "short read")
+    if not isinstance(exc, sqlite3.OperationalError) or any(w in text.lower() for w in damaged):
+        return TraceCorruptError(f"the SQLite database is damaged ({text})", path=path)
+    if "unable to open" in text.lower():
+        return TraceNotFoundError(f"cannot open SQLite file ({text})", path=path)
+    return exc  # anything else is a bug in this reader: keep the original error
+
+
+# ----------------------------------------------------------------------------------------
+# SQLite access
+
+
+@dataclass
+class _Db:
+    """A read-only export: which tables and columns it has, and bulk reads of them."""
+
+    con: sqlite3.Connection
+    path: Path
+    _columns: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        self.tables = frozenset(str(r[0]) for r in rows)
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._columns:
+            rows = self.con.execute(f"PRAGMA table_info({_quote(table)})").fetchall()
+            self._columns[table] = [str(r[1]) for r in rows]
+        return self._columns[table]
+
+    def fetch(
+        self,
+        table: str,
+        spec: Mapping[str, tuple[str, pl.DataType]],
+        where: Sequence[tuple[str, str]] = (),
+    ) -> pl.DataFrame:
+        """Read ``table`` in one query as a frame with the columns of ``spec``.
+
+        ``spec`` maps output name → (source column, dtype); a source column the table
+        lacks (or a table that is absent) reads as nulls.  ``where`` holds (column,
+        condition) pairs, applied only when the table has that column.
+        """
+        schema = pl.Schema({name: dtype for name, (_, dtype) in spec.items()})
+        if not self.has(table):
+            return pl.DataFrame(schema=schema)
+        present = set(self.columns(table))
+        chosen = [(name, src, dtype) for name, (src, dtype) in spec.items() if src in present]
+        if not chosen:
+            (n,) = self.con.execute(f"SELECT COUNT(*) FROM {_quote(table)}").fetchone()
+            return pl.DataFrame({name: pl.Series(name, [None] * n, dtype=dtype) for name, dtype in schema.items()})
+        sql = f"SELECT {', '.join(_quote(src) for _, src, _ in chosen)} FROM {_quote(table)}"
+        conditions = [cond for col, cond in where if col in present]
+        if conditions:
+            sql += " WHERE " + " AND ".join(f"({c})" for c in conditions)
+        try:
+            frame = self._query(sql, chosen)
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise
+            # text that is not valid UTF-8: read it again, replacing the bad bytes
+            self.con.text_factory = lambda b: b.decode("utf-8", "replace")
+            try:
+                frame = self._query(sql, chosen)
+            finally:
+                self.con.text_factory = str
+        missing = [pl.lit(None, dtype=dtype).alias(name) for name, (src, dtype) in spec.items() if src not in present]
+        return frame.with_columns(missing).select(list(spec)) if missing else frame
+
+    def _query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame:
+        cursor = self.con.execute(sql)
+        parts = []
+        while rows := cursor.fetchmany(_CHUNK_ROWS):
+            parts.append(
+                pl.DataFrame(
+                    [
+                        pl.Series(name, [r[i] for r in rows], dtype=dtype, strict=False)
+                        for i, (name, _, dtype) in enumerate(chosen)
+                    ]
+                )
+            )
+        if not parts:
+            return pl.DataFrame(schema={name: dtype for name, _, dtype in chosen})
+        return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
+
+    def key_values(self, table: str) -> dict[str, str]:
+        """A (name, value) table such as META_DATA_EXPORT as a dict."""
+        if not self.has(table) or not {"name", "value"} <= set(self.columns(table)):
+            return {}
+        rows = self.con.execute(f"SELECT name, value FROM {_quote(table)}").fetchall()
+        return {str(k): str(v) for k, v in rows if k is not None and v is not None}
+
+    def enum(self, table: str) -> dict[int, str]:
+        """An ENUM_* table (id, name, label) as id → name; empty when absent."""
+        if not self.has(table) or not {"id", "name"} <= set(self.columns(table)):
+            return {}
+        rows = self.con.execute(f"SELECT id, name FROM {_quote(table)}").fetchall()
+        return {int(i): str(n) for i, n in rows if isinstance(i, int) and n is not None}
+
+    def scalar(self, table: str, column: str) -> object:
+        if not self.has(table) or column not in self.columns(table):
+            return None
+        row = self.con.execute(f"SELECT {_quote(column)} FROM {_quote(table)} LIMIT 1").fetchone()
+        return None if row is None else row[0]
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _decode_enum(
+    names: Mapping[int, str], marker: str, tokens: Mapping[str, object], fallback: Mapping[int, object], unknown: object
+) -> dict[int, object]:
+    """Code → canonical value: the export's ENUM names when present, else the built-in codes.
+
+    ``marker`` ends the common prefix of the ENUM names (``CUDA_MEMCPY_KIND_HTOD`` with
+    marker ``KIND_`` gives the token ``HTOD``).
+    """
+    out: dict[int, object] = dict(fallback)
+    for code, name in names.items():
+        token = name.rsplit(marker, 1)[-1] if marker in name else name
+        token = token.removeprefix("UVM_")
+        out[code] = tokens.get(token, unknown)
+    return out
+
+
+def _map_codes(expr: pl.Expr, mapping: Mapping[int, object], unknown: str) -> pl.Expr:
+    """Vectorised code → text lookup; null stays null, unlisted codes read ``unknown``."""
+    values = {k: (v.value if isinstance(v, (MemcpyKind, MemoryKind, SyncKind)) else str(v)) for k, v in mapping.items()}
+    return pl.when(expr.is_null()).then(None).otherwise(expr.replace_strict(values, default=unknown, return_dtype=_STR))
+
+
+def _pid(col: str) -> pl.Expr:
+    """PID from a serialized globalTid/globalPid (hw:8 | vm:8 | pid:24 | tid:24)."""
+    return (pl.col(col) & 0xFFFFFF000000) // 0x1000000
+
+
+def _tid(col: str) -> pl.Expr:
+    return pl.col(col) & 0xFFFFFF
+
+
+# ----------------------------------------------------------------------------------------
+# the reader
+
+
+def _spec(**columns: tuple[str, pl.DataType]) -> dict[str, tuple[str, pl.DataType]]:
+    return dict(columns)
+
+
+_GPU_PREFIX = _spec(
+    start=("start", _I64),
+    end=("end", _I64),
+    device=("deviceId", _I64),
+    stream=("streamId", _I64),
+    correlation=("correlationId", _I64),
+    gpid=("globalPid", _I64),
+)
+
+
+class _Reader:
+    def __init__(self, db: _Db, shown_path: str) -> None:
+        self.db = db
+        self.shown_path = shown_path
+        self.warnings: list[str] = []
+        self.read_tables: list[str] = []
+
+    # -- orchestration ------------------------------------------------------------------
+
+    def read(self) -> TraceTables:
+        db = self.db
+        if not any(t.startswith(("CUPTI_ACTIVITY_KIND_", "NVTX_")) or t == "StringIds" for t in db.tables):
+            raise TraceFormatError(
+                "SQLite database without Nsight Systems tables (no CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS or StringIds)",
+                path=self.shown_path,
+                hint="export an Nsight Systems report with `nsys export --type sqlite --output report.sqlite report.nsys-rep`",
+            )
+        export = db.key_values("META_DATA_EXPORT") or db.key_values("EXPORT_META_DATA")
+        utc = db.scalar("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")
+        normalized = export.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true"
+        offset = int(utc) if isinstance(utc, int) and not normalized else 0
+        self.strings = db.fetch("StringIds", _spec(id=("id", _I64), value=("value", _STR))).unique("id", keep="first")
+
+        runtime = self._runtime()
+        nvtx, nvtx_threads = self._nvtx()
+        sources = [
+            runtime,
+            self._kernels(),
+            self._memcpy(),
+            self._memset(),
+            self._sync(runtime),
+            nvtx,
+            self._osrt(),
+            self._profiler_overhead(),
+            self._cupti_overhead(),
+        ]
+        frames = [f for f in sources if f.height]
+        if frames:
+            events = pl.concat(frames, how="diagonal_relaxed")
+        else:
+            events = pl.DataFrame(schema={"kind": EVENT_KIND, "start_ns": _I64, "dur_ns": _I64, "pid": _I64})
+        events = events.with_columns(pl.col("start_ns") + offset)
+
+        ranks, rank_source = self._ranks(events, nvtx_threads)
+        if ranks:
+            events = events.with_columns(
+                pl.col("pid").replace_strict(ranks, default=0, return_dtype=_I32).fill_null(0).alias("rank")
+            )
+        else:
+            events = events.with_columns(pl.lit(0, dtype=_I32).alias("rank"))
+        events = finalize_events(events.with_row_index("_order"))
+        links = self._links(events)
+        self._orphan_warning(events, links)
+
+        devices = self._devices(events)
+        threads = self._threads(events, nvtx_threads)
+        rank_values = tuple(sorted(set(ranks.values()))) or (0,)
+        start = events["start_ns"].min() if events.height else None
+        end = events["end_ns"].max() if events.height else None
+        metadata: dict[str, object] = {
+            "export": export,
+            "clock": "utc_epoch" if (offset or normalized) else "session",
+            "session_start_utc_ns": utc if isinstance(utc, int) else None,
+            "rank_pids": {str(r): pid for pid, r in sorted(ranks.items(), key=lambda kv: kv[1])},
+            "rank_source": rank_source,
+            "tables": sorted(self.read_tables),
+        }
+        if not offset and not normalized:
+            self.warnings.append(
+                "the export has no TARGET_INFO_SESSION_START_TIME: times are session-relative and cannot be "
+                "aligned with other traces"
+            )
+        product = export.get("EXPORT_PRODUCT_VERSION")
+        info = TraceInfo(
+            path=self.shown_path,
+            format="nsys",
+            format_version=export.get("EXPORT_SCHEMA_VERSION"),
+            producer=f"nsys {product}" if product else None,
+            rank=rank_values[0] if len(rank_values) == 1 else None,
+            ranks=rank_values,
+            start_ns=int(start) if isinstance(start, int) else None,
+            end_ns=int(end) if isinstance(end, int) else None,
+            warnings=tuple(self.warnings),
+            metadata=metadata,
+        )
+        return TraceTables(info=info, events=events, links=links, devices=devices, threads=threads)
+
+    def _fetch(
+        self, table: str, spec: Mapping[str, tuple[str, pl.DataType]], where: Sequence[tuple[str, str]] = ()
+    ) -> pl.DataFrame:
+        if self.db.has(table):
+            self.read_tables.append(table)
+        return self.db.fetch(table, spec, where)
+
+    def _name(self, frame: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+        """Resolve a StringIds reference column into ``out``."""
+        lookup = self.strings.rename({"id": id_col, "value": out})
+        return frame.join(lookup, on=id_col, how="left", maintain_order="left")
+
+    def _intervals(self, frame: pl.DataFrame, what: str) -> pl.DataFrame:
+        """Drop rows without a start or end (warned), add start_ns/dur_ns."""
+        bad = frame.filter(pl.col("start").is_null() | pl.col("end").is_null()).height
+        if bad:
+            self.warnings.append(f"{bad:,} {what} rows without a start or end time were dropped")
+            frame = frame.filter(pl.col("start").is_not_null() & pl.col("end").is_not_null())
+        return frame.with_columns(
+            pl.col("start").alias("start_ns"), (pl.col("end") - pl.col("start")).alias("dur_ns")
+        ).drop("start", "end")
+
+    # -- CPU API calls -------------------------------------------------------------------
+
+    def _runtime(self) -> pl.DataFrame:
+        spec = _spec(
+            start=("start", _I64),
+            end=("end", _I64),
+            event_class=("eventClass", _I64),
+            gtid=("globalTid", _I64),
+            correlation=("correlationId", _I64),
+            name_id=("nameId", _I64),
+        )
+        not_backtrace = [("eventClass", f'"eventClass" IS NOT {_CLASS_BACKTRACE}')]
+        parts = []
+        for table, default in (("CUPTI_ACTIVITY_KIND_RUNTIME", None), ("CUPTI_ACTIVITY_KIND_DRIVER", EventKind.DRIVER)):
+            frame = self._fetch(table, spec, not_backtrace)
+            if not frame.height:
+                continue
+            if default is None:
+                kind = (
+                    pl.when(pl.col("event_class") == _CLASS_DRIVER)
+                    .then(pl.lit(EventKind.DRIVER.value))
+                    .when((pl.col("event_class") == _CLASS_RUNTIME) | pl.col("event_class").is_null())
+                    .then(pl.lit(EventKind.RUNTIME.value))
+                    .otherwise(pl.lit(EventKind.OTHER.value))
+                )
+            else:
+                kind = pl.lit(default.value)
+            parts.append(self._name(frame, "name_id", "raw_name").with_columns(kind.alias("kind")))
+        if not parts:
+            return pl.DataFrame()
+        frame = pl.concat(parts, how="vertical_relaxed")
+        frame = self._intervals(frame, "CUDA API")
+        return frame.select(
+            pl.col("kind").cast(EVENT_KIND),
+            pl.col("raw_name").str.replace(r"_v\d+$", "").alias("name"),
+            _pid("gtid").alias("pid"),
+            _tid("gtid").alias("tid"),
+            "start_ns",
+            "dur_ns",
+            "correlation",
+        )
+
+    # -- GPU activity --------------------------------------------------------------------
+
+    def _gpu_common(self) -> list[pl.Expr | str]:
+        return [
+            _pid("gpid").alias("pid"),
+            pl.lit(None, dtype=_I64).alias("tid"),
+            pl.col("device").cast(_I32, strict=False),
+            "stream",
+            "start_ns",
+            "dur_ns",
+            "correlation",
+        ]
+
+    def _kernels(self) -> pl.DataFrame:
+        spec = _GPU_PREFIX | _spec(
+            demangled=("demangledName", _I64),
+            short=("shortName", _I64),
+            grid_x=("gridX", _I64),
+            grid_y=("gridY", _I64),
+            grid_z=("gridZ", _I64),
+            block_x=("blockX", _I64),
+            block_y=("blockY", _I64),
+            block_z=("blockZ", _I64),
+            registers_per_thread=("registersPerThread", _I64),
+            static_smem=("staticSharedMemory", _I64),
+            dynamic_smem=("dynamicSharedMemory", _I64),
+        )
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_KERNEL", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        frame = self._name(self._name(frame, "demangled", "demangled_name"), "short", "short_name")
+        frame = self._intervals(frame, "kernel")
+        name = pl.coalesce("demangled_name", "short_name")
+        collective = name.str.extract(_NCCL_COLLECTIVE, 1).replace_strict(
+            _COLLECTIVE_NAMES, default=None, return_dtype=_STR
+        )
+        return frame.select(
+            pl.lit(EventKind.KERNEL.value, dtype=EVENT_KIND).alias("kind"),
+            name.alias("name"),
+            *self._gpu_common(),
+            (pl.col("grid_x") * pl.col("grid_y") * pl.col("grid_z")).alias("grid_blocks"),
+            (pl.col("block_x") * pl.col("block_y") * pl.col("block_z")).alias("block_threads"),
+            pl.col("registers_per_thread").cast(_I32, strict=False),
+            pl.when(pl.col("static_smem").is_null() & pl.col("dynamic_smem").is_null())
+            .then(None)
+            .otherwise(pl.col("static_smem").fill_null(0) + pl.col("dynamic_smem").fill_null(0))
+            .alias("shared_memory_bytes"),
+            collective.alias("collective"),
+        )
+
+    def _memcpy(self) -> pl.DataFrame:
+        spec = _GPU_PREFIX | _spec(
+            bytes=("bytes", _I64), copy_kind=("copyKind", _I64), src_kind=("srcKind", _I64), dst_kind=("dstKind", _I64)
+        )
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_MEMCPY", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        frame = self._intervals(frame, "memcpy")
+        copy_codes = _decode_enum(
+            self.db.enum("ENUM_CUDA_MEMCPY_OPER"), "KIND_", _MEMCPY_TOKENS, _MEMCPY_CODES, MemcpyKind.UNKNOWN
+        )
+        memory = self._memory_codes()
+        kind = _map_codes(pl.col("copy_kind"), copy_codes, MemcpyKind.UNKNOWN.value)
+        return frame.select(
+            pl.lit(EventKind.MEMCPY.value, dtype=EVENT_KIND).alias("kind"),
+            pl.concat_str(pl.lit("[CUDA memcpy "), kind.fill_null(MemcpyKind.UNKNOWN.value), pl.lit("]")).alias("name"),
+            *self._gpu_common(),
+            "bytes",
+            kind.alias("memcpy_kind"),
+            _map_codes(pl.col("src_kind"), memory, MemoryKind.UNKNOWN.value).alias("src_memory"),
+            _map_codes(pl.col("dst_kind"), memory, MemoryKind.UNKNOWN.value).alias("dst_memory"),
+        )
+
+    def _memory_codes(self) -> dict[int, object]:
+        return _decode_enum(
+            self.db.enum("ENUM_CUDA_MEM_KIND"), "MEMORY_KIND_", _MEMORY_TOKENS, _MEMORY_CODES, MemoryKind.UNKNOWN
+        )
+
+    def _memset(self) -> pl.DataFrame:
+        spec = _GPU_PREFIX | _spec(bytes=("bytes", _I64), mem_kind=("memKind", _I64))
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_MEMSET", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        frame = self._intervals(frame, "memset")
+        return frame.select(
+            pl.lit(EventKind.MEMSET.value, dtype=EVENT_KIND).alias("kind"),
+            pl.lit("[CUDA memset]").alias("name"),
+            *self._gpu_common(),
+            "bytes",
+            _map_codes(pl.col("mem_kind"), self._memory_codes(), MemoryKind.UNKNOWN.value).alias("dst_memory"),
+        )
+
+    def _sync(self, runtime: pl.DataFrame) -> pl.DataFrame:
+        spec = _GPU_PREFIX | _spec(
+            sync_type=("syncType", _I64),
+            old_sync_type=("deprecatedSyncType", _I64),
+            event_sync_id=("eventSyncId", _I64),
+            gtid=("globalTid", _I64),
+        )
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        frame = self._intervals(frame, "synchronization")
+        codes = _decode_enum(self.db.enum("ENUM_CUPTI_SYNC_TYPE"), "TYPE_", _SYNC_TOKENS, _SYNC_CODES, SyncKind.UNKNOWN)
+        sync_kind = _map_codes(pl.coalesce("sync_type", "old_sync_type"), codes, SyncKind.UNKNOWN.value).fill_null(
+            SyncKind.UNKNOWN.value
+        )
+        stream = pl.when(pl.col("stream") == _NA_U32).then(None).otherwise(pl.col("stream"))
+        frame = frame.with_columns(
+            pl.coalesce(_pid("gtid"), _pid("gpid")).alias("pid"),
+            _tid("gtid").alias("tid"),
+            stream.alias("stream"),
+            sync_kind.alias("sync_kind"),
+        )
+        # the waiting thread: from the synchronising API call when the row lacks globalTid
+        if runtime.height and frame["tid"].null_count():
+            callers = (
+                runtime.filter(pl.col("correlation").is_not_null())
+                .select("pid", "correlation", pl.col("tid").alias("caller_tid"))
+                .unique(["pid", "correlation"], keep="first")
+            )
+            frame = frame.join(callers, on=["pid", "correlation"], how="left", maintain_order="left").with_columns(
+                pl.coalesce("tid", "caller_tid").alias("tid")
+            )
+        frame = frame.with_columns(self._waited_event(frame).alias("wait_event_correlation"))
+        return frame.select(
+            pl.lit(EventKind.SYNC.value, dtype=EVENT_KIND).alias("kind"),
+            pl.col("sync_kind").replace_strict(_SYNC_NAMES, return_dtype=_STR).alias("name"),
+            "pid",
+            "tid",
+            pl.col("device").cast(_I32, strict=False),
+            "stream",
+            "start_ns",
+            "dur_ns",
+            "correlation",
+            "sync_kind",
+            pl.col("stream").alias("wait_stream"),
+            "wait_event_correlation",
+        )
+
+    def _waited_event(self, frame: pl.DataFrame) -> pl.Series:
+        """Correlation id of the cudaEventRecord each sync row waits on (CUDA_EVENT.eventSyncId)."""
+        none = pl.Series("wait_event_correlation", [None] * frame.height, dtype=_I64)
+        if frame["event_sync_id"].null_count() == frame.height:
+            return none
+        records = self._fetch(
+            "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+            _spec(gpid=("globalPid", _I64), event_sync_id=("eventSyncId", _I64), record=("correlationId", _I64)),
+        )
+        if not records.height:
+            return none
+        records = (
+            records.filter(pl.col("event_sync_id").is_not_null())
+            .select(_pid("gpid").alias("pid"), "event_sync_id", "record")
+            .unique(["pid", "event_sync_id"], keep="last")
+        )
+        joined = frame.select("pid", "event_sync_id").join(
+            records, on=["pid", "event_sync_id"], how="left", maintain_order="left"
+        )
+        return joined["record"].alias("wait_event_correlation")
+
+    # -- NVTX ----------------------------------------------------------------------------
+
+    def _nvtx(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(annotation and mark events, NVTX thread names as pid/tid/thread_name)."""
+        spec = _spec(
+            start=("start", _I64),
+            end=("end", _I64),
+            event_type=("eventType", _I64),
+            text=("text", _STR),
+            text_id=("textId", _I64),
+            gtid=("globalTid", _I64),
+            domain_id=("domainId", _I64),
+        )
+        types = ", ".join(str(t) for t in _NVTX_TYPES)
+        frame = self._fetch("NVTX_EVENTS", spec, [("eventType", f'"eventType" IN ({types})')])
+        empty_threads = pl.DataFrame(schema={"pid": _I64, "tid": _I64, "thread_name": _STR})
+        if not frame.height:
+            return pl.DataFrame(), empty_threads
+        frame = self._name(frame, "text_id", "registered").with_columns(
+            pl.coalesce("text", "registered").alias("text"), _pid("gtid").alias("pid"), _tid("gtid").alias("tid")
+        )
+        domains = (
+            frame.filter((pl.col("event_type") == _NVTX_DOMAIN_CREATE) & pl.col("domain_id").is_not_null())
+            .select("domain_id", pl.col("text").alias("domain"))
+            .unique("domain_id", keep="last", maintain_order=True)
+        )
+        threads = (
+            frame.filter((pl.col("event_type") == _NVTX_THREAD_NAME) & pl.col("text").is_not_null())
+            .select("pid", "tid", pl.col("text").alias("thread_name"))
+            .unique(["pid", "tid"], keep="last", maintain_order=True)
+        )
+        ranges = frame.filter(pl.col("event_type").is_in([_NVTX_PUSH_POP, _NVTX_START_END]))
+        open_ranges = ranges.filter(pl.col("end").is_null()).height
+        if open_ranges:
+            self.warnings.append(
+                f"{open_ranges:,} NVTX ranges never ended within the capture and were dropped"
+            )
+            ranges = ranges.filter(pl.col("end").is_not_null())
+        ranges = ranges.filter(pl.col("start").is_not_null()).with_columns(
+            pl.lit(EventKind.ANNOTATION.value).alias("kind"), (pl.col("end") - pl.col("start")).alias("dur_ns")
+        )
+        marks = frame.filter((pl.col("event_type") == _NVTX_MARK) & pl.col("start").is_not_null()).with_columns(
+            pl.lit(EventKind.INSTANT.value).alias("kind"), pl.lit(0, dtype=_I64).alias("dur_ns")
+        )
+        events = pl.concat([ranges, marks], how="vertical")
+        events = events.join(domains, on="domain_id", how="left", maintain_order="left")
+        return (
+            events.select(
+                pl.col("kind").cast(EVENT_KIND),
+                pl.col("text").alias("name"),
+                "pid",
+                "tid",
+                pl.col("start").alias("start_ns"),
+                "dur_ns",
+                pl.col("text").str.extract(_NVTX_SEQ, 1).cast(_I64, strict=False).alias("sequence_nr"),
+                pl.when(pl.col("domain_id").fill_null(0) == 0).then(None).otherwise(pl.col("domain")).alias("domain"),
+            ),
+            threads,
+        )
+
+    # -- OS runtime and overhead ---------------------------------------------------------
+
+    def _cpu_rows(self, frame: pl.DataFrame, kind: pl.Expr, what: str) -> pl.DataFrame:
+        frame = self._intervals(self._name(frame, "name_id", "name"), what)
+        return frame.select(
+            kind.cast(EVENT_KIND).alias("kind"),
+            "name",
+            _pid("gtid").alias("pid"),
+            _tid("gtid").alias("tid"),
+            "start_ns",
+            "dur_ns",
+            *([pl.col("correlation")] if "correlation" in frame.columns else []),
+        )
+
+    def _osrt(self) -> pl.DataFrame:
+        spec = _spec(
+            start=("start", _I64),
+            end=("end", _I64),
+            event_class=("eventClass", _I64),
+            gtid=("globalTid", _I64),
+            name_id=("nameId", _I64),
+        )
+        frame = self._fetch("OSRT_API", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        kind = (
+            pl.when(pl.col("event_class").is_in(_OSRT_MARKERS))
+            .then(pl.lit(EventKind.INSTANT.value))
+            .otherwise(pl.lit(EventKind.OS_CALL.value))
+        )
+        return self._cpu_rows(frame, kind, "OS runtime")
+
+    def _profiler_overhead(self) -> pl.DataFrame:
+        spec = _spec(start=("start", _I64), end=("end", _I64), gtid=("globalTid", _I64), name_id=("nameId", _I64))
+        frame = self._fetch("PROFILER_OVERHEAD", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        return self._cpu_rows(frame, pl.lit(EventKind.OVERHEAD.value), "profiler overhead")
+
+    def _cupti_overhead(self) -> pl.DataFrame:
+        spec = _spec(
+            start=("start", _I64),
+            end=("end", _I64),
+            gtid=("globalTid", _I64),
+            correlation=("correlationId", _I64),
+            name_id=("nameId", _I64),
+            overhead_type=("overheadType", _I64),
+        )
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_OVERHEAD", spec)
+        if not frame.height:
+            return pl.DataFrame()
+        by_profiler = _decode_enum(
+            self.db.enum("ENUM_CUPTI_OVERHEAD_TYPE"), "OVERHEAD_", _OVERHEAD_TOKENS, _PROFILER_OVERHEAD_CODES, False
+        )
+        profiler = [code for code, is_profiler in by_profiler.items() if is_profiler]
+        kind = (
+            pl.when(pl.col("overhead_type").is_in(profiler))
+            .then(pl.lit(EventKind.OVERHEAD.value))
+            .otherwise(pl.lit(EventKind.OTHER.value))
+        )
+        return self._cpu_rows(frame, kind, "CUPTI overhead")
+
+    # -- derived tables ------------------------------------------------------------------
+
+    def _ranks(self, events: pl.DataFrame, nvtx_threads: pl.DataFrame) -> tuple[dict[int, int], str]:
+        """pid → rank for the processes with CUDA or NVTX activity, and how it was decided."""
+        if not events.height:
+            return {}, "none"
+        active_kinds = [*_LAUNCH_KINDS, *_GPU_LINK_KINDS, EventKind.ANNOTATION.value, EventKind.INSTANT.value]
+        active = (
+            events.filter(pl.col("kind").is_in(active_kinds) & pl.col("pid").is_not_null())
+            .select(pl.col("pid").unique().sort())["pid"]
+            .to_list()
+        )
+        if not active:
+            return {}, "none"
+        named = (
+            nvtx_threads.with_columns(pl.col("thread_name").str.extract(_RANK_THREAD_NAME, 1).cast(_I64).alias("r"))
+            .filter(pl.col("r").is_not_null())
+            .group_by("pid")
+            .agg(pl.col("r").unique())
+        )
+        declared = {int(p): rs for p, rs in named.iter_rows() if len(rs) == 1}
+        if set(declared) >= set(active):
+            chosen = {int(p): int(declared[p][0]) for p in active}
+            if len(set(chosen.values())) == len(chosen):
+                return chosen, "nvtx_thread_name"
+        return {int(p): i for i, p in enumerate(active)}, "pid_order"
+
+    def _links(self, events: pl.DataFrame) -> pl.DataFrame:
+        keyed = events.filter(pl.col("correlation").is_not_null() & pl.col("pid").is_not_null())
+        launches = keyed.filter(pl.col("kind").is_in(_LAUNCH_KINDS)).select(
+            "pid", "correlation", pl.col("event_id").alias("launch_event_id")
+        )
+        targets = keyed.filter(pl.col("kind").is_in(_GPU_LINK_KINDS)).select(
+            "pid", "correlation", pl.col("event_id").alias("gpu_event_id")
+        )
+        links = launches.join(targets, on=["pid", "correlation"], how="inner").with_columns(
+            pl.lit("correlation").alias("link_source")
+        )
+        return LINKS.conform(links.sort("gpu_event_id", "launch_event_id"))
+
+    def _orphan_warning(self, events: pl.DataFrame, links: pl.DataFrame) -> None:
+        gpu = events.filter(pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]))
+        if not gpu.height:
+            return
+        linked = gpu.join(links.select(pl.col("gpu_event_id").alias("event_id")).unique(), on="event_id", how="semi")
+        orphans = gpu.height - linked.height
+        if orphans:
+            self.warnings.append(
+                f"{orphans:,} of {gpu.height:,} GPU kernels/copies/memsets have no launching API call in the export "
+                "(a time-sliced export or API calls not traced)"
+            )
+
+    def _devices(self, events: pl.DataFrame) -> pl.DataFrame:
+        spec = _spec(
+            device=("id", _I64),
+            name=("name", _STR),
+            total_memory_bytes=("totalMemory", _I64),
+            compute_major=("computeMajor", _I64),
+            compute_minor=("computeMinor", _I64),
+            sm_count=("smCount", _I64),
+        )
+        described = self._fetch("TARGET_INFO_GPU", spec).filter(pl.col("device").is_not_null())
+        described = described.unique("device", keep="first", maintain_order=True).with_columns(
+            pl.lit("nvidia").alias("vendor")
+        )
+        seen = (
+            events.filter(pl.col("device").is_not_null())
+            .select(pl.col("device").cast(_I64).unique())
+            .join(described.select("device"), on="device", how="anti")
+            .with_columns(pl.lit("nvidia").alias("vendor"))
+        )
+        frame = pl.concat([described, seen], how="diagonal_relaxed").sort("device")
+        return DEVICES.conform(frame)
+
+    def _threads(self, events: pl.DataFrame, nvtx_threads: pl.DataFrame) -> pl.DataFrame:
+        names = self._fetch(
+            "ThreadNames", _spec(name_id=("nameId", _I64), priority=("priority", _I64), gtid=("globalTid", _I64))
+        )
+        os_threads = (
+            self._name(names, "name_id", "os_name")
+            .filter(pl.col("gtid").is_not_null())
+            .select(_pid("gtid").alias("pid"), _tid("gtid").alias("tid"), "os_name", "priority")
+            .sort("priority", descending=True, nulls_last=True, maintain_order=True)
+            .unique(["pid", "tid"], keep="first", maintain_order=True)
+            .drop("priority")
+        )
+        threads = os_threads.join(nvtx_threads, on=["pid", "tid"], how="full", coalesce=True).select(
+            "pid", "tid", pl.coalesce("thread_name", "os_name").alias("thread_name")
+        )
+        processes = self._fetch("PROCESSES", _spec(gpid=("globalPid", _I64), name=("name", _STR)))
+        processes = (
+            processes.filter(pl.col("gpid").is_not_null())
+            .select(_pid("gpid").alias("pid"), pl.col("name").alias("process_name"))
+            .unique("pid", keep="first")
+        )
+        used_pids = pl.concat(
+            [events.select("pid"), threads.select("pid")], how="vertical_relaxed"
+        ).filter(pl.col("pid").is_not_null()).unique()
+        process_rows = used_pids.join(processes, on="pid", how="left").with_columns(pl.lit(None, dtype=_I64).alias("tid"))
+        threads = threads.join(processes, on="pid", how="left")
+        streams = self._fetch(
+            "TARGET_INFO_NVTX_CUDA_STREAM",
+            _spec(device=("deviceId", _I64), stream=("streamId", _I64), thread_name=("name", _STR)),
+        )
+        frame = pl.concat([process_rows, threads, streams], how="diagonal_relaxed")
+        frame = frame.sort(["pid", "tid", "device", "stream"], nulls_last=False)
+        return THREADS.conform(frame)

@@ -1,0 +1,39 @@
+"""tracekit: why is my GPU idle?
+
+The public API is small and loaded lazily (importing ``tracekit`` costs almost nothing and
+never imports the terminal UI):
+
+* :func:`read_trace` - one trace file into canonical tables (:class:`TraceTables`), cached.
+* :mod:`tracekit.schema` - the canonical tables and their columns.
+* :mod:`tracekit.errors` - the error hierarchy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .reader import read_trace
+    from .schema import TraceInfo, TraceTables
+
+_LAZY = {
+    "read_trace": ("tracekit.reader", "read_trace"),
+    "TraceTables": ("tracekit.schema", "TraceTables"),
+    "TraceInfo": ("tracekit.schema", "TraceInfo"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+
+
+__all__ = ["TraceInfo", "TraceTables", "__version__", "read_trace"]

@@ -1,0 +1,108 @@
+"""The content-keyed Parquet cache of parsed traces.
+
+A parsed trace is stored as the Parquet files of :meth:`TraceTables.write_parquet` in a
+folder named after a hash of the file's *content* (plus the schema and tracekit
+versions), so a changed file can never be served from a stale entry, and a copied or
+renamed file is still a hit.  Entries are written to a temporary folder and renamed into
+place, so a crash or a concurrent run never leaves a half-written entry; the cache can
+be deleted at any time and is rebuilt on demand.
+
+Location: ``$TRACEKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/tracekit``, else
+``~/.cache/tracekit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ._version import __version__
+from .schema import SCHEMA_VERSION, TraceTables
+
+_MARKER = "complete"
+
+
+def cache_dir() -> Path:
+    """The cache root (not created)."""
+    explicit = os.environ.get("TRACEKIT_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "tracekit"
+
+
+def content_key(path: str | Path) -> str:
+    """A hash of the file's bytes, the schema version and the tracekit version."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode())
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(4 * 1024 * 1024)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def entry_dir(key: str, root: Path | None = None) -> Path:
+    return (root or cache_dir()) / "traces" / key[:2] / key
+
+
+def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | None:
+    """The cached tables for ``key``, or None (a damaged entry is removed and ignored)."""
+    entry = entry_dir(key, root)
+    if not (entry / _MARKER).exists():
+        return None
+    try:
+        tables = TraceTables.read_parquet(entry)
+    except Exception:  # noqa: BLE001 - any damage means "not cached"; the entry is rebuilt
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    return TraceTables(
+        info=tables.info.with_changes(path=str(path)),
+        events=tables.events,
+        links=tables.links,
+        flows=tables.flows,
+        devices=tables.devices,
+        threads=tables.threads,
+        counters=tables.counters,
+        memory=tables.memory,
+    )
+
+
+def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
+    """Write ``tables`` under ``key`` atomically; returns False if the cache is unusable."""
+    entry = entry_dir(key, root)
+    if (entry / _MARKER).exists():
+        return True
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+    except OSError:
+        return False
+    try:
+        tables.write_parquet(tmp)
+        (tmp / _MARKER).write_text(__version__ + "\n", encoding="utf-8")
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            # another process stored the same entry first: theirs is as good as ours
+            shutil.rmtree(tmp, ignore_errors=True)
+        return True
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+
+
+def clear(root: Path | None = None) -> int:
+    """Delete every cached trace; returns the number of entries removed."""
+    base = (root or cache_dir()) / "traces"
+    if not base.exists():
+        return 0
+    count = sum(1 for _ in base.glob("*/*"))
+    shutil.rmtree(base, ignore_errors=True)
+    return count

@@ -1,0 +1,44 @@
+"""Reading traces: the public ``read_trace`` entry point (format detection + cache).
+
+>>> import tracekit
+>>> tables = tracekit.read_trace("sample_traces/synthetic/healthy.kineto.json", cache=False)
+>>> tables.info.format
+'kineto'
+>>> tables.events.filter(kind="kernel").height > 0
+True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import cache as _cache
+from .parsers import detect_format, parse
+from .schema import TraceTables
+
+
+def read_trace(path: str | Path, *, cache: bool = True, format: str | None = None) -> TraceTables:
+    """Read one trace file into canonical tables.
+
+    Args:
+        path: a Kineto trace (``.json``, ``.json.gz``), an Nsight Systems export
+            (``.sqlite``) or report (``.nsys-rep``, needs ``nsys`` on PATH).
+        cache: use the content-keyed Parquet cache (see :mod:`tracekit.cache`): the
+            second read of the same bytes skips parsing.
+        format: force a reader (``kineto``, ``nsys``, ``nsys-rep``) instead of sniffing.
+
+    Raises:
+        tracekit.errors.TracekitError: the file is missing, not a trace, or corrupt.
+    """
+    p = Path(path)
+    fmt = format or detect_format(p)
+    if not cache:
+        return parse(p, format=fmt, work_dir=None)
+    key = _cache.content_key(p)
+    hit = _cache.load(key, p)
+    if hit is not None:
+        return hit
+    work_dir = _cache.cache_dir() / "exports"
+    tables = parse(p, format=fmt, work_dir=work_dir)
+    _cache.store(key, tables)
+    return tables

@@ -1,0 +1,479 @@
+"""The canonical trace tables: every column tracekit knows, named once, with its unit.
+
+Parsers (Kineto JSON, Nsight Systems SQLite) translate their format into these tables and
+nothing else; analyses read only these tables.  A column name carries its unit
+(``start_ns``, ``dur_ns``, ``bytes``, ``total_memory_bytes``); identifiers are plain
+integers; categorical values are :class:`polars.Enum` types declared here.
+
+Conventions (they hold for every parser):
+
+* Times are integers in nanoseconds on one absolute clock per trace (Kineto: epoch-based
+  ``ts`` plus ``baseTimeNanoseconds``; Nsight: the session clock plus
+  ``utcEpochNs`` when the export has it).  ``end_ns = start_ns + dur_ns`` always.
+* A CPU row is placed by ``(pid, tid)``; a GPU row (kernel, memcpy, memset, GPU
+  annotation) by ``(device, stream)`` and has a null ``tid``.  Synchronisation rows
+  carry the waiting host thread in ``(pid, tid)`` when the format records it, and the
+  device/stream waited on.
+* ``rank`` is the distributed rank of the process that owns the row (0 when unknown).
+* Rows are sorted by ``start_ns`` (longest first on ties, so parents precede children)
+  and ``event_id`` is the row's position in that order: results do not depend on the
+  order of events in the input file.
+
+:class:`TraceTables` bundles one trace's tables with its :class:`TraceInfo`; it is what
+``tracekit.read_trace`` returns and what the Parquet cache stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+#: Version of the canonical schema; part of the cache key, bumped on any column change.
+SCHEMA_VERSION = 1
+
+
+class EventKind(str, Enum):
+    """What a row of the events table is."""
+
+    CPU_OP = "cpu_op"  #: an operator (aten::mm, autograd nodes)
+    ANNOTATION = "annotation"  #: a user/NVTX range on a CPU thread (ProfilerStep#3, "forward")
+    GPU_ANNOTATION = "gpu_annotation"  #: a user range projected onto a GPU stream
+    PYTHON = "python"  #: a Python function frame (with_stack traces)
+    RUNTIME = "runtime"  #: a CUDA/HIP runtime API call (cudaLaunchKernel, cudaMemcpyAsync)
+    DRIVER = "driver"  #: a CUDA driver API call (cuLaunchKernel)
+    KERNEL = "kernel"  #: a GPU kernel (or accelerator op)
+    MEMCPY = "memcpy"  #: a GPU copy
+    MEMSET = "memset"  #: a GPU memset
+    SYNC = "sync"  #: a host-device synchronisation record (cuda_sync, CUPTI SYNCHRONIZATION)
+    OS_CALL = "os_call"  #: an OS runtime call (Nsight OSRT: sem_wait, read, ioctl)
+    INSTANT = "instant"  #: a zero-length mark (NVTX mark, cpu_instant_event)
+    OVERHEAD = "overhead"  #: profiler overhead (CUPTI buffer flush, nsys overhead)
+    OTHER = "other"  #: anything else the format recorded
+
+
+#: Kinds whose intervals make a GPU busy.
+GPU_ACTIVITY_KINDS = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
+#: Kinds that live on a GPU timeline (placed by device and stream).
+GPU_KINDS = (*GPU_ACTIVITY_KINDS, EventKind.GPU_ANNOTATION)
+#: Kinds that may launch GPU work.
+LAUNCH_KINDS = (EventKind.RUNTIME, EventKind.DRIVER)
+
+
+class MemcpyKind(str, Enum):
+    """Direction of a copy."""
+
+    HTOD = "HtoD"
+    DTOH = "DtoH"
+    DTOD = "DtoD"
+    HTOH = "HtoH"
+    PTOP = "PtoP"
+    UNKNOWN = "unknown"
+
+
+class MemoryKind(str, Enum):
+    """Where the source or destination of a copy lives."""
+
+    PAGEABLE = "pageable"
+    PINNED = "pinned"
+    DEVICE = "device"
+    MANAGED = "managed"
+    ARRAY = "array"
+    UNKNOWN = "unknown"
+
+
+class SyncKind(str, Enum):
+    """What a synchronisation record waited for."""
+
+    EVENT_SYNC = "event_sync"  #: cudaEventSynchronize
+    STREAM_WAIT_EVENT = "stream_wait_event"  #: cudaStreamWaitEvent (device-side wait)
+    STREAM_SYNC = "stream_sync"  #: cudaStreamSynchronize
+    CONTEXT_SYNC = "context_sync"  #: cudaDeviceSynchronize / context synchronize
+    UNKNOWN = "unknown"
+
+
+class LinkSource(str, Enum):
+    """How a launch → GPU activity link was established."""
+
+    CORRELATION = "correlation"  #: same CUPTI correlation id (per process)
+    FLOW = "flow"  #: a Chrome-trace flow arrow (ac2g/async) bound to both ends
+
+
+class FlowKind(str, Enum):
+    """What a Chrome-trace flow arrow connects."""
+
+    LAUNCH = "launch"  #: CPU launch → GPU activity (ac2g, async, async_gpu, async_cpu_to_gpu)
+    FWDBWD = "fwdbwd"  #: forward op → its backward op
+    OTHER = "other"
+
+
+def _enum(values: type[Enum]) -> pl.Enum:
+    return pl.Enum([m.value for m in values])  # type: ignore[attr-defined]
+
+
+EVENT_KIND = _enum(EventKind)
+MEMCPY_KIND = _enum(MemcpyKind)
+MEMORY_KIND = _enum(MemoryKind)
+SYNC_KIND = _enum(SyncKind)
+LINK_SOURCE = _enum(LinkSource)
+FLOW_KIND = _enum(FlowKind)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One canonical column: its name (with unit), dtype and meaning."""
+
+    name: str
+    dtype: pl.DataType
+    doc: str
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """A canonical table: an ordered list of columns."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def polars_schema(self) -> pl.Schema:
+        return pl.Schema({c.name: c.dtype for c in self.columns})
+
+    def empty(self) -> pl.DataFrame:
+        """A zero-row frame with this table's columns and dtypes."""
+        return pl.DataFrame(schema=self.polars_schema)
+
+    def conform(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Return ``frame`` with exactly this table's columns, in order, with their dtypes.
+
+        Missing columns are added as nulls; extra columns are dropped; dtypes are cast
+        (strictly: a value that does not fit is an error, never silently nulled).
+        """
+        exprs = []
+        for col in self.columns:
+            if col.name in frame.columns:
+                current = frame.schema[col.name]
+                expr = pl.col(col.name)
+                if current != col.dtype:
+                    expr = expr.cast(col.dtype, strict=True)
+                exprs.append(expr)
+            else:
+                exprs.append(pl.lit(None, dtype=col.dtype).alias(col.name))
+        return frame.select(exprs)
+
+    def from_columns(self, data: Mapping[str, Any], height: int | None = None) -> pl.DataFrame:
+        """Build a frame from a mapping of column name → sequence/Series (missing → null)."""
+        series = []
+        n = height
+        for col in self.columns:
+            if col.name not in data:
+                continue
+            values = data[col.name]
+            s = values if isinstance(values, pl.Series) else pl.Series(col.name, values, dtype=col.dtype, strict=False)
+            if s.dtype != col.dtype:
+                s = s.cast(col.dtype, strict=False)
+            series.append(s.alias(col.name))
+            n = len(s) if n is None else n
+        frame = pl.DataFrame(series) if series else pl.DataFrame()
+        if n is not None and frame.height == 0 and n > 0 and not series:
+            frame = pl.DataFrame({"__n": pl.Series([None] * n)}).drop("__n")
+        return self.conform(frame)
+
+    def describe_markdown(self) -> str:
+        """A Markdown table of the columns (used to generate docs/schema.md)."""
+        lines = [f"### `{self.name}`", "", self.doc, "", "| column | dtype | meaning |", "|---|---|---|"]
+        for c in self.columns:
+            lines.append(f"| `{c.name}` | `{_dtype_text(c.dtype)}` | {c.doc} |")
+        return "\n".join(lines) + "\n"
+
+
+def _dtype_text(dtype: pl.DataType) -> str:
+    if isinstance(dtype, pl.Enum):
+        return "Enum(" + ", ".join(dtype.categories.to_list()) + ")"
+    return str(dtype)
+
+
+I64 = pl.Int64()
+I32 = pl.Int32()
+F64 = pl.Float64()
+STR = pl.String()
+BOOL = pl.Boolean()
+
+EVENTS = TableSchema(
+    "events",
+    "Every timed thing the trace recorded: CPU operators, annotations, Python frames, "
+    "runtime/driver calls, GPU kernels/copies/memsets, synchronisation records, OS calls, marks.",
+    (
+        Column("event_id", I64, "Row id: position in (start_ns, -dur_ns) order, unique within the trace."),
+        Column("kind", EVENT_KIND, "What the row is (see `EventKind`)."),
+        Column("name", STR, "Operator, API, kernel or range name as recorded (runtime API version suffixes stripped)."),
+        Column("rank", I32, "Distributed rank of the owning process (0 when unknown)."),
+        Column("pid", I64, "Owning process id (for GPU rows: the launching process when known)."),
+        Column("tid", I64, "Host thread id (null for rows on a GPU timeline)."),
+        Column("device", I32, "GPU index for GPU rows and sync rows; null on CPU rows."),
+        Column("stream", I64, "GPU stream id for GPU rows (and the stream a sync waited on); null otherwise."),
+        Column("start_ns", I64, "Start time, ns."),
+        Column("dur_ns", I64, "Duration, ns (0 for marks)."),
+        Column("end_ns", I64, "start_ns + dur_ns."),
+        Column("correlation", I64, "CUPTI/roctracer correlation id linking an API call to its GPU activity."),
+        Column("external_id", I64, "Profiler external id linking a CPU operator to the API calls it made."),
+        Column("bytes", I64, "Bytes moved or set (memcpy/memset)."),
+        Column("memcpy_kind", MEMCPY_KIND, "Copy direction (memcpy rows)."),
+        Column("src_memory", MEMORY_KIND, "Kind of the copy source memory (pageable/pinned/device...)."),
+        Column("dst_memory", MEMORY_KIND, "Kind of the copy destination memory."),
+        Column("grid_blocks", I64, "Kernel grid size: product of grid dimensions."),
+        Column("block_threads", I64, "Kernel block size: product of block dimensions."),
+        Column("registers_per_thread", I32, "Registers per thread of a kernel."),
+        Column("shared_memory_bytes", I64, "Shared memory per block of a kernel (static + dynamic)."),
+        Column("occupancy_pct", F64, "Estimated achieved occupancy of a kernel, percent."),
+        Column("sync_kind", SYNC_KIND, "What a sync row waited for."),
+        Column("wait_stream", I64, "Stream a stream-wait-event row makes wait, or the stream a sync waited on."),
+        Column("wait_event_correlation", I64, "Correlation id of the cudaEventRecord a sync/wait refers to."),
+        Column("sequence_nr", I64, "Autograd sequence number (links forward and backward ops)."),
+        Column("python_id", I64, "Python frame id (python rows)."),
+        Column("python_parent_id", I64, "Parent Python frame id (python rows)."),
+        Column("input_dims", STR, "Operator input shapes as JSON text (record_shapes traces)."),
+        Column("collective", STR, "Collective operation name for communication ops/kernels (all_reduce...)."),
+        Column("domain", STR, "Annotation domain (NVTX domain name), null for profiler annotations."),
+    ),
+)
+
+LINKS = TableSchema(
+    "links",
+    "CPU → GPU launch links: which runtime/driver call launched which GPU activity or sync record. "
+    "A CUDA-graph launch links to many GPU rows.",
+    (
+        Column("launch_event_id", I64, "event_id of the runtime/driver call."),
+        Column("gpu_event_id", I64, "event_id of the kernel/memcpy/memset/sync row it caused."),
+        Column("correlation", I64, "The correlation id both rows carry (null for flow-only links)."),
+        Column("link_source", LINK_SOURCE, "How the link was found."),
+    ),
+)
+
+FLOWS = TableSchema(
+    "flows",
+    "Chrome-trace flow arrows bound to the events they connect (Kineto only).",
+    (
+        Column("flow_id", I64, "The flow's id as written in the trace."),
+        Column("flow_kind", FLOW_KIND, "What the arrow connects."),
+        Column("src_event_id", I64, "event_id at the arrow's tail (null when it binds to no event)."),
+        Column("dst_event_id", I64, "event_id at the arrow's head (null when it binds to no event)."),
+    ),
+)
+
+DEVICES = TableSchema(
+    "devices",
+    "GPUs (or other accelerators) described by the trace.",
+    (
+        Column("device", I32, "Device index as used by the events table."),
+        Column("name", STR, "Marketing name (e.g. NVIDIA A100-SXM4-80GB)."),
+        Column("vendor", STR, "nvidia, amd, or other."),
+        Column("total_memory_bytes", I64, "Device memory, bytes."),
+        Column("compute_major", I32, "Compute capability major (NVIDIA) or gfx major."),
+        Column("compute_minor", I32, "Compute capability minor."),
+        Column("sm_count", I32, "Streaming multiprocessors / compute units."),
+    ),
+)
+
+THREADS = TableSchema(
+    "threads",
+    "Names of processes, threads and GPU streams.",
+    (
+        Column("pid", I64, "Process id (GPU tracks: null)."),
+        Column("tid", I64, "Thread id (null for a process-level row)."),
+        Column("device", I32, "Device index for a GPU track."),
+        Column("stream", I64, "Stream id for a GPU track."),
+        Column("process_name", STR, "Process name."),
+        Column("thread_name", STR, "Thread or stream name."),
+    ),
+)
+
+COUNTERS = TableSchema(
+    "counters",
+    "Counter tracks (Chrome `ph: C` events): one row per sample and series.",
+    (
+        Column("name", STR, "Counter track name."),
+        Column("series", STR, "Series within the track."),
+        Column("pid", I64, "Process the counter belongs to."),
+        Column("start_ns", I64, "Sample time, ns."),
+        Column("value", F64, "Sample value."),
+    ),
+)
+
+MEMORY = TableSchema(
+    "memory",
+    "Allocator events (`[memory]` instants of profile_memory traces, Nsight memory usage).",
+    (
+        Column("start_ns", I64, "Time of the allocation or free, ns."),
+        Column("pid", I64, "Process id."),
+        Column("tid", I64, "Thread id."),
+        Column("device", I32, "Device index; -1 for host memory."),
+        Column("address", I64, "Address of the block (may be null when it does not fit in int64)."),
+        Column("bytes", I64, "Size of the block; negative for a free."),
+        Column("total_allocated_bytes", I64, "Allocator's total allocated after the event."),
+        Column("total_reserved_bytes", I64, "Allocator's total reserved (cached) after the event."),
+    ),
+)
+
+#: Every table of a trace, in the order they are written to Parquet.
+TABLES: tuple[TableSchema, ...] = (EVENTS, LINKS, FLOWS, DEVICES, THREADS, COUNTERS, MEMORY)
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """What a trace says about itself (one per input file)."""
+
+    #: path of the file as given by the user
+    path: str
+    #: input format: ``kineto`` or ``nsys``
+    format: str
+    #: format version as the file states it (Kineto schemaVersion, Nsight export schema)
+    format_version: str | None = None
+    #: producer details when known (PyTorch / Kineto / nsys version strings)
+    producer: str | None = None
+    #: distributed rank of this trace (Kineto ``distributedInfo``); None when unknown
+    rank: int | None = None
+    #: world size when known
+    world_size: int | None = None
+    #: distributed backend (nccl, gloo, rccl...) when known
+    backend: str | None = None
+    #: ranks present in this file (an Nsight capture of several processes has several)
+    ranks: tuple[int, ...] = (0,)
+    #: first and last instants covered by events, ns
+    start_ns: int | None = None
+    end_ns: int | None = None
+    #: True when the file was truncated and salvaged
+    truncated: bool = False
+    #: problems met while parsing, in plain words (never fatal)
+    warnings: tuple[str, ...] = ()
+    #: top-level metadata of the file (JSON-compatible), for display and provenance
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        data["ranks"] = list(self.ranks)
+        data["warnings"] = list(self.warnings)
+        data["metadata"] = dict(self.metadata)
+        return json.dumps(data, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> TraceInfo:
+        data = json.loads(text)
+        known = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
+        data["ranks"] = tuple(data.get("ranks") or (0,))
+        data["warnings"] = tuple(data.get("warnings") or ())
+        return cls(**data)
+
+    def with_changes(self, **changes: Any) -> TraceInfo:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TraceTables:
+    """One trace as canonical tables.  Frames conform to the schemas in this module."""
+
+    info: TraceInfo
+    events: pl.DataFrame
+    links: pl.DataFrame = field(default_factory=LINKS.empty)
+    flows: pl.DataFrame = field(default_factory=FLOWS.empty)
+    devices: pl.DataFrame = field(default_factory=DEVICES.empty)
+    threads: pl.DataFrame = field(default_factory=THREADS.empty)
+    counters: pl.DataFrame = field(default_factory=COUNTERS.empty)
+    memory: pl.DataFrame = field(default_factory=MEMORY.empty)
+
+    def table(self, name: str) -> pl.DataFrame:
+        """A table by its schema name."""
+        if name not in TABLE_NAMES:
+            raise KeyError(name)
+        frame: pl.DataFrame = getattr(self, name)
+        return frame
+
+    def kind_counts(self) -> dict[str, int]:
+        """Number of event rows per kind (kinds with no rows are omitted)."""
+        counts = self.events.group_by("kind").len().sort("kind")
+        return {str(k): int(n) for k, n in counts.iter_rows()}
+
+    def write_parquet(self, directory: str | Path) -> list[Path]:
+        """Write every table as ``<name>.parquet`` plus ``info.json`` into ``directory``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for schema in TABLES:
+            path = out / f"{schema.name}.parquet"
+            self.table(schema.name).write_parquet(path, compression="zstd", statistics=True)
+            written.append(path)
+        info_path = out / "info.json"
+        info_path.write_text(self.info.to_json() + "\n", encoding="utf-8")
+        written.append(info_path)
+        return written
+
+    @classmethod
+    def read_parquet(cls, directory: str | Path) -> TraceTables:
+        """Read tables written by :meth:`write_parquet`."""
+        src = Path(directory)
+        info = TraceInfo.from_json((src / "info.json").read_text(encoding="utf-8"))
+        frames = {s.name: s.conform(pl.read_parquet(src / f"{s.name}.parquet")) for s in TABLES}
+        return cls(info=info, **frames)
+
+    def validate(self) -> None:
+        """Raise ``AssertionError`` if a frame does not match its schema exactly."""
+        for schema in TABLES:
+            frame = self.table(schema.name)
+            assert frame.schema == schema.polars_schema, (schema.name, frame.schema, schema.polars_schema)
+
+
+TABLE_NAMES = tuple(s.name for s in TABLES)
+
+
+def conform_all(frames: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """Conform each named frame to its table schema."""
+    by_name = {s.name: s for s in TABLES}
+    return {name: by_name[name].conform(frame) for name, frame in frames.items()}
+
+
+def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFrame:
+    """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
+
+    The input may carry any subset of the event columns plus a temporary ``_order``
+    column (input position) used only to break ties deterministically.  Columns named in
+    ``keep`` (parser-internal helpers) are appended after the canonical ones.
+    """
+    if "end_ns" in events.columns:
+        events = events.drop("end_ns")
+    events = events.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    keys = ["start_ns", "dur_ns"]
+    descending = [False, True]
+    for extra in ("kind", "pid", "tid", "device", "stream", "name"):
+        if extra in events.columns:
+            keys.append(extra)
+            descending.append(False)
+    if "_order" in events.columns:
+        keys.append("_order")
+        descending.append(False)
+    events = events.sort(keys, descending=descending, nulls_last=True, maintain_order=True)
+    events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    if keep:
+        return pl.concat([EVENTS.conform(events), events.select(list(keep))], how="horizontal")
+    return EVENTS.conform(events)
+
+
+def schema_markdown(tables: Sequence[TableSchema] = TABLES) -> str:
+    """docs/schema.md's table reference, generated from this module."""
+    parts = [t.describe_markdown() for t in tables]
+    return "\n".join(parts)
+
+
+def enum_values(values: Iterable[Enum]) -> list[str]:
+    return [str(v.value) for v in values]
