@@ -68,6 +68,11 @@ def _read(stream: BinaryIO, n: int, state: ArrayStream) -> tuple[bytes, bool]:
         return b"", True
     data = data or b""
     state.total_bytes += len(data)
+    if not data:
+        damage = getattr(stream, "damage", None)
+        if damage and not state.truncated:
+            state.truncated = True
+            state.truncation_reason = damage
     return data, len(data) == 0
 
 
@@ -78,7 +83,7 @@ def _strip_bom(data: bytes) -> bytes:
 def iter_event_chunks(
     stream: BinaryIO,
     state: ArrayStream,
-    try_decode: Callable[[bytes], Any],
+    try_decode: Callable[[bytes | memoryview], Any],
     chunk_bytes: int = 16 * 1024 * 1024,
 ) -> Iterator[Any]:
     """Yield ``try_decode(chunk)`` for consecutive chunks of the traceEvents array.
@@ -172,7 +177,7 @@ def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
                 return pos
 
 
-def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes], Any]) -> Iterator[Any]:
+def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memoryview], Any]) -> Iterator[Any]:
     body = buf.rstrip(_WS)
     # 1) a properly closed array: try closing brackets from the end
     tried = 0

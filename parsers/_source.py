@@ -6,8 +6,6 @@ of the decompressed content; :func:`sniff` reads the first bytes to tell formats
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
 import zlib
 from dataclasses import dataclass
@@ -73,74 +71,85 @@ def sniff(path: str | Path) -> Sniff:
     with open(p, "rb") as fh:
         magic = fh.read(2)
     is_gz = magic == GZIP_MAGIC
-    head = b""
-    try:
-        with open_stream(p) as stream:
-            head = stream.read(64 * 1024)
-    except (EOFError, OSError, zlib.error) as exc:
-        if not is_gz:
-            raise TraceNotFoundError(f"cannot read file: {exc}", path=p) from exc
-        # a gzip member too short to produce 64 KiB: read what we can
-        head = _read_partial_gzip(p, 64 * 1024)
-        if not head:
-            raise TraceCorruptError(f"gzip data is corrupt ({exc})", path=p) from exc
+    with open_stream(p) as stream:
+        head = stream.read(64 * 1024)
+        damage = getattr(stream, "damage", None)
+    if is_gz and damage and not head:
+        raise TraceCorruptError(f"gzip file, but {damage}", path=p)
     return Sniff(path=p, size=size, gzip=is_gz, head=head)
 
 
-def _read_partial_gzip(path: Path, limit: int) -> bytes:
-    out = bytearray()
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    with open(path, "rb") as fh:
-        while len(out) < limit:
-            block = fh.read(65536)
-            if not block:
+class GzipStream:
+    """Streaming gzip decompression that keeps what it could decompress.
+
+    Unlike :mod:`gzip`, a file cut short or damaged mid-way does not lose the data
+    decompressed so far: ``read`` returns it, then reports end of data and records the
+    problem in :attr:`damage`.  Concatenated gzip members are read in sequence.  More
+    than ``limit`` decompressed bytes raise :class:`TraceTooLargeError` (a gzip bomb).
+    """
+
+    def __init__(self, path: Path, limit: int):
+        self._path = path
+        self._fh = open(path, "rb")  # noqa: SIM115 - owned by the stream, closed in close()
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._carry = b""
+        self._eof = False
+        self._count = 0
+        self._limit = limit
+        #: why the stream ended early, or None when it ended cleanly
+        self.damage: str | None = None
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = 1 << 62
+        out = bytearray()
+        while len(out) < n and not self._eof:
+            data = self._d.unconsumed_tail or self._carry or self._fh.read(1 << 20)
+            self._carry = b""
+            if not data:
+                if not self._d.eof:
+                    self.damage = "the compressed stream ends early (the file was cut)"
+                self._eof = True
                 break
             try:
-                out += d.decompress(block, limit - len(out))
-            except zlib.error:
+                out += self._d.decompress(data, n - len(out))
+            except zlib.error as exc:
+                self.damage = f"the compressed data is damaged ({exc})"
+                self._eof = True
                 break
-    return bytes(out)
-
-
-class _BoundedReader(io.RawIOBase):
-    """Wraps a decompressing stream and refuses to yield more than ``limit`` bytes."""
-
-    def __init__(self, inner: BinaryIO, limit: int, path: Path):
-        self._inner = inner
-        self._limit = limit
-        self._count = 0
-        self._path = path
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self._inner.read(len(b))
-        n = len(data)
-        self._count += n
+            if self._d.eof:
+                rest = self._d.unused_data
+                if rest.lstrip(b"\0"):
+                    self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self._carry = rest
+                else:
+                    self._eof = not self._fh.peek(1) if hasattr(self._fh, "peek") else True
+                    if not self._eof:
+                        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._count += len(out)
         if self._count > self._limit:
             raise TraceTooLargeError(
                 f"decompressed size exceeds the limit of {self._limit:,} bytes (possible gzip bomb)",
                 path=self._path,
                 hint="raise the limit with TRACEKIT_MAX_BYTES=<bytes> if the file is genuine",
             )
-        b[:n] = data
-        return n
+        return bytes(out)
 
     def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            super().close()
+        self._fh.close()
+
+    def __enter__(self) -> GzipStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def open_stream(path: str | Path) -> BinaryIO:
     """Open ``path`` for reading decompressed bytes (gzip detected by magic, not by name)."""
     p = Path(path)
-    fh = open(p, "rb")
-    magic = fh.read(2)
-    fh.seek(0)
+    with open(p, "rb") as fh:
+        magic = fh.read(2)
     if magic == GZIP_MAGIC:
-        gz = gzip.GzipFile(fileobj=fh, mode="rb")
-        return io.BufferedReader(_BoundedReader(gz, max_decompressed_bytes(), p), buffer_size=1 << 20)  # type: ignore[return-value]
-    return fh
+        return GzipStream(p, max_decompressed_bytes())  # type: ignore[return-value]
+    return open(p, "rb")

@@ -237,6 +237,7 @@ _MEMORY_WORDS = {
     "managed": "managed",
     "array": "array",
 }
+_LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 _ON_GPU_KINDS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.GPU_ANNOTATION)]
 
 #: Timestamps above this many µs, written with a fraction, lose sub-µs digits in float64.
@@ -461,7 +462,8 @@ def _int_series(name: str, values: list[Any]) -> pl.Series:
     as_float = text.cast(pl.Float64, strict=False)
     in_range = as_float.is_finite() & (as_float.abs() < 2.0**63)
     from_float = pl.select(pl.when(pl.lit(in_range)).then(pl.lit(as_float)).otherwise(None).cast(pl.Int64)).to_series()
-    return as_int.fill_null(from_float).alias(name)
+    result: pl.Series = as_int.fill_null(from_float).alias(name)
+    return result
 
 
 def _as_int(v: Any) -> int | None:
@@ -810,7 +812,7 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     # a correlation id must name exactly one launch call (per process) to be trusted
     unique_launch = launch.group_by("correlation").agg(pl.col("launch_event_id").first(), pl.len().alias("_n")).filter(pl.col("_n") == 1)
     gpu = events.filter(
-        pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value, EventKind.SYNC.value])
+        pl.col("kind").is_in(_LINK_TARGETS)
         & pl.col("correlation").is_not_null()
     ).select(pl.col("event_id").alias("gpu_event_id"), "correlation")
     by_corr = gpu.join(unique_launch.drop("_n"), on="correlation", how="inner").with_columns(
@@ -821,6 +823,9 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
         .select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
         .join(events.select("event_id", "kind"), left_on="launch_event_id", right_on="event_id")
         .filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]))
+        .drop("kind")
+        .join(events.select("event_id", "kind"), left_on="gpu_event_id", right_on="event_id")
+        .filter(pl.col("kind").is_in(_LINK_TARGETS))
         .drop("kind")
         .join(by_corr.select("gpu_event_id"), on="gpu_event_id", how="anti")
         .with_columns(pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow").alias("link_source"))

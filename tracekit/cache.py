@@ -59,7 +59,7 @@ def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | 
         return None
     try:
         tables = TraceTables.read_parquet(entry)
-    except Exception:  # noqa: BLE001 - any damage means "not cached"; the entry is rebuilt
+    except Exception:
         shutil.rmtree(entry, ignore_errors=True)
         return None
     return TraceTables(

@@ -33,7 +33,8 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     p = Path(path)
     fmt = format or detect_format(p)
     if not cache:
-        return parse(p, format=fmt, work_dir=None)
+        tables: TraceTables = parse(p, format=fmt, work_dir=None)
+        return tables
     key = _cache.content_key(p)
     hit = _cache.load(key, p)
     if hit is not None:

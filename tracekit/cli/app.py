@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,6 +20,63 @@ def cli() -> None:
     Reads PyTorch profiler (Kineto) traces and Nsight Systems exports, finds the steps,
     measures GPU utilization and names the cause of every idle gap.
     """
+
+
+def _demo_trace() -> Path:
+    """The sample trace shipped inside the package (a single-process DataLoader stall)."""
+    from importlib.resources import files
+
+    return Path(str(files("tracekit") / "data" / "demo.kineto.json.gz"))
+
+
+def _write(text: str, out: Path | None) -> None:
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    from ..errors import UsageError
+
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report: {exc.strerror or exc}", path=out) from exc
+    click.echo(f"wrote {out}", err=True)
+
+
+@cli.command("analyze")
+@click.argument("trace", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+    help="Output format: terminal text, the JSON contract (docs/json-report.md), or Markdown for a pull request.",
+)
+@click.option("--out", "-o", "out", type=click.Path(path_type=Path), help="Write the report to this file instead of stdout.")
+@click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists.")
+def analyze_cmd(trace: Path | None, fmt: str, out: Path | None, no_cache: bool) -> None:
+    """Explain why the GPU is idle in TRACE: steps, utilization, causes, fixes.
+
+    TRACE is a PyTorch profiler trace (.json, .json.gz) or an Nsight Systems export
+    (.sqlite, .nsys-rep).  Without TRACE, analyses a sample trace shipped with tracekit.
+    """
+    import json
+
+    from ..analysis import diagnose
+    from ..reader import read_trace
+    from ..report import render_markdown, render_text, to_json_dict
+
+    if trace is None:
+        trace = _demo_trace()
+        click.echo("No trace given: analysing tracekit's built-in sample (a training loop with a slow DataLoader).\n", err=True)
+    tables = read_trace(trace, cache=not no_cache)
+    diagnosis = diagnose(tables)
+    if fmt == "json":
+        text = json.dumps(to_json_dict(diagnosis), indent=2) + "\n"
+    elif fmt == "markdown":
+        text = render_markdown(diagnosis)
+    else:
+        text = render_text(diagnosis)
+    _write(text, out)
 
 
 @cli.command("export")
@@ -53,7 +111,7 @@ def info_cmd(trace: Path, no_cache: bool, as_json: bool) -> None:
     tables = read_trace(trace, cache=not no_cache)
     info = tables.info
     span_ms = (info.end_ns - info.start_ns) / 1e6 if info.start_ns is not None and info.end_ns is not None else None
-    summary = {
+    summary: dict[str, Any] = {
         "path": info.path,
         "format": info.format,
         "format_version": info.format_version,

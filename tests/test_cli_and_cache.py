@@ -1,0 +1,144 @@
+"""The command line's contract (exit codes, one-paragraph errors, no tracebacks), the
+content-keyed cache, Parquet export, and the headless boundary."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import write_trace
+
+import tracekit
+from tracekit import cache as tk_cache
+from tracekit.cli import main
+from tracekit.schema import TABLES, TraceTables
+
+
+def _events(n: int = 3) -> list[dict[str, object]]:
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 100 + 10 * i, "dur": 5,
+         "args": {"External id": i}}
+        for i in range(n)
+    ]
+
+
+def test_read_trace_uses_the_cache_and_never_serves_stale_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_trace(tmp_path / "t.json", _events(3))
+    first = tracekit.read_trace(path)
+    assert first.events.height == 3
+
+    import tracekit.reader as reader
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("parsed again although the content did not change")
+
+    monkeypatch.setattr(reader, "parse", boom)
+    second = tracekit.read_trace(path)
+    assert second.events.equals(first.events)
+    assert second.info.path == str(path)
+
+    # a copy at another path is still a hit, reported under its own path
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(path.read_bytes())
+    assert tracekit.read_trace(copy).info.path == str(copy)
+
+    monkeypatch.undo()
+    write_trace(path, _events(5))  # same name, new content
+    assert tracekit.read_trace(path).events.height == 5
+
+
+def test_cache_dir_follows_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "here"))
+    assert tk_cache.cache_dir() == tmp_path / "here"
+    monkeypatch.delenv("TRACEKIT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert tk_cache.cache_dir() == tmp_path / "xdg" / "tracekit"
+
+
+def test_damaged_cache_entry_is_rebuilt(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", _events(2))
+    tracekit.read_trace(path)
+    entry = tk_cache.entry_dir(tk_cache.content_key(path))
+    (entry / "events.parquet").write_bytes(b"not parquet")
+    assert tracekit.read_trace(path).events.height == 2
+    assert tracekit.read_trace(path).events.height == 2
+
+
+def test_no_cache_flag_skips_the_cache(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", _events(2))
+    assert main(["info", str(path), "--no-cache"]) == 0
+    assert not (tk_cache.cache_dir() / "traces").exists()
+    assert tk_cache.clear() == 0
+
+
+def test_export_writes_every_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_trace(tmp_path / "t.json", _events(4))
+    out = tmp_path / "out"
+    assert main(["export", str(path), "--out", str(out)]) == 0
+    assert "wrote 8 files" in capsys.readouterr().out
+    for schema in TABLES:
+        frame = pl.read_parquet(out / f"{schema.name}.parquet")
+        assert frame.schema == schema.polars_schema
+    back = TraceTables.read_parquet(out)
+    assert back.events.height == 4
+    assert json.loads((out / "info.json").read_text())["format"] == "kineto"
+
+
+def test_info_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_trace(tmp_path / "t.json", _events(2))
+    assert main(["info", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["events"] == {"cpu_op": 2}
+
+
+@pytest.mark.parametrize(
+    ("content", "code", "needle"),
+    [(None, 3, "no such file"), (b"", 3, "empty"), (b"a,b\n1,2\n", 3, "unrecognised"), (b"{}", 3, "traceEvents")],
+    ids=["missing", "empty", "csv", "no-events"],
+)
+def test_bad_input_gives_one_paragraph_and_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None, code: int, needle: str
+) -> None:
+    path = tmp_path / "input.json"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["info", str(path)]) == code
+    err = capsys.readouterr().err
+    assert needle in err
+    assert str(path) in err
+    assert "Traceback" not in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export"]) == 2
+    assert main(["no-such-command"]) == 2
+
+
+def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    proc = subprocess.run([sys.executable, "-m", "tracekit", "info", str(bad)], capture_output=True, text=True,
+                          env={**os.environ}, check=False)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert str(bad) in proc.stderr
+
+
+HEADLESS = ["tracekit", "tracekit.schema", "tracekit.errors", "tracekit.reader", "tracekit.cache", "tracekit.parsers",
+            "tracekit.parsers.kineto", "tracekit.parsers.nsight"]
+
+
+@pytest.mark.parametrize("module", HEADLESS)
+def test_headless_core_never_imports_textual_or_rich(module: str) -> None:
+    code = (
+        f"import importlib, sys; importlib.import_module({module!r}); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'));"
+        "print(','.join(bad))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "", f"{module} imported {proc.stdout.strip()}"

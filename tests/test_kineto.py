@@ -1,0 +1,380 @@
+"""The Kineto (PyTorch profiler) reader: small inline traces with exact answers, every real
+trace under ../shared/traces checked against an independent count of its raw JSON, and the
+salvage of truncated and damaged files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace, write_trace
+
+from tracekit.errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
+from tracekit.parsers import detect_format, parse
+from tracekit.parsers.kineto import read_kineto
+
+CHAKRA = "hta/tests/data/execution_trace/benchmark_simple_add_et.json.gz"
+
+
+def _x(cat: str, name: str, ts: float, dur: float, pid: Any = 10, tid: Any = 11, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _step_events() -> list[dict[str, Any]]:
+    """One step: an op launches a kernel (correlation 5) and copies pageable memory (6)."""
+    return [
+        _x("user_annotation", "ProfilerStep#1", 1000, 100, **{"External id": 1}),
+        _x("cpu_op", "aten::mm", 1010, 20, **{"External id": 2, "Sequence number": 7}),
+        _x("cuda_runtime", "cudaLaunchKernel", 1015, 5, **{"External id": 2, "correlation": 5}),
+        _x("kernel", "gemm", 1030, 40, pid=0, tid=7, **{"External id": 2, "correlation": 5, "device": 0, "stream": 7,
+           "grid": [4, 2, 1], "block": [128, 1, 1], "registers per thread": 64, "shared memory": 1024,
+           "est. achieved occupancy %": 50}),
+        _x("cuda_runtime", "cudaMemcpyAsync", 1040, 30, **{"External id": 3, "correlation": 6}),
+        _x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 1045, 20, pid=0, tid=7,
+           **{"correlation": 6, "device": 0, "stream": 7, "bytes": 4096}),
+        {"ph": "s", "id": 5, "pid": 10, "tid": 11, "ts": 1015, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 5, "pid": 0, "tid": 7, "ts": 1030, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 11, "ts": 1012, "s": "t",
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 123, "Bytes": 512, "Total Allocated": 2048,
+                  "Total Reserved": 4096}},
+    ]
+
+
+def test_small_trace_columns_are_exact(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", _step_events(), baseTimeNanoseconds=1_000_000,
+                       distributedInfo={"rank": 3, "world_size": 8, "backend": "nccl"},
+                       deviceProperties=[{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 80 * 2**30,
+                                          "computeMajor": 9, "computeMinor": 0, "numSms": 132}])
+    t = read_kineto(path)
+    t.validate()
+    assert t.kind_counts() == {"annotation": 1, "cpu_op": 1, "runtime": 2, "kernel": 1, "memcpy": 1}
+    assert t.info.rank == 3
+    assert t.info.world_size == 8
+    assert t.info.backend == "nccl"
+    kernel = t.events.filter(kind="kernel").row(0, named=True)
+    assert kernel["start_ns"] == 1_000_000 + 1030 * 1000
+    assert kernel["dur_ns"] == 40_000
+    assert kernel["end_ns"] == kernel["start_ns"] + 40_000
+    assert (kernel["device"], kernel["stream"], kernel["tid"]) == (0, 7, None)
+    assert kernel["pid"] == 10, "GPU rows belong to the launching process"
+    assert (kernel["grid_blocks"], kernel["block_threads"]) == (8, 128)
+    assert (kernel["registers_per_thread"], kernel["shared_memory_bytes"], kernel["occupancy_pct"]) == (64, 1024, 50.0)
+    assert kernel["rank"] == 3
+    copy = t.events.filter(kind="memcpy").row(0, named=True)
+    assert (copy["memcpy_kind"], copy["src_memory"], copy["dst_memory"], copy["bytes"]) == ("HtoD", "pageable", "device", 4096)
+    op = t.events.filter(kind="cpu_op").row(0, named=True)
+    assert op["sequence_nr"] == 7
+    assert op["external_id"] == 2
+    assert op["device"] is None
+    # links: both by correlation, one also confirmed by a flow
+    launch_names = t.links.join(t.events.select(pl.col("event_id").alias("launch_event_id"), "name"), on="launch_event_id")
+    assert sorted(launch_names["name"].to_list()) == ["cudaLaunchKernel", "cudaMemcpyAsync"]
+    assert set(t.links["link_source"].to_list()) == {"correlation"}
+    flow = t.flows.row(0, named=True)
+    assert flow["flow_kind"] == "launch"
+    assert t.events.filter(pl.col("event_id") == flow["src_event_id"])["name"].item() == "cudaLaunchKernel"
+    assert t.events.filter(pl.col("event_id") == flow["dst_event_id"])["name"].item() == "gemm"
+    assert t.memory.row(0, named=True)["total_reserved_bytes"] == 4096
+    assert t.devices.row(0, named=True)["sm_count"] == 132
+    assert t.threads.filter(pl.col("stream") == 7)["thread_name"].item() == "stream 7"
+    # sorted, ids are positions
+    assert t.events["event_id"].to_list() == list(range(t.events.height))
+    assert t.events["start_ns"].is_sorted()
+
+
+def test_event_order_in_file_does_not_matter(tmp_path: Path) -> None:
+    events = _step_events()
+    a = read_kineto(write_trace(tmp_path / "a.json", events))
+    shuffled = events[:]
+    random.Random(7).shuffle(shuffled)
+    b = read_kineto(write_trace(tmp_path / "b.json", shuffled))
+    for name in ("events", "links", "flows", "threads", "memory"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+
+
+def test_ns_fraction_timestamps_are_exact(tmp_path: Path) -> None:
+    events = [_x("cpu_op", "a", 4203669603187.439, 9288.291), _x("cpu_op", "b", 1.001, 0.999)]
+    t = read_kineto(write_trace(tmp_path / "t.json", events, baseTimeNanoseconds=1_700_000_000_000_000_000))
+    rows = {r["name"]: r for r in t.events.iter_rows(named=True)}
+    assert rows["a"]["start_ns"] == 1_700_000_000_000_000_000 + 4203669603187439
+    assert rows["a"]["dur_ns"] == 9288291
+    assert rows["b"]["start_ns"] == 1_700_000_000_000_000_000 + 1001
+    assert rows["b"]["dur_ns"] == 999
+
+
+def test_pytorch_18_vintage(tmp_path: Path) -> None:
+    """Capitalised categories, string tids, 'external id', flow cat 'async', computeProperties."""
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 24572, "tid": "24572", "ts": 100, "dur": 20,
+         "args": {"Device": 24572, "External id": 2}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 24572, "tid": "24572", "ts": 105, "dur": 5,
+         "args": {"correlation": 311, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "add_kernel", "pid": 0, "tid": "stream 7", "ts": 120, "dur": 3,
+         "args": {"device": 0, "stream": 7, "correlation": 311, "external id": 2}},
+        {"ph": "s", "id": 311, "pid": 24572, "tid": 24572, "ts": 105, "cat": "async", "name": "launch"},
+        {"ph": "f", "id": 311, "pid": 0, "tid": "stream 7", "ts": 120, "cat": "async", "name": "launch", "bp": "e"},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Traces", "tid": "PyTorch Profiler", "ts": 90, "dur": 50},
+        {"ph": "C", "name": "GPU 0 Util", "pid": 0, "ts": 110, "args": {"GPU Utilization": 0.5}},
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events,
+                                computeProperties=[{"id": 0, "name": "Tesla V100", "major": 7, "minor": 0,
+                                                    "multiProcessorCount": 80, "totalGlobalMem": 34084028416}]))
+    assert t.kind_counts() == {"cpu_op": 1, "runtime": 1, "kernel": 1}
+    runtime = t.events.filter(kind="runtime").row(0, named=True)
+    assert runtime["tid"] == 24572
+    assert runtime["external_id"] == 2
+    kernel = t.events.filter(kind="kernel").row(0, named=True)
+    assert kernel["stream"] == 7
+    assert kernel["device"] == 0
+    assert t.links.height == 1
+    assert t.flows.row(0, named=True)["dst_event_id"] == kernel["event_id"]
+    assert t.devices.row(0, named=True)["compute_major"] == 7
+    assert t.counters.row(0, named=True)["value"] == 0.5
+
+
+def test_cuda_sync_rows_get_the_waiting_thread(tmp_path: Path) -> None:
+    events = [
+        _x("cuda_runtime", "cudaStreamSynchronize", 100, 50, correlation=9),
+        _x("cuda_sync", "Stream Sync", 100, 49, pid=0, tid=7,
+           **{"correlation": 9, "device": 0, "stream": 7, "cuda_sync_kind": "Stream Sync", "wait_on_stream": -1,
+              "wait_on_cuda_event_record_corr_id": -1}),
+        _x("cuda_sync", "Stream Wait Event", 160, 1, pid=0, tid=8,
+           **{"correlation": 10, "device": 0, "stream": 8, "wait_on_stream": 8, "wait_on_cuda_event_record_corr_id": 4}),
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    syncs = t.events.filter(kind="sync").sort("start_ns")
+    first, second = syncs.rows(named=True)
+    assert (first["sync_kind"], first["pid"], first["tid"], first["stream"]) == ("stream_sync", 10, 11, 7)
+    assert (second["sync_kind"], second["wait_stream"], second["wait_event_correlation"]) == ("stream_wait_event", 8, 4)
+
+
+def test_cuda_graph_launch_fans_out(tmp_path: Path) -> None:
+    events = [_x("cuda_runtime", "cudaGraphLaunch", 100, 10, correlation=42)]
+    events += [_x("kernel", f"k{i}", 120 + i * 5, 4, pid=0, tid=7, correlation=42, device=0, stream=7) for i in range(5)]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    assert t.links.height == 5
+    assert t.links["launch_event_id"].n_unique() == 1
+
+
+def test_integers_above_int64_and_odd_types(tmp_path: Path) -> None:
+    events = [
+        _x("cpu_op", "record_param_comms", 200, 100, **{"Comms Id": 10159970886766084423, "External id": 2**70}),
+        _x("cuda_runtime", "hipMemcpyWithStream", 300, 10, stream="0x0", size="2560", kind="1", correlation="17"),
+        {"ph": "X", "cat": "cpu_op", "name": "weird", "pid": "host", "tid": "main", "ts": "400.5", "dur": "1"},
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    rows = {r["name"]: r for r in t.events.iter_rows(named=True)}
+    assert rows["record_param_comms"]["external_id"] is None  # does not fit int64: null, not wrapped
+    assert rows["hipMemcpyWithStream"]["correlation"] == 17
+    assert rows["weird"]["start_ns"] == 400_500
+    assert rows["weird"]["pid"] < 0
+
+
+def test_bare_array_with_and_without_closing_bracket(tmp_path: Path) -> None:
+    events = _step_events()
+    closed = tmp_path / "closed.json"
+    closed.write_text(json.dumps(events))
+    open_ended = tmp_path / "open.json"
+    open_ended.write_text(json.dumps(events)[:-1] + ",\n")
+    a, b = read_kineto(closed), read_kineto(open_ended)
+    assert a.events.equals(b.events)
+    assert not a.info.truncated
+    assert not b.info.truncated
+    assert a.info.warnings == ()
+    assert b.info.warnings == ()
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gzip"])
+def test_truncated_trace_keeps_every_complete_event(tmp_path: Path, gz: bool) -> None:
+    events = [_x("cpu_op", f"op{i}", 1000 + i * 10, 5, **{"External id": i}) for i in range(400)]
+    doc = b'{"schemaVersion": 1, "traceEvents": [\n'
+    ends = []
+    for i, e in enumerate(events):
+        doc += (b",\n" if i else b"") + json.dumps(e, indent=1).encode()
+        ends.append(len(doc))
+    doc += b'\n], "traceName": "x"}'
+    rng = random.Random(11)
+    for _ in range(12):
+        cut = rng.randrange(len(doc) // 10, len(doc) - 30)
+        data = doc[:cut]
+        complete = sum(1 for end in ends if end <= cut)  # events whose closing brace is before the cut
+        path = tmp_path / ("cut.json.gz" if gz else "cut.json")
+        path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+        if complete == 0:
+            with pytest.raises(TraceCorruptError):
+                read_kineto(path)
+            continue
+        t = read_kineto(path)
+        assert t.events.height == complete, cut
+        assert t.info.truncated
+        assert any("truncated" in w for w in t.info.warnings)
+
+
+def test_gzip_cut_mid_stream_is_salvaged(tmp_path: Path) -> None:
+    events = [_x("cpu_op", f"op{i}", 1000 + i, 1) for i in range(5000)]
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode(), mtime=0)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(data[: len(data) // 2])
+    t = read_kineto(path)
+    assert 0 < t.events.height < 5000
+    assert t.info.truncated
+
+
+def test_small_chunks_give_the_same_tables(tmp_path: Path) -> None:
+    """The chunked reader must not depend on where chunks are cut."""
+    events = _step_events() * 50
+    path = write_trace(tmp_path / "t.json", events)
+    whole = read_kineto(path)
+    tiny = read_kineto(path, chunk_bytes=700)
+    assert whole.events.equals(tiny.events)
+    assert whole.links.equals(tiny.links)
+
+
+def test_nan_literals_and_wrong_types_are_tolerated(tmp_path: Path) -> None:
+    text = (
+        '{"traceEvents": ['
+        '{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 10, "dur": 2,'
+        ' "args": {"memory bandwidth (GB/s)": NaN, "bytes": 8, "stream": 7, "device": 0}},'
+        '{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1, "ts": 5, "dur": 1, "args": {"External id": [1]}},'
+        '{"ph": "X", "cat": "cpu_op", "name": {"bad": 1}, "pid": 1, "tid": 1, "ts": 6, "dur": 1}'
+        "]}"
+    )
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    t = read_kineto(path)
+    assert t.kind_counts() == {"cpu_op": 1, "memcpy": 1}
+    assert t.events.filter(kind="memcpy")["bytes"].item() == 8
+    assert any("malformed" in w for w in t.info.warnings)
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (b"", TraceFormatError),
+        (b"ts,dur,name\n1,2,x\n", TraceFormatError),
+        (b'{"schema": "1.0", "nodes": [], "finish_ts": 3}', TraceFormatError),
+        (b'{"hello": "world"}', TraceFormatError),
+        (b"\x1f\x8b\x08\x00garbage-not-deflate", TraceCorruptError),
+        (b'{"traceEvents": [{"ph": "X", "na', TraceCorruptError),
+    ],
+    ids=["empty", "csv", "chakra-like", "no-events", "corrupt-gzip", "cut-in-first-event"],
+)
+def test_non_traces_are_refused_clearly(tmp_path: Path, content: bytes, error: type[Exception]) -> None:
+    path = tmp_path / "input.json"
+    path.write_bytes(content)
+    with pytest.raises(error) as info:
+        parse(path)
+    assert str(path) in info.value.render()
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceNotFoundError):
+        parse(tmp_path / "nope.json")
+    with pytest.raises(TraceNotFoundError):
+        parse(tmp_path)
+
+
+def test_chakra_execution_trace_is_refused() -> None:
+    path = shared_trace(CHAKRA)
+    with pytest.raises(TraceFormatError, match="Chakra execution trace"):
+        parse(path)
+
+
+# --------------------------------------------------------------------------- real traces
+
+#: raw category → canonical kind, written out independently of the parser's own table
+EXPECTED_KIND = {
+    "cpu_op": "cpu_op", "operator": "cpu_op", "user_annotation": "annotation", "gpu_user_annotation": "gpu_annotation",
+    "python_function": "python", "cuda_runtime": "runtime", "runtime": "runtime", "mtia_runtime": "runtime",
+    "cuda_driver": "driver", "kernel": "kernel", "mtia_ccp_events": "kernel", "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset", "cuda_sync": "sync", "overhead": "overhead",
+    "cpu_instant_event": "instant",
+}
+
+
+def _independent_counts(path: Path) -> tuple[Counter[str], int, int]:
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rb") as fh:
+        doc = json.load(fh)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    kinds: Counter[str] = Counter()
+    memory = flows = 0
+    for e in events:
+        ph, cat = e.get("ph"), str(e.get("cat") or "").lower()
+        if ph == "X" and cat != "trace":
+            kinds[EXPECTED_KIND.get(cat, "other")] += 1
+        elif ph in ("i", "I"):
+            if e.get("name") == "[memory]":
+                memory += 1
+            elif str(e.get("pid")) not in ("", "Traces", "Spans"):
+                kinds["instant"] += 1
+        elif ph in ("s", "f"):
+            flows += 1
+    return kinds, memory, flows
+
+
+REAL = [p for p in shared_kineto_traces() if not str(p).endswith("benchmark_simple_add_et.json.gz")]
+
+
+@pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(SHARED_TRACES)) for p in REAL])
+def test_real_trace_counts_match_the_raw_json(path: Path) -> None:
+    assert detect_format(path) == "kineto"
+    t = read_kineto(path)
+    t.validate()
+    kinds, memory, _ = _independent_counts(path)
+    assert Counter(t.kind_counts()) == kinds
+    assert t.memory.height == memory
+    assert not t.info.truncated
+    assert t.events["dur_ns"].min() is None or t.events["dur_ns"].min() >= 0
+    # every link joins a launch call to GPU work
+    kinds_by_id = dict(zip(t.events["event_id"].to_list(), t.events["kind"].to_list(), strict=True))
+    for launch, gpu in t.links.select("launch_event_id", "gpu_event_id").head(200).iter_rows():
+        assert kinds_by_id[launch] in ("runtime", "driver")
+        assert kinds_by_id[gpu] in ("kernel", "memcpy", "memset", "sync")
+
+
+def test_real_ns_resolution_trace_keeps_sub_microsecond_digits() -> None:
+    t = read_kineto(shared_trace("hta/tests/data/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    assert (t.events["start_ns"] % 1000 != 0).sum() > 0
+    # ROCm: streams on stream 0, device 2, AMD vendor
+    kernels = t.events.filter(kind="kernel")
+    assert set(kernels["stream"].to_list()) == {0}
+    assert t.devices.filter(pl.col("device") == 2)["vendor"].item() == "amd"
+
+
+def test_real_link_rates() -> None:
+    """Nearly every GPU activity of a CUDA trace links back to its launch call."""
+    t = read_kineto(shared_trace("hta/tests/data/trace_diff/control/control.json.gz"))
+    gpu = t.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    linked = gpu.join(t.links, left_on="event_id", right_on="gpu_event_id", how="semi")
+    assert linked.height / gpu.height > 0.99
+
+
+def test_real_cuda_graph_replay_fans_out() -> None:
+    t = read_kineto(shared_trace("tracelens/inference/vllm_decode_full/graph_execution.json.gz"))
+    fan = t.links.group_by("launch_event_id").len().sort("len", descending=True)
+    assert fan["len"][0] > 20
+    launch = fan["launch_event_id"][0]
+    assert "Graph" in t.events.filter(pl.col("event_id") == launch)["name"].item()
+
+
+def test_real_fwdbwd_flows_bind_to_ops() -> None:
+    t = read_kineto(shared_trace("hta/tests/data/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    fb = t.flows.filter(flow_kind="fwdbwd")
+    assert fb.height > 0
+    bound = fb.filter(pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null())
+    assert bound.height / fb.height > 0.95
+
+
+def test_shared_traces_folder_is_present_or_skipped() -> None:
+    if not SHARED_TRACES.exists():
+        pytest.skip("../shared/traces is absent: real-trace tests skipped")
+    assert REAL, "expected real Kineto traces under ../shared/traces"

@@ -1,0 +1,145 @@
+"""Analyses: pure functions from canonical tables to polars tables and frozen results.
+
+:func:`diagnose` runs them all on one trace and returns a :class:`Diagnosis` — steps,
+utilization, idle gaps with causes, sync points, kernel statistics, memory headroom and
+ranked findings.  Nothing here prints, plots or keeps global state; renderers
+(:mod:`tracekit.report`) and the TUI only present a Diagnosis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ..schema import EventKind, TraceInfo, TraceTables
+from .findings import Finding, build_findings
+from .kernels import KernelStats, kernel_stats
+from .memory import MemoryHeadroom, memory_headroom
+from .steps import Steps, find_steps
+from .syncs import find_syncs
+from .timeline import CAUSES, Timeline, analyse_timeline
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything tracekit concluded about one trace."""
+
+    info: TraceInfo
+    #: rank, step, start_ns, end_ns, dur_ns, cpu_end_ns, complete, source, device, gpu_busy_ns, utilization
+    steps: pl.DataFrame
+    step_sources: dict[int, str]
+    timeline: Timeline
+    syncs: pl.DataFrame
+    kernels: KernelStats
+    memory: tuple[MemoryHeadroom, ...]
+    findings: tuple[Finding, ...]
+    #: cause → share of step time (complete steps, each rank's primary device)
+    breakdown: dict[str, float]
+    #: cause → ms per step
+    breakdown_ms: dict[str, float]
+    step_ms_median: float | None
+    step_ms_mean: float | None
+    gpu_utilization: float | None
+    data_quality: tuple[str, ...] = field(default_factory=tuple)
+    #: the trace's devices table (names, memory), for display
+    devices: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    @property
+    def complete_steps(self) -> int:
+        return int(self.steps.filter(pl.col("complete")).height)
+
+
+def diagnose(tables: TraceTables) -> Diagnosis:
+    """Run every analysis on one trace."""
+    events, links = tables.events, tables.links
+    steps: Steps = find_steps(events, links)
+    timeline = analyse_timeline(events, links, steps.frame)
+    syncs = find_syncs(events, links, steps.frame)
+    kstats = kernel_stats(events, links, tables.devices)
+    headroom = tuple(memory_headroom(tables.memory, tables.devices))
+
+    primary = pl.DataFrame(
+        {"rank": list(timeline.primary_device), "device": list(timeline.primary_device.values())},
+        schema={"rank": pl.Int32, "device": pl.Int32},
+    )
+    main_steps = timeline.per_step.join(primary, on=["rank", "device"], how="inner")
+    step_table = steps.frame.join(
+        main_steps.select("rank", "step", "device", pl.col("busy_ns").alias("gpu_busy_ns")), on=["rank", "step"], how="left"
+    ).with_columns((pl.col("gpu_busy_ns") / pl.col("dur_ns")).alias("utilization"))
+    complete = step_table.filter(pl.col("complete"))
+    complete_main = main_steps.join(complete.select("rank", "step"), on=["rank", "step"], how="semi")
+
+    step_ms_median = _ms(complete["dur_ns"].median()) if complete.height else None
+    step_ms_mean = _ms(complete["dur_ns"].mean()) if complete.height else None
+    utilization = None
+    breakdown: dict[str, float] = {}
+    breakdown_ms: dict[str, float] = {}
+    if complete_main.height:
+        total = float(complete_main["dur_ns"].sum())
+        utilization = float(complete_main["busy_ns"].sum()) / total if total else None
+        n = complete_main.height
+        for cause in CAUSES:
+            value = float(complete_main[f"{cause}_ns"].sum())
+            breakdown[cause] = float(value / total) if total else 0.0
+            breakdown_ms[cause] = float(value / 1e6 / n)
+    findings = build_findings(
+        per_step=complete_main, gaps=timeline.gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
+        utilization=utilization,
+    )
+    return Diagnosis(
+        info=tables.info,
+        steps=step_table,
+        step_sources=steps.sources,
+        timeline=timeline,
+        syncs=syncs,
+        kernels=kstats,
+        memory=headroom,
+        findings=tuple(findings),
+        breakdown=breakdown,
+        breakdown_ms=breakdown_ms,
+        step_ms_median=step_ms_median,
+        step_ms_mean=step_ms_mean,
+        gpu_utilization=utilization,
+        data_quality=tuple(_data_quality(tables, steps, syncs)),
+        devices=tables.devices,
+    )
+
+
+def _ms(value: Any) -> float | None:
+    return None if value is None else float(value) / 1e6
+
+
+def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> list[str]:
+    ev = tables.events
+    kinds = set(tables.kind_counts())
+    notes: list[str] = []
+    gpu = {EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value} & kinds
+    cpu = {EventKind.CPU_OP.value, EventKind.ANNOTATION.value, EventKind.RUNTIME.value, EventKind.PYTHON.value} & kinds
+    if not gpu:
+        notes.append("CPU-only trace: no GPU activity was recorded, so GPU utilization and idle gaps cannot be measured.")
+    if gpu and not cpu:
+        notes.append("GPU-only trace: no host events were recorded, so idle gaps cannot be attributed to host activity (they stay unattributed).")
+    if gpu and tables.links.height == 0 and EventKind.RUNTIME.value in kinds:
+        notes.append("GPU work is not linked to its launch calls (no correlation ids); gap causes rely on the main thread's activity.")
+    if gpu and EventKind.SYNC.value not in kinds:
+        notes.append(
+            "No explicit synchronisation events (cuda_sync): sync points are inferred from API and operator names. "
+            "Capture with torch.profiler experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True) or nsys --trace=cuda."
+        )
+    if gpu and EventKind.PYTHON.value not in kinds and syncs.height:
+        notes.append("No Python stacks (with_stack=False): sync points name the operator, not the line of Python that caused them.")
+    sources = set(steps.sources.values())
+    if sources and sources != {"profiler_step"}:
+        notes.append("Steps were found from " + ", ".join(sorted(sources)) + " (no ProfilerStep markers).")
+    partial = steps.frame.filter(~pl.col("complete")).height
+    if partial:
+        notes.append(f"{partial} partial step window(s) (before the first or after the last boundary) are shown but not counted in medians.")
+    if tables.info.truncated:
+        notes.append("The trace was truncated; the last step may be incomplete.")
+    del ev
+    return notes
+
+
+__all__ = ["CAUSES", "Diagnosis", "Finding", "diagnose"]

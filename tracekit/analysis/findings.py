@@ -1,0 +1,279 @@
+"""From measurements to findings: each cause with its cost per step, evidence and fix.
+
+A finding is reported when its cause costs at least :data:`MIN_SHARE` of step time; when
+the GPU is busy at least :data:`HEALTHY_UTILIZATION` of the time, idle-time causes are not
+reported at all (a saturated GPU has no idle problem to fix).  Findings are sorted by
+milliseconds per step, largest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ..schema import EventKind
+from .kernels import KernelStats
+from .memory import MemoryHeadroom
+
+#: a cause must cost at least this share of step time to be reported
+MIN_SHARE = 0.05
+#: GPU busy share from which idle-time causes are not reported
+HEALTHY_UTILIZATION = 0.95
+#: device memory unused at the peak from which a larger batch is recommended
+LARGE_HEADROOM = 0.4
+
+FINDING_KINDS = (
+    "data_loading",
+    "host_device_sync",
+    "pageable_memcpy",
+    "launch_bound",
+    "allocator",
+    "no_tensor_cores",
+    "small_batch",
+    "exposed_communication",
+    "cpu_bound",
+)
+
+TITLES = {
+    "data_loading": "The GPU waits for the DataLoader",
+    "host_device_sync": "Host-device synchronisation stalls the GPU",
+    "pageable_memcpy": "Copies from pageable (unpinned) host memory",
+    "launch_bound": "Launch-bound: kernels finish faster than the host launches them",
+    "allocator": "Allocator calls (cudaMalloc/cudaFree) in the steady state",
+    "no_tensor_cores": "Matrix multiplies run in fp32, without tensor cores",
+    "small_batch": "The batch is too small for this GPU",
+    "exposed_communication": "Communication is not overlapped with compute",
+    "cpu_bound": "The GPU waits for other host code",
+}
+
+FIXES = {
+    "data_loading": (
+        "Load data in parallel and ahead of time: DataLoader(num_workers=N > 0 (start with the CPU cores per GPU), "
+        "pin_memory=True, prefetch_factor=2-4, persistent_workers=True); move slow preprocessing (decode, augment) "
+        "into the workers or onto the GPU; cache decoded samples."
+    ),
+    "host_device_sync": (
+        "Remove synchronisations from the training loop: avoid .item(), .cpu(), .tolist(), print(tensor) and "
+        "torch.cuda.synchronize() every step (accumulate metrics on the GPU and read them every N steps); avoid "
+        "data-dependent ops (nonzero, boolean masks) in the hot path; use .to(device, non_blocking=True)."
+    ),
+    "pageable_memcpy": (
+        "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
+        ".to(device, non_blocking=True) so the copy runs asynchronously and overlaps compute."
+    ),
+    "launch_bound": (
+        "Give the GPU more work per launch: a larger batch, torch.compile (mode='reduce-overhead' adds CUDA graphs), "
+        "CUDA graphs for the step, fused kernels and optimizers (foreach=True / fused=True)."
+    ),
+    "allocator": (
+        "Stop allocating in the steady state: keep shapes stable, reuse buffers, do not call torch.cuda.empty_cache() "
+        "in the loop, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+    ),
+    "no_tensor_cores": (
+        "Use the tensor cores: mixed precision with torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
+        "(or float16 with a GradScaler), or at least TF32 via torch.set_float32_matmul_precision('high')."
+    ),
+    "small_batch": (
+        "Increase the batch size (scale the learning rate accordingly): kernels are short and most device memory is "
+        "unused, so each step pays fixed launch costs for little work."
+    ),
+    "exposed_communication": (
+        "Overlap communication with compute: tune DDP bucket_cap_mb, use gradient_as_bucket_view=True and no_sync() "
+        "during accumulation; with FSDP enable backward_prefetch/forward_prefetch; check the interconnect."
+    ),
+    "cpu_bound": (
+        "Move host work off the GPU's path: log and compute metrics every N steps, use foreach/fused optimizers, "
+        "avoid Python loops over parameters; profile with with_stack=True to find the lines."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One named cause of lost GPU time."""
+
+    kind: str
+    title: str
+    ms_per_step: float
+    share_of_step: float
+    evidence: dict[str, Any]
+    fix: str
+    #: step time once this cause is removed (filled by the critical-path what-if), ms
+    predicted_step_ms: float | None = None
+    steps_affected: int = 0
+    worst_steps: tuple[int, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "ms_per_step": round(self.ms_per_step, 4),
+            "share_of_step": round(self.share_of_step, 4),
+            "predicted_step_ms": None if self.predicted_step_ms is None else round(self.predicted_step_ms, 4),
+            "steps_affected": self.steps_affected,
+            "worst_steps": list(self.worst_steps),
+            "evidence": self.evidence,
+            "fix": self.fix,
+        }
+
+
+def build_findings(
+    *,
+    per_step: pl.DataFrame,
+    gaps: pl.DataFrame,
+    syncs: pl.DataFrame,
+    kernels: KernelStats,
+    memory: list[MemoryHeadroom],
+    events: pl.DataFrame,
+    utilization: float | None,
+) -> list[Finding]:
+    """Findings from the primary-device per-step accounting (complete steps only)."""
+    n_steps = per_step.height
+    if n_steps == 0:
+        return []
+    total_ms = float(per_step["dur_ns"].sum()) / 1e6
+    step_ms = total_ms / n_steps
+    healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
+    found: list[Finding] = []
+    idle_like = {"data_loading", "host_device_sync", "launch_bound", "allocator", "cpu_bound"}
+    for kind in ("data_loading", "host_device_sync", "pageable_memcpy", "launch_bound", "allocator", "exposed_communication", "cpu_bound"):
+        col = f"{kind}_ns"
+        ms = float(per_step[col].sum()) / 1e6 / n_steps
+        share = ms / step_ms if step_ms else 0.0
+        if share < MIN_SHARE or (healthy and kind in idle_like):
+            continue
+        affected = per_step.filter(pl.col(col) > 0)
+        worst = affected.sort(col, descending=True).head(3)["step"].to_list()
+        found.append(
+            Finding(
+                kind=kind,
+                title=TITLES[kind],
+                ms_per_step=ms,
+                share_of_step=share,
+                evidence=_evidence(kind, per_step, gaps, syncs, kernels, events),
+                fix=FIXES[kind],
+                steps_affected=affected.height,
+                worst_steps=tuple(int(s) for s in worst),
+            )
+        )
+    # fp32 matrix multiplies on a tensor-core GPU
+    if kernels.fp32_matmul_time_ns:
+        ms = kernels.fp32_matmul_time_ns / 1e6 / n_steps
+        share = ms / step_ms if step_ms else 0.0
+        if share >= MIN_SHARE:
+            found.append(
+                Finding(
+                    kind="no_tensor_cores",
+                    title=TITLES["no_tensor_cores"],
+                    ms_per_step=ms,
+                    share_of_step=share,
+                    evidence={"fp32_matmul_kernels": list(kernels.fp32_matmul_names), "fp32_matmul_ms_total": round(kernels.fp32_matmul_time_ns / 1e6, 3)},
+                    fix=FIXES["no_tensor_cores"],
+                    steps_affected=n_steps,
+                )
+            )
+    # short kernels with lots of free memory: a bigger batch
+    launch = next((f for f in found if f.kind == "launch_bound"), None)
+    headroom = [m.headroom for m in memory if m.headroom is not None]
+    if launch is not None and headroom and min(headroom) >= LARGE_HEADROOM:
+        found.append(
+            Finding(
+                kind="small_batch",
+                title=TITLES["small_batch"],
+                ms_per_step=launch.ms_per_step,
+                share_of_step=launch.share_of_step,
+                evidence={
+                    "memory_headroom": round(min(headroom), 3),
+                    "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
+                    "median_kernel_us": None if kernels.median_kernel_ns is None else round(kernels.median_kernel_ns / 1e3, 2),
+                },
+                fix=FIXES["small_batch"],
+                steps_affected=launch.steps_affected,
+                worst_steps=launch.worst_steps,
+            )
+        )
+    order = {k: i for i, k in enumerate(FINDING_KINDS)}
+    return sorted(found, key=lambda f: (-round(f.ms_per_step, 6), order[f.kind]))
+
+
+def _evidence(
+    kind: str, per_step: pl.DataFrame, gaps: pl.DataFrame, syncs: pl.DataFrame, kernels: KernelStats, events: pl.DataFrame
+) -> dict[str, Any]:
+    col = f"{kind}_ns"
+    ev: dict[str, Any] = {"total_ms": round(float(per_step[col].sum()) / 1e6, 3)}
+    if col in gaps.columns:
+        g = gaps.filter(pl.col(col) > 0).sort(col, descending=True)
+        ev["gaps"] = g.height
+        if g.height:
+            ev["largest_gap"] = {
+                "step": g["step"][0], "start_ns": g["start_ns"][0], "dur_ms": round(g["dur_ns"][0] / 1e6, 3),
+                "attributed_ms": round(g[col][0] / 1e6, 3),
+            }
+    if kind == "data_loading":
+        names = events.filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
+        top = names.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
+        ev["ranges"] = [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]
+        if names.filter(pl.col("name").str.contains("SingleProcessDataLoaderIter")).height:
+            ev["single_process_dataloader"] = True
+    elif kind == "host_device_sync" and syncs.height:
+        top = syncs.group_by("api", "op").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(5)
+        ev["sync_calls"] = [{"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()]
+        frames = syncs.filter(pl.col("python_frame").is_not_null()).group_by("python_frame").len().sort("len", descending=True).head(3)
+        if frames.height:
+            ev["python_frames"] = frames["python_frame"].to_list()
+        steps_with = syncs.filter(pl.col("step").is_not_null())
+        if steps_with.height:
+            ev["syncs_per_step"] = round(steps_with.height / max(steps_with["step"].n_unique(), 1), 2)
+    elif kind == "pageable_memcpy":
+        copies = events.filter((pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")))
+        ev["pageable_copies"] = copies.height
+        ev["pageable_bytes"] = int(copies["bytes"].sum() or 0)
+        if copies.height:
+            ev["directions"] = sorted({str(k) for k in copies["memcpy_kind"].drop_nulls().to_list()})
+    elif kind == "launch_bound":
+        ev["median_kernel_us"] = None if kernels.median_kernel_ns is None else round(kernels.median_kernel_ns / 1e3, 2)
+        ev["short_kernels"] = kernels.short_kernel_count
+        ev["kernels"] = kernels.kernel_count
+        ev["kernels_per_step"] = round(kernels.kernel_count / max(per_step.height, 1), 1)
+        ev["launch_delay_p50_us"] = None if kernels.launch_delay_ns["p50"] is None else round(kernels.launch_delay_ns["p50"] / 1e3, 2)
+    elif kind == "exposed_communication":
+        comm = kernels.top.filter(pl.col("category") == "communication").head(3)
+        ev["communication_kernels"] = comm["name"].to_list()
+    elif kind == "allocator":
+        from . import patterns
+
+        calls = events.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
+        top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
+        ev["calls"] = [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]
+    elif kind == "cpu_bound":
+        ev["top_host_ops"] = _ops_in_gaps(gaps.filter(pl.col("cpu_bound_ns") > 0), events)
+    return ev
+
+
+def _ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list[dict[str, Any]]:
+    """The host operations that overlap the given gaps most (per-thread inequality joins)."""
+    if gaps.height == 0:
+        return []
+    from . import patterns
+
+    ops = events.filter(
+        pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value])
+        & ~pl.col("name").str.contains(patterns.PROFILER_STEP)
+        & ~pl.col("name").str.contains(patterns.USER_STEP)
+    )
+    parts = []
+    op_groups = ops.partition_by(["pid", "tid"], as_dict=True)
+    for (pid, tid), g in gaps.partition_by(["host_pid", "host_tid"], as_dict=True).items():
+        o = op_groups.get((pid, tid))
+        if o is None:
+            continue
+        j = g.select(pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")).join_where(
+            o.select("name", "start_ns", "end_ns"), pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs")
+        )
+        parts.append(j.select("name", (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")).alias("overlap")))
+    if not parts:
+        return []
+    agg = pl.concat(parts).group_by("name").agg(pl.col("overlap").sum()).sort(["overlap", "name"], descending=[True, False]).head(top)
+    return [{"name": n, "ms_in_gaps": round(v / 1e6, 3)} for n, v in agg.iter_rows()]
