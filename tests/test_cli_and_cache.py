@@ -142,3 +142,19 @@ def test_headless_core_never_imports_textual_or_rich(module: str) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "", f"{module} imported {proc.stdout.strip()}"
+
+
+def test_every_subpackage_ships_in_the_wheel() -> None:
+    """pyproject.toml lists packages explicitly (parsers/ is mapped to tracekit.parsers):
+    a new subpackage that is not listed would be missing from installs."""
+    import tomllib
+
+    from conftest import REPO
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {"tracekit", "tracekit.parsers"}
+    for init in (REPO / "tracekit").rglob("__init__.py"):
+        rel = init.parent.relative_to(REPO)
+        found.add(".".join(rel.parts))
+    assert listed == found

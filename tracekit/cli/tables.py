@@ -1,0 +1,73 @@
+"""``tracekit export`` and ``tracekit info``: the canonical tables of one trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+@click.command("export")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--out", "-o", "out", type=click.Path(path_type=Path), required=True, help="Folder for the Parquet tables.")
+@click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists (and do not store one).")
+def export_cmd(trace: Path, out: Path, no_cache: bool) -> None:
+    """Write TRACE's canonical tables as Parquet files into --out.
+
+    One file per table (events, links, flows, devices, threads, counters, memory) plus
+    info.json; see docs/schema.md for the columns.
+    """
+    from ..reader import read_trace
+
+    tables = read_trace(trace, cache=not no_cache)
+    written = tables.write_parquet(out)
+    for warning in tables.info.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    counts = tables.kind_counts()
+    summary = ", ".join(f"{n:,} {k}" for k, n in counts.items())
+    click.echo(f"wrote {len(written)} files to {out} ({tables.events.height:,} events: {summary})")
+
+
+@click.command("info")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def info_cmd(trace: Path, no_cache: bool, as_json: bool) -> None:
+    """Summarise what TRACE contains: format, devices, event counts, time span, warnings."""
+    from ..reader import read_trace
+
+    tables = read_trace(trace, cache=not no_cache)
+    info = tables.info
+    span_ms = (info.end_ns - info.start_ns) / 1e6 if info.start_ns is not None and info.end_ns is not None else None
+    summary: dict[str, Any] = {
+        "path": info.path,
+        "format": info.format,
+        "format_version": info.format_version,
+        "producer": info.producer,
+        "rank": info.rank,
+        "world_size": info.world_size,
+        "ranks": list(info.ranks),
+        "span_ms": span_ms,
+        "events": tables.kind_counts(),
+        "links": tables.links.height,
+        "devices": tables.devices.select("device", "name").to_dicts(),
+        "truncated": info.truncated,
+        "warnings": list(info.warnings),
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"{info.path}")
+    click.echo(f"  format    {info.format} {info.format_version or ''} {('(' + info.producer + ')') if info.producer else ''}".rstrip())
+    if info.world_size or info.rank is not None:
+        click.echo(f"  rank      {info.rank} of {info.world_size or '?'}")
+    if span_ms is not None:
+        click.echo(f"  span      {span_ms:,.3f} ms")
+    for d in summary["devices"]:
+        click.echo(f"  device {d['device']}  {d['name'] or '(unnamed)'}")
+    click.echo("  events    " + ", ".join(f"{k} {n:,}" for k, n in summary["events"].items()))
+    click.echo(f"  links     {tables.links.height:,} launch → GPU")
+    for w in info.warnings:
+        click.echo(f"  warning   {w}")
