@@ -7,6 +7,8 @@ of the decompressed content; :func:`sniff` reads the first bytes to tell formats
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,3 +155,68 @@ def open_stream(path: str | Path) -> BinaryIO:
     if magic == GZIP_MAGIC:
         return GzipStream(p, max_decompressed_bytes())  # type: ignore[return-value]
     return open(p, "rb")
+
+
+class ReadAhead:
+    """Reads the next blocks of ``inner`` in a background thread while the caller parses.
+
+    Decompression (zlib) and file reads release the GIL, so on a multi-core machine they
+    overlap with decoding.  Errors raised by ``inner`` (a gzip bomb, an I/O error) are
+    re-raised in the reading thread's caller; ``damage`` mirrors ``inner.damage`` at the end.
+    """
+
+    def __init__(self, inner: BinaryIO, block: int = 8 * 1024 * 1024, depth: int = 2):
+        self._inner = inner
+        self._block = block
+        self._queue: queue.Queue[tuple[bytes, BaseException | None]] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._pending = b""
+        self._done = False
+        self.damage: str | None = None
+        self._thread = threading.Thread(target=self._run, name="tracekit-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self._inner.read(self._block)
+                self._queue.put((data, None))
+                if not data:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread
+            self._queue.put((b"", exc))
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = 1 << 62
+        out = bytearray(self._pending)
+        self._pending = b""
+        while len(out) < n and not self._done:
+            data, exc = self._queue.get()
+            if exc is not None:
+                self._done = True
+                raise exc
+            if not data:
+                self._done = True
+                self.damage = getattr(self._inner, "damage", None)
+                break
+            out += data
+        if len(out) > n:
+            self._pending = bytes(out[n:])
+            del out[n:]
+        return bytes(out)
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self._queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._inner.close()
+
+    def __enter__(self) -> ReadAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

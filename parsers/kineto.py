@@ -50,7 +50,7 @@ from tracekit.schema import (
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
-from ._source import check_path, open_stream
+from ._source import ReadAhead, check_path, open_stream
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -260,8 +260,8 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
         return frame
 
     try:
-        with open_stream(p) as stream:
-            for frame in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):
+        with ReadAhead(open_stream(p), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
+            for frame in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):  # type: ignore[arg-type]
                 frames.append(frame)
     except NotATraceArray as exc:
         raise _explain_not_a_trace(p, exc.head) from None
