@@ -6,6 +6,7 @@ of the decompressed content; :func:`sniff` reads the first bytes to tell formats
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -183,7 +184,7 @@ class ReadAhead:
                 self._queue.put((data, None))
                 if not data:
                     return
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer thread
+        except BaseException as exc:
             self._queue.put((b"", exc))
 
     def read(self, n: int = -1) -> bytes:
@@ -209,10 +210,8 @@ class ReadAhead:
     def close(self) -> None:
         self._stop.set()
         while self._thread.is_alive():
-            try:
+            with contextlib.suppress(queue.Empty):
                 self._queue.get(timeout=0.05)
-            except queue.Empty:
-                pass
         self._inner.close()
 
     def __enter__(self) -> ReadAhead:
