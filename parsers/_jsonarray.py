@@ -14,6 +14,7 @@ event before the cut and reports how many bytes were lost.
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WS = b" \t\r\n"
 #: how far into the file the traceEvents key is looked for before giving up
 HEADER_SEARCH_LIMIT = 512 * 1024 * 1024
@@ -51,6 +53,8 @@ class ArrayStream:
     total_bytes: int = 0
     #: why the input ended early, in words
     truncation_reason: str = ""
+    #: decompressed bytes skipped inside the array because they did not decode (damage)
+    damaged_bytes: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -128,27 +132,24 @@ def iter_event_chunks(
             work += more
         if eof:
             break
-        cut = _last_boundary(work, len(work))
-        decoded = None
-        while cut is not None:
-            work[cut] = 0x5D  # ']'
-            try:
-                decoded = try_decode(memoryview(work)[: cut + 1])
-                break
-            except ValueError:
-                cut = _last_boundary(work, cut - 1)
-            finally:
-                if cut is not None:
-                    work[cut] = 0x2C
-        if decoded is None or cut is None:
-            # no decodable cut in this block: read more and retry (one event larger than a chunk)
+        decoded, cut = _decode_before(work, _last_boundary(work, len(work)), try_decode)
+        if decoded is None and cut is None:
+            # not one event boundary in this block: an event larger than a chunk, read on
             more, eof = _read(stream, chunk_bytes, state)
+            work += more
             if eof:
                 break
-            work += more
+            continue
+        if decoded is None:
+            # boundaries exist but nothing before them decodes: damaged bytes in this block
+            decoded, cut = _longest_prefix(work, try_decode)
+            if decoded is not None:
+                yield decoded
+            work = _skip_damage(work, cut or 0, state)
             continue
         yield decoded
-        work[cut] = 0x5B  # '['
+        assert cut is not None
+        work[cut] = 0x5B  # '[' opens the next chunk
         try:
             del work[:cut]
         except BufferError:  # a decoded value still references the buffer: copy instead
@@ -156,6 +157,65 @@ def iter_event_chunks(
 
     # --- the tail: last events, closing bracket, trailer (or a truncated end)
     yield from _finish(bytes(work[1:]), state, try_decode)
+
+
+def _decode_at(work: bytearray, cut: int, try_decode: Callable[[bytes | memoryview], Any]) -> Any:
+    """Decode ``work[:cut]`` as a closed array (the comma at ``cut`` becomes ']' meanwhile)."""
+    work[cut] = 0x5D
+    try:
+        return try_decode(memoryview(work)[: cut + 1])
+    finally:
+        work[cut] = 0x2C
+
+
+def _decode_before(
+    work: bytearray, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4
+) -> tuple[Any, int | None]:
+    """Try the last few boundaries (a cut can fall inside a string); (decoded, cut) or (None, cut)."""
+    last = cut
+    for _ in range(tries):
+        if cut is None:
+            break
+        try:
+            return _decode_at(work, cut, try_decode), cut
+        except ValueError:
+            last = cut
+            cut = _last_boundary(work, cut - 1)
+    return None, last
+
+
+def _boundaries(buf: bytes | bytearray, start: int = 0) -> list[int]:
+    """Positions of every ``,`` between ``}`` and ``{`` (candidate cuts) after ``start``."""
+    return [m.start() + m.group().index(b",") for m in _BOUNDARY.finditer(buf, start)]
+
+
+def _longest_prefix(work: bytearray, try_decode: Callable[[bytes | memoryview], Any]) -> tuple[Any, int | None]:
+    """The longest run of whole events from the start that decodes (binary search over cuts)."""
+    cuts = _boundaries(work)
+    if work.endswith(b",") and (not cuts or cuts[-1] != len(work) - 1):
+        cuts.append(len(work) - 1)  # the sentinel after the last event of the data
+    best: tuple[Any, int | None] = (None, None)
+    lo, hi = 0, len(cuts) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        try:
+            decoded = _decode_at(work, cuts[mid], try_decode)
+        except ValueError:
+            hi = mid - 1
+            continue
+        best = (decoded, cuts[mid])
+        lo = mid + 1
+    return best
+
+
+def _skip_damage(work: bytearray, good_end: int, state: ArrayStream) -> bytearray:
+    """Drop the damaged event after ``good_end`` up to the next boundary; note the loss."""
+    after = _boundaries(work, good_end + 1)
+    nxt = after[0] if after else len(work)
+    state.damaged_bytes += nxt - good_end
+    rest = bytearray(b"[")
+    rest += work[nxt + 1 :]
+    return rest
 
 
 def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
@@ -179,7 +239,7 @@ def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
 
 def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memoryview], Any]) -> Iterator[Any]:
     body = buf.rstrip(_WS)
-    # 1) a properly closed array: try closing brackets from the end
+    # 1) a properly closed array: try closing brackets from the end whose trailer is valid
     tried = 0
     pos = len(body)
     while tried < 64:
@@ -192,12 +252,15 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
             try:
                 decoded = try_decode(b"[" + body[:pos] + b"]")
             except ValueError:
-                continue
+                # a closed array whose events do not all decode: damage, salvage below
+                body = body[:pos]
+                state.trailer = trailer
+                break
             state.trailer = trailer
             yield decoded
             return
     # 2) a bare array without its closing bracket is legal when the last event is whole
-    if state.bare_array and not state.truncated:
+    if state.bare_array and not state.truncated and not state.trailer:
         candidate = body.rstrip(b", \t\r\n")
         if candidate.endswith(b"}") or candidate == b"":
             try:
@@ -206,30 +269,43 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
                 return
             except ValueError:
                 pass
-    # 3) truncated: keep the longest prefix of complete events
-    state.truncated = True
-    if not state.truncation_reason:
-        state.truncation_reason = "the file ends before the traceEvents array is closed"
-    cut: int | None = len(body)
-    attempts = 0
-    while cut is not None and attempts < 10_000:
-        attempts += 1
-        prefix = body[:cut].rstrip(b", \t\r\n")
-        if prefix.endswith(b"}") or prefix == b"":
-            try:
-                decoded = try_decode(b"[" + prefix + b"]")
-            except ValueError:
-                decoded = None
-            if decoded is not None:
-                state.lost_bytes = len(buf) - len(prefix)
-                yield decoded
-                return
-        cut = _last_boundary(body, cut - 1) if cut > 0 else None
-    state.lost_bytes = len(buf)
+    # 3) salvage: runs of whole events that decode, skipping damaged ones in between
+    closed = bool(state.trailer)
+    work = bytearray(b"[")
+    work += body
+    if body.rstrip(b", \t\r\n").endswith(b"}"):
+        work = bytearray(work.rstrip(b", \t\r\n")) + b","  # a sentinel cut after the last event
+    while len(work) > 1:
+        decoded, cut = _longest_prefix(work, try_decode)
+        if decoded is not None:
+            yield decoded
+        good_end = cut if cut is not None else 0
+        if good_end >= len(work) - 1:
+            return  # everything left decoded
+        if not _boundaries(work, good_end + 1):
+            # nothing whole after the damage: the end of the data
+            lost = len(work) - good_end - 1
+            if closed:
+                state.damaged_bytes += lost
+            else:
+                state.truncated = True
+                state.lost_bytes = lost
+                if not state.truncation_reason:
+                    state.truncation_reason = "the file ends before the traceEvents array is closed"
+            return
+        work = _skip_damage(work, good_end, state)
 
 
 def _trailer_ok(trailer: bytes, bare: bool) -> bool:
     t = trailer.strip(_WS)
     if bare:
         return t == b""
-    return t.endswith(b"}") and (t.startswith(b",") or t == b"}")
+    if t == b"}":
+        return True
+    if not (t.startswith(b",") and t.endswith(b"}")):
+        return False
+    try:
+        json.loads(b'{"_":0' + t)
+    except (ValueError, RecursionError):
+        return False
+    return True

@@ -280,6 +280,11 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
             f"truncated trace: {state.truncation_reason}; kept every complete event, "
             f"dropped the last {state.lost_bytes:,} bytes (an incomplete event) of {state.total_bytes:,}"
         )
+    if state.damaged_bytes:
+        warnings.append(
+            f"damaged trace: {state.damaged_bytes:,} bytes inside the events array could not be decoded and were "
+            "skipped (the events around them were kept)"
+        )
     if dropped[0]:
         warnings.append(f"skipped {dropped[0]:,} malformed events (wrong field types)")
     raw = pl.concat(frames, how="vertical_relaxed") if frames else _columns([])

@@ -378,3 +378,19 @@ def test_shared_traces_folder_is_present_or_skipped() -> None:
     if not SHARED_TRACES.exists():
         pytest.skip("../shared/traces is absent: real-trace tests skipped")
     assert REAL, "expected real Kineto traces under ../shared/traces"
+
+
+@pytest.mark.parametrize("chunk_bytes", [600, 16 * 1024 * 1024], ids=["small-chunks", "one-chunk"])
+def test_damage_in_the_middle_keeps_events_on_both_sides(tmp_path: Path, chunk_bytes: int) -> None:
+    events = [_x("cpu_op", f"op{i}", 1000 + i * 10, 5, **{"External id": i}) for i in range(60)]
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events, "traceName": "t"})
+    at = text.index('"op30"')
+    damaged = text[:at] + '"op30 \x00 ]} broken' + text[at + 6 :]  # unterminated string eats the event
+    path = tmp_path / "damaged.json"
+    path.write_text(damaged)
+    t = read_kineto(path, chunk_bytes=chunk_bytes)
+    names = set(t.events["name"].to_list())
+    assert {"op0", "op29", "op31", "op59"} <= names or {"op0", "op29", "op32", "op59"} <= names
+    assert 55 <= t.events.height < 60
+    assert not t.info.truncated
+    assert any("damaged" in w for w in t.info.warnings)

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Mutation fuzzing of the Kineto and Nsight readers and of the analysis, at scale.
+
+Every case is: mutate a valid trace (scripts/fuzzing.py), parse it, validate the tables,
+run ``diagnose``.  Expected outcomes: "ok" (tables, possibly partial with warnings) or
+"refused" (a TracekitError).  Anything else — another exception or a case over the time
+limit — is an unexpected failure, printed with the seed that replays it.
+
+Usage:
+    python scripts/fuzz_parsers.py                 # 5,000 cases per parser, writes docs/fuzzing.md
+    python scripts/fuzz_parsers.py --cases 200 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fuzzing import KINETO_MUTATIONS, SQLITE_MUTATIONS, kineto_mutation, run_case, sqlite_mutation, write_variant  # noqa: E402
+
+from tracekit.analysis import diagnose  # noqa: E402
+from tracekit.parsers import parse  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
+CASE_SECONDS = 30
+MARK_START = "<!-- fuzz:start -->"
+MARK_END = "<!-- fuzz:end -->"
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise Hang()
+
+
+def kineto_seeds() -> list[tuple[str, dict[str, object], bytes]]:
+    seeds = []
+    for name in ("host_sync", "pageable_memcpy"):
+        doc = json.loads((REPO / "sample_traces" / "synthetic" / f"{name}.kineto.json").read_text())
+        doc["traceEvents"] = doc["traceEvents"][:200]
+        seeds.append((f"synthetic/{name}", doc, json.dumps(doc).encode()))
+    for rel in ("kineto/gpu_metrics_input.json", "kineto/synthetic_cuda_sync_before_fix.json"):
+        path = SHARED / rel
+        if path.exists():
+            doc = json.loads(path.read_text())
+            seeds.append((rel, doc, path.read_bytes()))
+    return seeds
+
+
+def sqlite_seeds() -> list[Path]:
+    seeds = [REPO / "sample_traces" / "synthetic" / "host_sync.nsys.sqlite", REPO / "sample_traces" / "synthetic" / "pageable_memcpy.nsys.sqlite"]
+    real = SHARED / "nsight" / "pipit" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
+    if real.exists():
+        seeds.append(real)
+    return seeds
+
+
+def run(cases: int) -> dict[str, object]:
+    signal.signal(signal.SIGALRM, _alarm)
+    results: dict[str, object] = {}
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tracekit-fuzz-") as tmp:
+        work = Path(tmp)
+        for parser, kinds in (("kineto", KINETO_MUTATIONS), ("nsight", SQLITE_MUTATIONS)):
+            counts: Counter[str] = Counter()
+            by_kind: dict[str, Counter[str]] = {k: Counter() for k in kinds}
+            started = time.perf_counter()
+            kseeds = kineto_seeds() if parser == "kineto" else []
+            sseeds = sqlite_seeds() if parser == "nsight" else []
+            for i in range(cases):
+                kind = kinds[i % len(kinds)]
+                rng = random.Random(f"{parser}-{i}")
+                if parser == "kineto":
+                    label, doc, raw = kseeds[i % len(kseeds)]
+                    path = write_variant(kineto_mutation(doc, raw, rng, kind), work / f"k{i}.json", rng)
+                else:
+                    src = sseeds[i % len(sseeds)]
+                    label = src.name
+                    path = sqlite_mutation(src, work / f"s{i}.sqlite", rng, kind)
+
+                def case(path: Path = path) -> None:
+                    tables = parse(path)
+                    tables.validate()
+                    diagnose(tables)
+
+                signal.alarm(CASE_SECONDS)
+                try:
+                    outcome = run_case(case)
+                except Hang:
+                    outcome = "hang"
+                    failures.append(f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): no result in {CASE_SECONDS} s")
+                except Exception as exc:  # noqa: BLE001 - recorded and reported as a failure
+                    outcome = "unexpected"
+                    failures.append(
+                        f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): {type(exc).__name__}: {exc}\n"
+                        + "".join(traceback.format_exception(exc)[-3:])
+                    )
+                finally:
+                    signal.alarm(0)
+                counts[outcome] += 1
+                by_kind[kind][outcome] += 1
+                path.unlink(missing_ok=True)
+            results[parser] = {
+                "cases": cases,
+                "seconds": round(time.perf_counter() - started, 1),
+                "outcomes": dict(counts),
+                "by_mutation": {k: dict(v) for k, v in by_kind.items()},
+            }
+    results["failures"] = failures
+    return results
+
+
+def markdown(results: dict[str, object]) -> str:
+    lines = [MARK_START, "", "| parser | cases | ok (tables) | refused (TracekitError) | unexpected | hangs | seconds |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for parser in ("kineto", "nsight"):
+        r = results[parser]
+        assert isinstance(r, dict)
+        o = r["outcomes"]
+        lines.append(f"| {parser} | {r['cases']:,} | {o.get('ok', 0):,} | {o.get('refused', 0):,} | {o.get('unexpected', 0)} | {o.get('hang', 0)} | {r['seconds']} |")
+    lines += ["", "Outcomes by mutation:", ""]
+    for parser in ("kineto", "nsight"):
+        r = results[parser]
+        assert isinstance(r, dict)
+        for kind, o in r["by_mutation"].items():
+            lines.append(f"- {parser} `{kind}`: " + ", ".join(f"{k} {v}" for k, v in sorted(o.items())))
+    lines += ["", MARK_END]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=5000, help="cases per parser")
+    ap.add_argument("--no-write", action="store_true", help="do not update docs/fuzzing.md")
+    args = ap.parse_args()
+    results = run(args.cases)
+    text = markdown(results)
+    print(text)
+    failures = results["failures"]
+    assert isinstance(failures, list)
+    for f in failures:
+        print("FAILURE:", f, file=sys.stderr)
+    if not args.no_write:
+        doc = REPO / "docs" / "fuzzing.md"
+        current = doc.read_text(encoding="utf-8")
+        head, rest = current.split(MARK_START, 1)
+        _, tail = rest.split(MARK_END, 1)
+        doc.write_text(head + text + tail, encoding="utf-8")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
