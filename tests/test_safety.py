@@ -59,7 +59,8 @@ def test_concurrent_readers_share_one_cache_safely(tmp_path: Path) -> None:
     expected = parse(path).events.height
     assert heights == {expected}
     entries = list((cache_dir / "traces").glob("*/*"))
-    assert len(entries) == 1 and not entries[0].name.startswith(".tmp")
+    assert len(entries) == 1
+    assert not entries[0].name.startswith(".tmp")
     # the cache can be deleted at any time and is rebuilt
     shutil.rmtree(cache_dir)
     assert tracekit.read_trace(path).events.height == expected
