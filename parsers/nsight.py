@@ -37,7 +37,6 @@ are used instead.  Rows of other processes (OS calls of helper processes) get ra
 
 from __future__ import annotations
 
-import re
 import shlex
 import shutil
 import sqlite3
@@ -125,6 +124,13 @@ _SYNC_TOKENS = {
     "STREAM_SYNCHRONIZE": SyncKind.STREAM_SYNC, "CONTEXT_SYNCHRONIZE": SyncKind.CONTEXT_SYNC,
     "UNKNOWN": SyncKind.UNKNOWN,
 }  # fmt: skip
+#: synchronising API calls (version suffix stripped) and what they wait for
+_SYNC_APIS = (
+    (r"^cu(?:da)?(?:Device|Ctx|Thread)Synchronize", SyncKind.CONTEXT_SYNC),
+    (r"^cu(?:da)?StreamSynchronize", SyncKind.STREAM_SYNC),
+    (r"^cu(?:da)?EventSynchronize", SyncKind.EVENT_SYNC),
+    (r"^cu(?:da)?StreamWaitEvent", SyncKind.STREAM_WAIT_EVENT),
+)
 #: sync rows are named like Kineto's cuda_sync events
 _SYNC_NAMES = {
     SyncKind.EVENT_SYNC.value: "Event Sync",
@@ -138,7 +144,9 @@ _PROFILER_OVERHEAD_CODES = {3: True, 4: True, 5: True}
 _OVERHEAD_TOKENS = {"CUPTI_BUFFER_FLUSH": True, "CUPTI_INSTRUMENTATION": True, "CUPTI_RESOURCE": True}
 
 #: NCCL kernel name → collective (ncclKernel_AllReduce_..., ncclDevKernel_SendRecv, ...)
-_NCCL_COLLECTIVE = r"^nccl(?:Dev)?Kernel_(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)"
+_NCCL_COLLECTIVE = (
+    r"^nccl(?:Dev)?Kernel_(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)"
+)
 _COLLECTIVE_NAMES = {
     "AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
     "Broadcast": "broadcast", "Reduce": "reduce", "SendRecv": "send_recv", "AllToAll": "all_to_all",
@@ -169,8 +177,10 @@ def read_nsight(path: str | Path) -> TraceTables:
         con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:  # pragma: no cover - connect is lazy; failures surface on first query
         raise TraceNotFoundError(f"cannot open SQLite file: {exc}", path=path) from exc
+    # text is decoded leniently: a damaged byte in a name must not cost the whole export
+    con.text_factory = _lenient_text
     try:
-        return _Reader(_Db(con, p), str(path)).read()
+        return _Reader(_Db(con), str(path)).read()
     except sqlite3.DatabaseError as exc:
         raise _database_error(exc, path) from exc
     finally:
@@ -230,7 +240,11 @@ def _database_error(exc: sqlite3.DatabaseError, path: str | Path) -> Exception:
         return TraceCorruptError(f"the SQLite database is damaged ({text})", path=path)
     if "unable to open" in text.lower():
         return TraceNotFoundError(f"cannot open SQLite file ({text})", path=path)
-    return exc  # anything else is a bug in this reader: keep the original error
+    return TraceCorruptError(f"the SQLite export could not be read ({text})", path=path)
+
+
+def _lenient_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 # ----------------------------------------------------------------------------------------
@@ -242,7 +256,6 @@ class _Db:
     """A read-only export: which tables and columns it has, and bulk reads of them."""
 
     con: sqlite3.Connection
-    path: Path
     _columns: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -282,17 +295,7 @@ class _Db:
         conditions = [cond for col, cond in where if col in present]
         if conditions:
             sql += " WHERE " + " AND ".join(f"({c})" for c in conditions)
-        try:
-            frame = self._query(sql, chosen)
-        except sqlite3.OperationalError as exc:
-            if "decode" not in str(exc).lower():
-                raise
-            # text that is not valid UTF-8: read it again, replacing the bad bytes
-            self.con.text_factory = lambda b: b.decode("utf-8", "replace")
-            try:
-                frame = self._query(sql, chosen)
-            finally:
-                self.con.text_factory = str
+        frame = self._query(sql, chosen)
         missing = [pl.lit(None, dtype=dtype).alias(name) for name, (src, dtype) in spec.items() if src not in present]
         return frame.with_columns(missing).select(list(spec)) if missing else frame
 
@@ -405,28 +408,14 @@ class _Reader:
             )
         export = db.key_values("META_DATA_EXPORT") or db.key_values("EXPORT_META_DATA")
         utc = db.scalar("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")
-        normalized = export.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true"
+        # exported with --ts-normalize: times are already UTC-based
+        normalized = any(
+            export.get(k, "").lower() == "true" for k in ("EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_TIME_NORMALIZE")
+        )
         offset = int(utc) if isinstance(utc, int) and not normalized else 0
         self.strings = db.fetch("StringIds", _spec(id=("id", _I64), value=("value", _STR))).unique("id", keep="first")
 
-        runtime = self._runtime()
-        nvtx, nvtx_threads = self._nvtx()
-        sources = [
-            runtime,
-            self._kernels(),
-            self._memcpy(),
-            self._memset(),
-            self._sync(runtime),
-            nvtx,
-            self._osrt(),
-            self._profiler_overhead(),
-            self._cupti_overhead(),
-        ]
-        frames = [f for f in sources if f.height]
-        if frames:
-            events = pl.concat(frames, how="diagonal_relaxed")
-        else:
-            events = pl.DataFrame(schema={"kind": EVENT_KIND, "start_ns": _I64, "dur_ns": _I64, "pid": _I64})
+        events, nvtx_threads = self._events()
         events = events.with_columns(pl.col("start_ns") + offset)
 
         ranks, rank_source = self._ranks(events, nvtx_threads)
@@ -472,6 +461,31 @@ class _Reader:
             metadata=metadata,
         )
         return TraceTables(info=info, events=events, links=links, devices=devices, threads=threads)
+
+    def _events(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Every event table as one frame (session times), and the NVTX thread names.
+
+        Built here so that the per-table frames are released before the big sort.
+        """
+        runtime = self._runtime()
+        nvtx, nvtx_threads = self._nvtx()
+        sources = [
+            runtime,
+            self._kernels(),
+            self._memcpy(),
+            self._memset(),
+            self._sync(runtime),
+            nvtx,
+            self._osrt(),
+            self._profiler_overhead(),
+            self._cupti_overhead(),
+        ]
+        frames = [f for f in sources if f.height]
+        if not frames:
+            return pl.DataFrame(
+                schema={"kind": EVENT_KIND, "start_ns": _I64, "dur_ns": _I64, "pid": _I64}
+            ), nvtx_threads
+        return pl.concat(frames, how="diagonal_relaxed"), nvtx_threads
 
     def _fetch(
         self, table: str, spec: Mapping[str, tuple[str, pl.DataType]], where: Sequence[tuple[str, str]] = ()
@@ -651,16 +665,30 @@ class _Reader:
             stream.alias("stream"),
             sync_kind.alias("sync_kind"),
         )
-        # the waiting thread: from the synchronising API call when the row lacks globalTid
-        if runtime.height and frame["tid"].null_count():
+        # The synchronising API call (same pid and correlationId) gives the waiting thread
+        # when the row lacks globalTid, and names what was waited for: some exports
+        # (schema 3.13) record cudaDeviceSynchronize with syncType 1, so a recognised
+        # sync API name wins over the recorded syncType.
+        if runtime.height:
             callers = (
                 runtime.filter(pl.col("correlation").is_not_null())
-                .select("pid", "correlation", pl.col("tid").alias("caller_tid"))
+                .select("pid", "correlation", pl.col("tid").alias("caller_tid"), pl.col("name").alias("caller"))
                 .unique(["pid", "correlation"], keep="first")
             )
-            frame = frame.join(callers, on=["pid", "correlation"], how="left", maintain_order="left").with_columns(
-                pl.coalesce("tid", "caller_tid").alias("tid")
-            )
+            frame = frame.join(callers, on=["pid", "correlation"], how="left", maintain_order="left")
+            by_api = pl.lit(None, dtype=_STR)
+            for pattern, kind in _SYNC_APIS:
+                by_api = pl.when(pl.col("caller").str.contains(pattern)).then(pl.lit(kind.value)).otherwise(by_api)
+            frame = frame.with_columns(pl.coalesce("tid", "caller_tid").alias("tid"), by_api.alias("api_kind"))
+            overridden = frame.filter(
+                pl.col("api_kind").is_not_null() & (pl.col("api_kind") != pl.col("sync_kind"))
+            ).height
+            if overridden:
+                self.warnings.append(
+                    f"{overridden:,} synchronization rows record a syncType that contradicts their API call "
+                    "(e.g. cudaDeviceSynchronize as an event sync); the API call's meaning was used"
+                )
+            frame = frame.with_columns(pl.coalesce("api_kind", "sync_kind").alias("sync_kind"))
         frame = frame.with_columns(self._waited_event(frame).alias("wait_event_correlation"))
         return frame.select(
             pl.lit(EventKind.SYNC.value, dtype=EVENT_KIND).alias("kind"),
@@ -719,10 +747,14 @@ class _Reader:
         frame = self._name(frame, "text_id", "registered").with_columns(
             pl.coalesce("text", "registered").alias("text"), _pid("gtid").alias("pid"), _tid("gtid").alias("tid")
         )
-        domains = (
-            frame.filter((pl.col("event_type") == _NVTX_DOMAIN_CREATE) & pl.col("domain_id").is_not_null())
-            .select("domain_id", pl.col("text").alias("domain"))
-            .unique("domain_id", keep="last", maintain_order=True)
+        # Domain names: from the creating process first (domain ids are handed out per
+        # process), else from any process that created that id.
+        created = frame.filter((pl.col("event_type") == _NVTX_DOMAIN_CREATE) & pl.col("domain_id").is_not_null())
+        own_domains = created.select("pid", "domain_id", pl.col("text").alias("own_domain")).unique(
+            ["pid", "domain_id"], keep="last", maintain_order=True
+        )
+        any_domains = created.select("domain_id", pl.col("text").alias("any_domain")).unique(
+            "domain_id", keep="last", maintain_order=True
         )
         threads = (
             frame.filter((pl.col("event_type") == _NVTX_THREAD_NAME) & pl.col("text").is_not_null())
@@ -732,9 +764,7 @@ class _Reader:
         ranges = frame.filter(pl.col("event_type").is_in([_NVTX_PUSH_POP, _NVTX_START_END]))
         open_ranges = ranges.filter(pl.col("end").is_null()).height
         if open_ranges:
-            self.warnings.append(
-                f"{open_ranges:,} NVTX ranges never ended within the capture and were dropped"
-            )
+            self.warnings.append(f"{open_ranges:,} NVTX ranges never ended within the capture and were dropped")
             ranges = ranges.filter(pl.col("end").is_not_null())
         ranges = ranges.filter(pl.col("start").is_not_null()).with_columns(
             pl.lit(EventKind.ANNOTATION.value).alias("kind"), (pl.col("end") - pl.col("start")).alias("dur_ns")
@@ -743,7 +773,9 @@ class _Reader:
             pl.lit(EventKind.INSTANT.value).alias("kind"), pl.lit(0, dtype=_I64).alias("dur_ns")
         )
         events = pl.concat([ranges, marks], how="vertical")
-        events = events.join(domains, on="domain_id", how="left", maintain_order="left")
+        events = events.join(own_domains, on=["pid", "domain_id"], how="left", maintain_order="left").join(
+            any_domains, on="domain_id", how="left", maintain_order="left"
+        )
         return (
             events.select(
                 pl.col("kind").cast(EVENT_KIND),
@@ -753,7 +785,10 @@ class _Reader:
                 pl.col("start").alias("start_ns"),
                 "dur_ns",
                 pl.col("text").str.extract(_NVTX_SEQ, 1).cast(_I64, strict=False).alias("sequence_nr"),
-                pl.when(pl.col("domain_id").fill_null(0) == 0).then(None).otherwise(pl.col("domain")).alias("domain"),
+                pl.when(pl.col("domain_id").fill_null(0) == 0)
+                .then(None)
+                .otherwise(pl.coalesce("own_domain", "any_domain"))
+                .alias("domain"),
             ),
             threads,
         )
@@ -848,7 +883,9 @@ class _Reader:
         return {int(p): i for i, p in enumerate(active)}, "pid_order"
 
     def _links(self, events: pl.DataFrame) -> pl.DataFrame:
-        keyed = events.filter(pl.col("correlation").is_not_null() & pl.col("pid").is_not_null())
+        keyed = events.select("event_id", "kind", "pid", "correlation").filter(
+            pl.col("correlation").is_not_null() & pl.col("pid").is_not_null()
+        )
         launches = keyed.filter(pl.col("kind").is_in(_LAUNCH_KINDS)).select(
             "pid", "correlation", pl.col("event_id").alias("launch_event_id")
         )
@@ -861,7 +898,9 @@ class _Reader:
         return LINKS.conform(links.sort("gpu_event_id", "launch_event_id"))
 
     def _orphan_warning(self, events: pl.DataFrame, links: pl.DataFrame) -> None:
-        gpu = events.filter(pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]))
+        gpu = events.select("event_id", "kind").filter(
+            pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value])
+        )
         if not gpu.height:
             return
         linked = gpu.join(links.select(pl.col("gpu_event_id").alias("event_id")).unique(), on="event_id", how="semi")
@@ -915,10 +954,14 @@ class _Reader:
             .select(_pid("gpid").alias("pid"), pl.col("name").alias("process_name"))
             .unique("pid", keep="first")
         )
-        used_pids = pl.concat(
-            [events.select("pid"), threads.select("pid")], how="vertical_relaxed"
-        ).filter(pl.col("pid").is_not_null()).unique()
-        process_rows = used_pids.join(processes, on="pid", how="left").with_columns(pl.lit(None, dtype=_I64).alias("tid"))
+        used_pids = (
+            pl.concat([events.select("pid"), threads.select("pid")], how="vertical_relaxed")
+            .filter(pl.col("pid").is_not_null())
+            .unique()
+        )
+        process_rows = used_pids.join(processes, on="pid", how="left").with_columns(
+            pl.lit(None, dtype=_I64).alias("tid")
+        )
         threads = threads.join(processes, on="pid", how="left")
         streams = self._fetch(
             "TARGET_INFO_NVTX_CUDA_STREAM",
