@@ -183,6 +183,8 @@ def read_nsight(path: str | Path) -> TraceTables:
         return _Reader(_Db(con), str(path)).read()
     except sqlite3.DatabaseError as exc:
         raise _database_error(exc, path) from exc
+    except UnicodeDecodeError as exc:  # damaged schema text (table or column names)
+        raise TraceCorruptError(f"the SQLite schema is damaged ({exc.reason} at byte {exc.start})", path=path) from exc
     finally:
         con.close()
 
@@ -875,7 +877,7 @@ class _Reader:
             .group_by("pid")
             .agg(pl.col("r").unique())
         )
-        declared = {int(p): rs for p, rs in named.iter_rows() if len(rs) == 1}
+        declared = {int(p): rs for p, rs in named.iter_rows() if p is not None and len(rs) == 1}
         if set(declared) >= set(active):
             chosen = {int(p): int(declared[p][0]) for p in active}
             if len(set(chosen.values())) == len(chosen):
