@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzzing import KINETO_MUTATIONS, SQLITE_MUTATIONS, kineto_mutation, run_case, sqlite_mutation, write_variant  # noqa: E402
+from fuzzing import KINETO_MUTATIONS, SQLITE_MUTATIONS, kineto_mutation, run_case, sqlite_mutation, write_variant
 
-from tracekit.analysis import diagnose  # noqa: E402
-from tracekit.parsers import parse  # noqa: E402
+from tracekit.analysis import diagnose
+from tracekit.parsers import parse
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
@@ -102,7 +102,7 @@ def run(cases: int) -> dict[str, object]:
                 except Hang:
                     outcome = "hang"
                     failures.append(f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): no result in {CASE_SECONDS} s")
-                except Exception as exc:  # noqa: BLE001 - recorded and reported as a failure
+                except Exception as exc:
                     outcome = "unexpected"
                     failures.append(
                         f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): {type(exc).__name__}: {exc}\n"

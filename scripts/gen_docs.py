@@ -41,7 +41,13 @@ def cli_text() -> str:
     return "\n".join(parts)
 
 
-GENERATED: dict[str, Callable[[], str]] = {"docs/schema.md": schema_text, "docs/cli.md": cli_text}
+def batch_text() -> str:
+    from tracekit.batch.schemas import batch_schema_markdown
+
+    return batch_schema_markdown()
+
+
+GENERATED: dict[str, Callable[[], str]] = {"docs/schema.md": schema_text, "docs/cli.md": cli_text, "docs/batch.md": batch_text}
 
 
 def render(path: Path, body: str) -> str:

@@ -6,6 +6,7 @@ never imports the terminal UI):
 * :func:`read_trace` - one trace file into canonical tables (:class:`TraceTables`), cached.
 * :mod:`tracekit.schema` - the canonical tables and their columns.
 * :mod:`tracekit.errors` - the error hierarchy.
+* :func:`step` / :func:`range` - explicit marks for ``tracekit capture`` (no-ops otherwise).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .marks import range, step
     from .reader import read_trace
     from .schema import TraceInfo, TraceTables
 
@@ -22,6 +24,8 @@ _LAZY = {
     "read_trace": ("tracekit.reader", "read_trace"),
     "TraceTables": ("tracekit.schema", "TraceTables"),
     "TraceInfo": ("tracekit.schema", "TraceInfo"),
+    "step": ("tracekit.marks", "step"),
+    "range": ("tracekit.marks", "range"),
 }
 
 
@@ -36,4 +40,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
 
 
-__all__ = ["TraceInfo", "TraceTables", "__version__", "read_trace"]
+__all__ = ["TraceInfo", "TraceTables", "__version__", "range", "read_trace", "step"]

@@ -8,18 +8,22 @@ ranked findings.  Nothing here prints, plots or keeps global state; renderers
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from ..schema import EventKind, TraceInfo, TraceTables
-from .findings import Finding, build_findings
+from .critical_path import CriticalPath, critical_path
+from .findings import Finding, build_findings, rank_by_saving
+from .host import host_breakdown
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
 from .steps import Steps, find_steps
 from .syncs import find_syncs
-from .timeline import CAUSES, Timeline, analyse_timeline
+from .timeline import CAUSES, Timeline, analyse_timeline, gpu_activity
+from .whatif import WhatIf, WhatIfResult, finding_what_if
 
 
 @dataclass(frozen=True)
@@ -45,14 +49,22 @@ class Diagnosis:
     data_quality: tuple[str, ...] = field(default_factory=tuple)
     #: the trace's devices table (names, memory), for display
     devices: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: the critical path of every step and its breakdown (None when the trace has no steps)
+    critical_path: CriticalPath | None = None
+    #: the what-if questions the caller asked (``diagnose(..., what_if=...)``), answered
+    what_ifs: tuple[WhatIfResult, ...] = ()
 
     @property
     def complete_steps(self) -> int:
         return int(self.steps.filter(pl.col("complete")).height)
 
 
-def diagnose(tables: TraceTables) -> Diagnosis:
-    """Run every analysis on one trace."""
+def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()) -> Diagnosis:
+    """Run every analysis on one trace.
+
+    ``what_if`` lists extra questions for the critical path (each a mapping cause → factor,
+    see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
+    """
     events, links = tables.events, tables.links
     steps: Steps = find_steps(events, links)
     timeline = analyse_timeline(events, links, steps.frame)
@@ -70,6 +82,12 @@ def diagnose(tables: TraceTables) -> Diagnosis:
     ).with_columns((pl.col("gpu_busy_ns") / pl.col("dur_ns")).alias("utilization"))
     complete = step_table.filter(pl.col("complete"))
     complete_main = main_steps.join(complete.select("rank", "step"), on=["rank", "step"], how="semi")
+    finding_gaps = timeline.gaps
+    host_only = gpu_activity(events).height == 0
+    if host_only and complete.height:
+        # CPU-only trace: the training thread stands in for the device (analysis/host.py)
+        host_steps, finding_gaps = host_breakdown(events, steps.frame)
+        complete_main = host_steps.join(complete.select("rank", "step"), on=["rank", "step"], how="semi")
 
     step_ms_median = _ms(complete["dur_ns"].median()) if complete.height else None
     step_ms_mean = _ms(complete["dur_ns"].mean()) if complete.height else None
@@ -78,16 +96,26 @@ def diagnose(tables: TraceTables) -> Diagnosis:
     breakdown_ms: dict[str, float] = {}
     if complete_main.height:
         total = float(complete_main["dur_ns"].sum())
-        utilization = float(complete_main["busy_ns"].sum()) / total if total else None
+        utilization = float(complete_main["busy_ns"].sum()) / total if total and not host_only else None
         n = complete_main.height
         for cause in CAUSES:
             value = float(complete_main[f"{cause}_ns"].sum())
             breakdown[cause] = float(value / total) if total else 0.0
             breakdown_ms[cause] = float(value / 1e6 / n)
     findings = build_findings(
-        per_step=complete_main, gaps=timeline.gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
+        per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
         utilization=utilization,
     )
+    # the critical path predicts each finding's step time once fixed; findings are then
+    # ranked by what fixing them would save, not by the time they take
+    asked = tuple(WhatIf.of(w) for w in what_if)
+    per_finding = {f.kind: wi for f in findings if (wi := finding_what_if(f.kind)) is not None}
+    cpath = None
+    if steps.frame.height:
+        scenarios = list(dict.fromkeys([*per_finding.values(), *asked]))
+        cpath = critical_path(events, links, steps.frame, what_ifs=scenarios)
+        answers = {r.what_if: r for r in cpath.what_ifs}
+        findings = rank_by_saving(findings, {kind: answers[wi] for kind, wi in per_finding.items()})
     return Diagnosis(
         info=tables.info,
         steps=step_table,
@@ -102,8 +130,10 @@ def diagnose(tables: TraceTables) -> Diagnosis:
         step_ms_median=step_ms_median,
         step_ms_mean=step_ms_mean,
         gpu_utilization=utilization,
-        data_quality=tuple(_data_quality(tables, steps, syncs)),
+        data_quality=tuple(_data_quality(tables, steps, syncs)) + (cpath.notes if cpath is not None else ()),
         devices=tables.devices,
+        critical_path=cpath,
+        what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
     )
 
 
@@ -118,7 +148,10 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> lis
     gpu = {EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value} & kinds
     cpu = {EventKind.CPU_OP.value, EventKind.ANNOTATION.value, EventKind.RUNTIME.value, EventKind.PYTHON.value} & kinds
     if not gpu:
-        notes.append("CPU-only trace: no GPU activity was recorded, so GPU utilization and idle gaps cannot be measured.")
+        notes.append(
+            "CPU-only trace: no GPU activity was recorded, so GPU utilization and idle gaps cannot be measured; "
+            "the breakdown splits the training thread's step time into data loading and the rest (compute)."
+        )
     if gpu and not cpu:
         notes.append("GPU-only trace: no host events were recorded, so idle gaps cannot be attributed to host activity (they stay unattributed).")
     if gpu and tables.links.height == 0 and EventKind.RUNTIME.value in kinds:
@@ -142,4 +175,4 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> lis
     return notes
 
 
-__all__ = ["CAUSES", "Diagnosis", "Finding", "diagnose"]
+__all__ = ["CAUSES", "CriticalPath", "Diagnosis", "Finding", "WhatIfResult", "diagnose"]

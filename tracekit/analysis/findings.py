@@ -2,20 +2,26 @@
 
 A finding is reported when its cause costs at least :data:`MIN_SHARE` of step time; when
 the GPU is busy at least :data:`HEALTHY_UTILIZATION` of the time, idle-time causes are not
-reported at all (a saturated GPU has no idle problem to fix).  Findings are sorted by
-milliseconds per step, largest first.
+reported at all (a saturated GPU has no idle problem to fix).  :func:`build_findings` sorts
+them by milliseconds per step; :func:`rank_by_saving` then ranks them by what fixing each
+would save according to the critical path's what-if (``predicted_step_ms``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ..schema import EventKind
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
+
+if TYPE_CHECKING:
+    from .whatif import WhatIfResult
 
 #: a cause must cost at least this share of step time to be reported
 MIN_SHARE = 0.05
@@ -196,6 +202,25 @@ def build_findings(
         )
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     return sorted(found, key=lambda f: (-round(f.ms_per_step, 6), order[f.kind]))
+
+
+def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfResult]) -> list[Finding]:
+    """Fill each finding's ``predicted_step_ms`` and rank by the step time fixing it would save.
+
+    ``predictions`` maps a finding kind to the critical path's answer for "what if this cause
+    were gone".  Time that overlaps other work saves nothing, so a finding with fewer ms per
+    step can rank first.  Ties (and findings without a prediction, last) keep the ms-per-step
+    order.
+    """
+    order = {k: i for i, k in enumerate(FINDING_KINDS)}
+    ranked = []
+    for f in found:
+        answer = predictions.get(f.kind)
+        if answer is not None and answer.predicted_step_ms is not None:
+            f = dataclasses.replace(f, predicted_step_ms=answer.predicted_step_ms)
+        saving = None if answer is None else answer.saving_ms
+        ranked.append((saving is None, -round(saving or 0.0, 6), -round(f.ms_per_step, 6), order[f.kind], f))
+    return [r[-1] for r in sorted(ranked, key=lambda r: r[:-1])]
 
 
 def _evidence(

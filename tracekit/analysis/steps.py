@@ -121,8 +121,9 @@ def _optimizer_steps(ev: pl.DataFrame) -> pl.DataFrame | None:
     opt = _ranges(ev, patterns.OPTIMIZER_STEP)
     if opt.height < 2:
         return None
-    # a step ends where an optimizer step ends: boundaries are the optimizer ends
-    out = _boundaries(ev, opt["end_ns"], first_complete=True)
+    # a step ends where an optimizer step ends: boundaries are the optimizer ends; the stretch
+    # before the first one (setup, warm-up) is not a whole iteration
+    out = _boundaries(ev, opt["end_ns"], first_complete=False)
     if out is None:
         return None
     # the stretch after the last optimizer step is a partial iteration

@@ -12,16 +12,30 @@ from ._common import demo_trace, write_output
 @click.command("analyze")
 @click.argument("trace", required=False, type=click.Path(path_type=Path))
 @click.option(
-    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-    help="Output format: terminal text, the JSON contract (docs/json-report.md), or Markdown for a pull request.",
+    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text",
+    show_default=True,
+    help="Output format: terminal text, the JSON contract (docs/json-report.md), Markdown for a pull request, or "
+    "a self-contained HTML page with charts and a timeline (docs/reports.md; to stdout unless --out).",
 )
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path), help="Write the report to this file instead of stdout.")
+@click.option("--image", "image", metavar="URL", help="Markdown only: show this image (e.g. a screenshot of the HTML report).")
 @click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists.")
-def analyze_cmd(trace: Path | None, fmt: str, out: Path | None, no_cache: bool) -> None:
+@click.option(
+    "--what-if", "what_if", metavar="CAUSE=FACTOR", multiple=True,
+    help="Predict the step time with a cause scaled on the critical path (0 removes it, 0.5 halves it); repeat "
+    "for several, which are also combined. Causes: data_loading, host_device_sync, pageable_memcpy, launch_bound, "
+    "allocator, exposed_communication, communication, cpu_bound, kernels, fp32_matmul, memcpy (docs/critical-path.md).",
+)
+def analyze_cmd(
+    trace: Path | None, fmt: str, out: Path | None, image: str | None, no_cache: bool, what_if: tuple[str, ...]
+) -> None:
     """Explain why the GPU is idle in TRACE: steps, utilization, causes, fixes.
 
     TRACE is a PyTorch profiler trace (.json, .json.gz) or an Nsight Systems export
     (.sqlite, .nsys-rep).  Without TRACE, analyses a sample trace shipped with tracekit.
+    TRACE may also be a folder holding the traces of one distributed job (a `tracekit
+    capture` folder, or one trace per rank): each rank is diagnosed, and stragglers, load
+    imbalance and exposed communication across ranks are reported.
     """
     import json
 
@@ -32,15 +46,56 @@ def analyze_cmd(trace: Path | None, fmt: str, out: Path | None, no_cache: bool) 
     if trace is None:
         trace = demo_trace()
         click.echo("No trace given: analysing tracekit's built-in sample (a training loop with a slow DataLoader).\n", err=True)
+    questions = _what_ifs(what_if)
+    if trace.is_dir():
+        if questions:
+            from ..errors import UsageError
+
+            raise UsageError("--what-if answers for one trace", path=trace, hint="analyze one rank's file with --what-if")
+        write_output(_analyze_job(trace, fmt, no_cache), out)
+        return
     tables = read_trace(trace, cache=not no_cache)
-    diagnosis = diagnose(tables)
+    diagnosis = diagnose(tables, what_if=questions)
     if fmt == "json":
         text = json.dumps(to_json_dict(diagnosis), indent=2) + "\n"
-    elif fmt == "markdown":
-        text = render_markdown(diagnosis)
+    elif fmt in ("markdown", "html"):
+        from ..analysis.view import representative_step, step_view
+        from ..report.html import render_html
+
+        pick = representative_step(diagnosis.steps)
+        d = diagnosis
+        view = None if pick is None else step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
+        text = render_html(d, view) if fmt == "html" else render_markdown(d, view=view, image=image)
     else:
         text = render_text(diagnosis)
     write_output(text, out)
+
+
+def _what_ifs(specs: tuple[str, ...]) -> list[dict[str, float]]:
+    """Each ``--what-if CAUSE=FACTOR`` on its own and, when there are several, all together."""
+    from ..analysis.whatif import parse_what_if
+
+    parsed = [parse_what_if(s) for s in specs]
+    questions = [{name: factor} for name, factor in parsed]
+    if len(parsed) > 1:
+        questions.append(dict(parsed))
+    return questions
+
+
+def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
+    """The report of a folder of one job's traces (every rank, and the comparison across ranks)."""
+    import json
+
+    from ..errors import UsageError
+    from ..job import diagnose_job, read_job
+    from ..report import job_to_json_dict, render_job_markdown, render_job_text
+
+    if fmt == "html":
+        raise UsageError("the HTML report covers one trace", path=folder, hint="analyze one rank's file with --format html")
+    jd = diagnose_job(read_job(folder, cache=not no_cache))
+    if fmt == "json":
+        return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
+    return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
 
 
 command = analyze_cmd

@@ -1,4 +1,5 @@
-"""Renderers: turn a :class:`tracekit.analysis.Diagnosis` into text, JSON or Markdown.
+"""Renderers: turn a :class:`tracekit.analysis.Diagnosis` into text, JSON, Markdown or HTML
+(and a before/after :class:`~tracekit.analysis.compare.DiffResult` into text, JSON or Markdown).
 
 Renderers only render; every number they show was computed by :mod:`tracekit.analysis`.
 The JSON document (:func:`to_json_dict`) is the stable contract documented in
@@ -7,7 +8,22 @@ docs/json-report.md; the text and Markdown forms are for people.
 
 from __future__ import annotations
 
-from .json_report import JSON_SCHEMA_VERSION, to_json_dict
-from .text import render_markdown, render_text
+from .diff import DIFF_SCHEMA_VERSION, diff_to_json_dict, render_diff_markdown, render_diff_text
+from .html import render_html
+from .json_report import JSON_SCHEMA_VERSION, job_to_json_dict, to_json_dict
+from .text import render_job_markdown, render_job_text, render_markdown, render_text
 
-__all__ = ["JSON_SCHEMA_VERSION", "render_markdown", "render_text", "to_json_dict"]
+__all__ = [
+    "DIFF_SCHEMA_VERSION",
+    "JSON_SCHEMA_VERSION",
+    "diff_to_json_dict",
+    "job_to_json_dict",
+    "render_diff_markdown",
+    "render_diff_text",
+    "render_html",
+    "render_job_markdown",
+    "render_job_text",
+    "render_markdown",
+    "render_text",
+    "to_json_dict",
+]

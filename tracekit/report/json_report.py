@@ -1,7 +1,8 @@
 """The JSON report: a stable, documented contract (docs/json-report.md).
 
 Top-level keys: ``schema``, ``tracekit_version``, ``trace``, ``summary``, ``steps``,
-``findings``, ``sync_points``, ``kernels``, ``memory``, ``data_quality``, ``warnings``.
+``findings``, ``sync_points``, ``kernels``, ``memory``, ``critical_path``, ``data_quality``,
+``warnings``.
 Times are milliseconds in ``*_ms`` keys and integer nanoseconds in ``*_ns`` keys; shares are
 fractions in 0..1.  New keys may be added; existing keys keep their meaning.
 """
@@ -13,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..analysis import CAUSES, Diagnosis
+from ..analysis import CAUSES, CriticalPath, Diagnosis
 
 JSON_SCHEMA_VERSION = "tracekit.report/1"
 
@@ -106,11 +107,93 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             }
             for m in d.memory
         ],
+        "critical_path": _critical_path(d),
         "data_quality": list(d.data_quality),
         "warnings": list(info.warnings),
+    }
+
+
+def _critical_path(d: Diagnosis) -> dict[str, Any] | None:
+    """What decides the step time: the critical path's causes, and the asked what-ifs."""
+    cp = d.critical_path
+    if not isinstance(cp, CriticalPath) or cp.steps.height == 0:
+        return None
+    steps = cp.steps.filter(pl.col("complete"))
+    steps = steps if steps.height else cp.steps
+    wall, path = float(steps["wall_ns"].sum()), float(steps["path_ns"].sum())
+    ms = cp.breakdown_per_step()
+    share = cp.breakdown_share()
+    return {
+        "path_ms_per_step": _r(path / 1e6 / steps.height),
+        "coverage": _r(path / wall if wall else None),
+        "inferred_sync": cp.inferred_sync,
+        "breakdown": {c: _r(v) for c, v in share.items()},
+        "breakdown_ms_per_step": {c: _r(v) for c, v in ms.items()},
+        "what_if": [w.to_dict() for w in d.what_ifs],
     }
 
 
 def _devices(d: Diagnosis) -> pl.DataFrame:
     used = d.timeline.per_step.select("device").unique()
     return d.devices.join(used, on="device", how="semi").sort("device") if d.devices.height else d.devices
+
+
+def job_to_json_dict(jd: Any) -> dict[str, Any]:
+    """The JSON report of a job of ranks (``tracekit analyze FOLDER``).
+
+    The top-level keys are those of :func:`to_json_dict` for the job's lowest rank, so a
+    reader of single-trace reports keeps working; ``job`` holds the comparison across ranks
+    and ``ranks`` every rank's own report (docs/json-report.md).
+    """
+    job, m = jd.job, jd.multirank
+    first = min(jd.diagnoses)
+    data = to_json_dict(jd.diagnoses[first])
+    rank_info = {r.rank: r for r in job.ranks}
+    per_rank = []
+    for row in m.per_rank.iter_rows(named=True):
+        rank = int(row["rank"])
+        d = jd.diagnoses.get(rank)
+        per_rank.append({
+            "rank": rank,
+            "path": row["source"],
+            "rank_source": rank_info[rank].rank_source if rank in rank_info else None,
+            "step_source": row["step_source"],
+            "steps": row["steps"],
+            "step_ms_median": _r(row["step_ms_median"]),
+            "gpu_utilization": _r(row["gpu_utilization"]),
+            "gpu_busy_ms": _r(row["gpu_busy_ms"]),
+            "compute_ms": _r(row["compute_ms"]),
+            "communication_ms": _r(row["communication_ms"]),
+            "exposed_communication_ms": _r(row["exposed_communication_ms"]),
+            "wait_ms": _r(row["wait_ms"]),
+            "late_ms": _r(row["late_ms"]),
+            "step_start_late_ms": _r(row["step_start_late_ms"]),
+            "clock_offset_ms": _r(row["clock_offset_ms"]),
+            "straggler": bool(row["straggler"]),
+            "top_finding": d.findings[0].kind if d is not None and d.findings else None,
+        })
+    meta = dict(job.metadata)
+    data["job"] = {
+        "name": job.name,
+        "world_size": job.world_size,
+        "ranks": list(m.ranks),
+        "files": sorted({r.path for r in job.ranks}),
+        "command": meta.get("command"),
+        "aligned_steps": len(m.aligned_steps),
+        "step_ms_median": _r(m.step_ms_median),
+        "stragglers": list(m.stragglers),
+        "straggler_basis": m.straggler_basis,
+        "straggle_ms_per_step": _r(m.straggle_ms_per_step),
+        "imbalance": _r(m.imbalance),
+        "imbalance_ms_per_step": _r(m.imbalance_ms_per_step),
+        "compute_spread_ms": _r(m.compute_spread_ms),
+        "exposed_communication_ms": _r(m.exposed_communication_ms),
+        "wait_ms": _r(m.wait_ms),
+        "matched_collectives": m.matched_collectives,
+        "per_rank": per_rank,
+        "findings": [f.to_dict() for f in m.findings],
+        "notes": [*job.notes, *m.notes],
+        "skipped": [{"path": p, "reason": r} for p, r in job.skipped],
+    }
+    data["ranks"] = [to_json_dict(jd.diagnoses[r]) for r in sorted(jd.diagnoses)]
+    return data

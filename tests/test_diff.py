@@ -1,0 +1,224 @@
+"""tracekit diff: planted improvements in before/after synthetic pairs are reported exactly, on any
+mix of Kineto and Nsight inputs; the JSON contract; --fail-if-slower for CI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SAMPLE_TRACES, write_trace
+
+import tracekit
+from tracekit.analysis import Diagnosis, diagnose
+from tracekit.analysis.compare import Change, DiffResult, compare
+from tracekit.cli import main
+from tracekit.report.diff import diff_to_json_dict, render_diff_markdown, render_diff_text
+
+SYN = SAMPLE_TRACES / "synthetic"
+MIXES = [("kineto.json", "kineto.json"), ("nsys.sqlite", "nsys.sqlite"), ("kineto.json", "nsys.sqlite"), ("nsys.sqlite", "kineto.json")]
+
+
+@cache
+def _diagnosis(name: str) -> Diagnosis:
+    return diagnose(tracekit.read_trace(SYN / name, cache=False))
+
+
+def _expected(stem: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((SYN / f"{stem}.expected.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _expected_step_ms(stem: str) -> float:
+    """Median step time of the ground truth."""
+    steps = _expected(stem)["per_step"]
+    assert isinstance(steps, list)
+    return float(statistics.median(s["duration_ns"] for s in steps)) / 1e6
+
+
+def _expected_idle_ms(stem: str, cause: str) -> float:
+    e = _expected(stem)
+    totals = e["totals"]
+    assert isinstance(totals, dict)
+    steps = e["per_step"]
+    assert isinstance(steps, list)
+    return float(totals["idle_by_cause"].get(cause, 0)) / len(steps) / 1e6
+
+
+@pytest.mark.parametrize(("ext_before", "ext_after"), MIXES, ids=["kineto-kineto", "nsys-nsys", "kineto-nsys", "nsys-kineto"])
+def test_dataloader_fix_is_reported(ext_before: str, ext_after: str) -> None:
+    r = compare(_diagnosis(f"dataloader_stall.{ext_before}"), _diagnosis(f"dataloader_fixed.{ext_after}"))
+    # planted: 38 ms per step saved, data loading 40 -> 2 ms per step
+    assert r.step_ms.before == pytest.approx(_expected_step_ms("dataloader_stall"), abs=0.01)
+    assert r.step_ms.after == pytest.approx(_expected_step_ms("dataloader_fixed"), abs=0.01)
+    assert r.step_ms.delta == pytest.approx(-38.0, abs=0.01)
+    assert r.step_ms.delta_pct == pytest.approx(-38.0 / r.step_ms.before * 100, rel=1e-9)
+    assert r.verdict == "faster"
+    causes = {c.cause: c for c in r.causes}
+    assert causes["data_loading"].ms_per_step.before == pytest.approx(40.0, abs=0.01)
+    assert causes["data_loading"].ms_per_step.after == pytest.approx(2.0, abs=0.01)
+    assert causes["data_loading"].ms_per_step.delta == pytest.approx(-38.0, abs=0.01)
+    assert causes["compute"].ms_per_step.delta == pytest.approx(0.0, abs=0.01)
+    assert r.gpu_utilization.before == pytest.approx(0.6, abs=0.001)
+    assert r.gpu_utilization.after == pytest.approx(_expected("dataloader_fixed")["totals"]["gpu_busy_fraction"], abs=0.001)  # type: ignore[index]
+    [finding] = r.findings
+    assert (finding.kind, finding.status) == ("data_loading", "fixed")
+    # below the reporting threshold after the fix, the cause's remaining cost is still shown
+    assert finding.ms_per_step.after == pytest.approx(2.0, abs=0.01)
+    assert not r.slower_than(0.0)
+    # identical kernels on both sides
+    assert r.kernels
+    assert all(k.ms_per_step.delta == pytest.approx(0.0, abs=1e-6) for k in r.kernels)
+    mixed = ext_before.split(".")[0] != ext_after.split(".")[0]
+    assert any("Mixed inputs" in n for n in r.notes) == mixed
+
+
+@pytest.mark.parametrize(("ext_before", "ext_after"), MIXES, ids=["kineto-kineto", "nsys-nsys", "kineto-nsys", "nsys-kineto"])
+def test_host_sync_fix_is_reported(ext_before: str, ext_after: str) -> None:
+    r = compare(_diagnosis(f"host_sync.{ext_before}"), _diagnosis(f"host_sync_fixed.{ext_after}"))
+    assert r.step_ms.before == pytest.approx(_expected_step_ms("host_sync"), abs=0.01)
+    assert r.step_ms.after == pytest.approx(_expected_step_ms("host_sync_fixed"), abs=0.01)
+    causes = {c.cause: c for c in r.causes}
+    assert causes["host_device_sync"].ms_per_step.before == pytest.approx(_expected_idle_ms("host_sync", "host_device_sync"), abs=0.01)
+    assert causes["host_device_sync"].ms_per_step.after == pytest.approx(0.0, abs=0.01)
+    assert r.verdict == "faster"
+    statuses = {f.kind: f.status for f in r.findings}
+    assert statuses == {"host_device_sync": "fixed"}
+    assert r.gpu_utilization.after is not None
+    assert r.gpu_utilization.after > 0.99
+
+
+def test_reversed_pair_is_slower_and_findings_are_new() -> None:
+    r = compare(_diagnosis("dataloader_fixed.kineto.json"), _diagnosis("dataloader_stall.nsys.sqlite"))
+    assert r.verdict == "slower"
+    assert r.step_ms.delta_pct == pytest.approx(100 * 38.0 / 62.0136, abs=0.05)
+    assert [(f.kind, f.status) for f in r.findings] == [("data_loading", "new")]
+    assert r.slower_than(50.0)
+    assert not r.slower_than(70.0)
+
+
+def test_same_trace_is_unchanged() -> None:
+    d = _diagnosis("host_sync.kineto.json")
+    r = compare(d, d)
+    assert r.verdict == "unchanged"
+    assert r.step_ms.delta == 0.0
+    assert r.step_ms.delta_pct == 0.0
+    assert all(c.ms_per_step.delta == 0.0 for c in r.causes)
+    assert [(f.kind, f.status) for f in r.findings] == [("host_device_sync", "unchanged")]
+    assert r.notes == ()
+
+
+def test_change_arithmetic() -> None:
+    assert Change.of(100.0, 62.0) == Change(100.0, 62.0, -38.0, -38.0)
+    assert Change.of(0.0, 5.0).delta_pct is None  # no relative change from zero
+    assert Change.of(None, 5.0) == Change(None, 5.0, None, None)
+
+
+def test_json_contract_keys() -> None:
+    r = compare(_diagnosis("dataloader_stall.kineto.json"), _diagnosis("dataloader_fixed.kineto.json"))
+    data = diff_to_json_dict(r)
+    assert data["schema"] == "tracekit.diff/1"
+    assert set(data["step_ms"]) >= {"before", "after", "delta_pct"}
+    assert set(data["gpu_utilization"]) >= {"before", "after"}
+    assert data["causes"]["data_loading"]["ms_per_step"]["before"] == pytest.approx(40.0, abs=0.01)
+    assert data["causes"]["data_loading"]["ms_per_step"]["after"] == pytest.approx(2.0, abs=0.01)
+    assert set(data["causes"]) == set(tracekit.analysis.CAUSES)
+    assert data["findings"][0]["status"] == "fixed"
+    json.dumps(data)  # serialisable as is
+
+
+def test_text_and_markdown_show_the_improvement() -> None:
+    r = compare(_diagnosis("dataloader_stall.kineto.json"), _diagnosis("dataloader_fixed.nsys.sqlite"))
+    text = render_diff_text(r)
+    assert text.startswith("tracekit diff · faster: -38.00 ms per step (-38.0%)")
+    assert "  data loading                    40.00         2.00  -38.00" in text
+    assert "fixed      The GPU waits for the DataLoader [data_loading]: 40.00 -> 2.00 (-38.00)" in text
+    md = render_diff_markdown(r)
+    assert md.startswith("## tracekit diff: faster")
+    assert "| data loading | 40.00 | 2.00 | -38.00 |" in md
+    assert "| **fixed** | The GPU waits for the DataLoader (`data_loading`)" in md
+
+
+def _run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
+    monkeypatch.chdir(REPO)
+    code = main(["diff", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_json_and_exit_codes(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    stall, fixed = "sample_traces/synthetic/dataloader_stall.kineto.json", "sample_traces/synthetic/dataloader_fixed.nsys.sqlite"
+    code, out, err = _run(capsys, monkeypatch, stall, fixed, "--format", "json", "--fail-if-slower", "0")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["step_ms"]["delta_pct"] == pytest.approx(-38.0, abs=0.1)
+    assert data["before"]["format"] == "kineto"
+    assert data["after"]["format"] == "nsys"
+    # the other way round it is 61% slower
+    code, out, err = _run(capsys, monkeypatch, fixed, stall, "--fail-if-slower", "5")
+    assert code == 1
+    assert err.strip().splitlines() == [err.strip()]  # one line
+    assert err.startswith("tracekit: slower: median step time 62.01 ms -> 100.01 ms (+61.3%)")
+    assert "tracekit diff · slower" in out  # the report is still printed
+    code, _, _ = _run(capsys, monkeypatch, fixed, stall, "--fail-if-slower", "70")
+    assert code == 0
+
+
+def test_cli_writes_markdown_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    out_file = tmp_path / "diff.md"
+    code, out, err = _run(capsys, monkeypatch, "sample_traces/synthetic/host_sync.kineto.json",
+                          "sample_traces/synthetic/host_sync_fixed.kineto.json", "-f", "markdown", "-o", str(out_file))
+    assert code == 0
+    assert out == ""
+    assert f"wrote {out_file}" in err
+    assert "| **fixed** | Host-device synchronisation stalls the GPU" in out_file.read_text(encoding="utf-8")
+
+
+def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    good = "sample_traces/synthetic/healthy.kineto.json"
+    code, _, err = _run(capsys, monkeypatch, good, str(tmp_path / "missing.json"))
+    assert code == 3
+    assert "missing.json" in err
+    assert "Traceback" not in err
+    code, _, err = _run(capsys, monkeypatch, good, good, "--fail-if-slower", "-1")
+    assert code == 2
+    # a CPU-only trace can be compared: no utilization, and the report says why
+    cpu_only = write_trace(tmp_path / "cpu_only.json", [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
+    ])
+    code, out, err = _run(capsys, monkeypatch, good, str(cpu_only))
+    assert code == 0
+    assert "The after trace has no GPU activity" in out
+
+
+def test_fail_if_slower_needs_step_times(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a complete step there is no step time: --fail-if-slower refuses (exit 6) rather than pass."""
+    real = tracekit.analysis.diagnose
+
+    def no_steps(tables: tracekit.TraceTables) -> Diagnosis:
+        d = real(tables)
+        if "fixed" in tables.info.path:
+            d = dataclasses.replace(d, steps=d.steps.with_columns(complete=False), step_ms_median=None, step_ms_mean=None)
+        return d
+
+    monkeypatch.setattr(tracekit.analysis, "diagnose", no_steps)
+    before, after = "sample_traces/synthetic/host_sync.kineto.json", "sample_traces/synthetic/host_sync_fixed.kineto.json"
+    code, out, _ = _run(capsys, monkeypatch, before, after)
+    assert code == 0
+    assert "step times cannot be compared" in out
+    assert "The after trace has no complete step" in out
+    code, _, err = _run(capsys, monkeypatch, before, after, "--fail-if-slower", "5")
+    assert code == 6
+    assert "host_sync_fixed.kineto.json" in err
+    assert "no complete step" in err
+
+
+def test_result_is_frozen() -> None:
+    r = compare(_diagnosis("healthy.kineto.json"), _diagnosis("healthy.nsys.sqlite"))
+    assert isinstance(r, DiffResult)
+    with pytest.raises(AttributeError):
+        r.verdict = "slower"  # type: ignore[misc]

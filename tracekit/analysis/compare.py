@@ -1,0 +1,276 @@
+"""Before/after comparison of two diagnoses: what a change to the training loop did.
+
+:func:`compare` takes two :class:`~tracekit.analysis.Diagnosis` objects — from any mix of
+Kineto and Nsight inputs, since both are diagnosed from the same canonical tables — and
+returns a frozen :class:`DiffResult`: step time, GPU utilization, each cause's milliseconds
+per step, the findings (fixed, new, better, worse) and the top kernels side by side, with
+the deltas, plus notes on anything that makes the two traces less comparable (different
+GPUs, different step sources).  Nothing here reads files or prints.
+
+Conventions: ``delta`` is ``after - before`` (negative step-time delta = faster);
+``delta_pct`` is the delta relative to ``before`` in percent.  Kernel time per step is the
+kernel's total time in the trace divided by the number of step windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from . import Diagnosis
+from .timeline import CAUSES
+
+#: step-time changes within this many percent are "unchanged"
+UNCHANGED_PCT = 1.0
+#: a finding whose cost moved by less than this share of its before value (or 0.05 ms) is unchanged
+FINDING_UNCHANGED_SHARE = 0.05
+FINDING_UNCHANGED_MS = 0.05
+#: kernels listed in the comparison (by the larger of before/after time per step)
+TOP_KERNELS = 15
+
+
+@dataclass(frozen=True)
+class Change:
+    """One quantity before and after; ``delta``/``delta_pct`` are None when a side is missing."""
+
+    before: float | None
+    after: float | None
+    delta: float | None
+    delta_pct: float | None
+
+    @classmethod
+    def of(cls, before: float | None, after: float | None) -> Change:
+        delta = None if before is None or after is None else after - before
+        pct = None if delta is None or not before else 100.0 * delta / before
+        return cls(before=before, after=after, delta=delta, delta_pct=pct)
+
+
+@dataclass(frozen=True)
+class DiffSide:
+    """What one of the two traces is."""
+
+    path: str
+    format: str
+    format_version: str | None
+    devices: tuple[str, ...]
+    steps: int
+    complete_steps: int
+    step_source: str | None
+    world_size: int | None
+
+
+@dataclass(frozen=True)
+class CauseChange:
+    cause: str
+    ms_per_step: Change
+    share: Change
+
+
+@dataclass(frozen=True)
+class FindingChange:
+    kind: str
+    title: str
+    #: ``fixed`` (only before), ``new`` (only after), ``better``, ``worse`` or ``unchanged``
+    status: str
+    #: the finding's cost; for a cause reported on one side only, the other side is that
+    #: cause's ms per step from the breakdown (below the reporting threshold)
+    ms_per_step: Change
+    predicted_step_ms: Change
+    fix: str
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    name: str
+    category: str | None
+    #: None on a side where the kernel is not among the trace's top kernels
+    ms_per_step: Change
+    count_per_step: Change
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """Everything :func:`compare` concluded (see the module docstring)."""
+
+    before: DiffSide
+    after: DiffSide
+    #: median step time over complete steps, ms
+    step_ms: Change
+    step_ms_mean: Change
+    #: busy share 0..1; ``delta`` in share points (0.1 = 10 percentage points)
+    gpu_utilization: Change
+    causes: tuple[CauseChange, ...]
+    findings: tuple[FindingChange, ...]
+    kernels: tuple[KernelChange, ...]
+    sync_points_per_step: Change
+    kernels_per_step: Change
+    median_kernel_us: Change
+    #: ``faster``, ``slower``, ``unchanged`` (within :data:`UNCHANGED_PCT`) or ``unknown``
+    verdict: str
+    notes: tuple[str, ...]
+
+    def slower_than(self, pct: float) -> bool:
+        """True when the after step time is slower than before by more than ``pct`` percent."""
+        return self.step_ms.delta_pct is not None and self.step_ms.delta_pct > pct
+
+
+def compare(before: Diagnosis, after: Diagnosis) -> DiffResult:
+    """Side-by-side deltas of two diagnoses (see the module docstring)."""
+    step_ms = Change.of(before.step_ms_median, after.step_ms_median)
+    if step_ms.delta_pct is None:
+        verdict = "unknown"
+    elif step_ms.delta_pct < -UNCHANGED_PCT:
+        verdict = "faster"
+    elif step_ms.delta_pct > UNCHANGED_PCT:
+        verdict = "slower"
+    else:
+        verdict = "unchanged"
+    causes = tuple(
+        CauseChange(
+            cause=c,
+            ms_per_step=Change.of(before.breakdown_ms.get(c) if before.breakdown_ms else None,
+                                  after.breakdown_ms.get(c) if after.breakdown_ms else None),
+            share=Change.of(before.breakdown.get(c) if before.breakdown else None,
+                            after.breakdown.get(c) if after.breakdown else None),
+        )
+        for c in CAUSES
+    )
+    b_kernels, a_kernels = before.kernels, after.kernels
+    return DiffResult(
+        before=_side(before),
+        after=_side(after),
+        step_ms=step_ms,
+        step_ms_mean=Change.of(before.step_ms_mean, after.step_ms_mean),
+        gpu_utilization=Change.of(before.gpu_utilization, after.gpu_utilization),
+        causes=causes,
+        findings=_findings(before, after),
+        kernels=_kernels(before, after),
+        sync_points_per_step=Change.of(_syncs_per_step(before), _syncs_per_step(after)),
+        kernels_per_step=Change.of(_per_window(before, b_kernels.kernel_count), _per_window(after, a_kernels.kernel_count)),
+        median_kernel_us=Change.of(
+            None if b_kernels.median_kernel_ns is None else b_kernels.median_kernel_ns / 1e3,
+            None if a_kernels.median_kernel_ns is None else a_kernels.median_kernel_ns / 1e3,
+        ),
+        verdict=verdict,
+        notes=tuple(_notes(before, after)),
+    )
+
+
+def _side(d: Diagnosis) -> DiffSide:
+    names: tuple[str, ...] = ()
+    if d.devices.height and "name" in d.devices.columns:
+        used = d.timeline.per_step.select("device").unique()
+        devs = d.devices.join(used, on="device", how="semi") if used.height else d.devices
+        names = tuple(sorted({str(n) for n in devs["name"].drop_nulls().to_list() if n}))
+    sources = sorted(set(d.step_sources.values()))
+    return DiffSide(
+        path=d.info.path,
+        format=d.info.format,
+        format_version=d.info.format_version,
+        devices=names,
+        steps=int(d.steps.height),
+        complete_steps=d.complete_steps,
+        step_source=sources[0] if sources else None,
+        world_size=d.info.world_size,
+    )
+
+
+def _per_window(d: Diagnosis, value: float) -> float | None:
+    return None if d.steps.height == 0 else value / d.steps.height
+
+
+def _syncs_per_step(d: Diagnosis) -> float | None:
+    if d.steps.height == 0:
+        return None
+    in_steps = d.syncs.filter(pl.col("step").is_not_null()).height if d.syncs.height else 0
+    return in_steps / max(d.complete_steps, 1)
+
+
+def _findings(before: Diagnosis, after: Diagnosis) -> tuple[FindingChange, ...]:
+    b = {f.kind: f for f in before.findings}
+    a = {f.kind: f for f in after.findings}
+    out: list[FindingChange] = []
+    for kind in sorted(set(b) | set(a)):
+        fb, fa = b.get(kind), a.get(kind)
+        ms_b = fb.ms_per_step if fb else _cause_ms(before, kind)
+        ms_a = fa.ms_per_step if fa else _cause_ms(after, kind)
+        ms = Change.of(ms_b, ms_a)
+        if fa is None:
+            status = "fixed"
+        elif fb is None:
+            status = "new"
+        elif ms.delta is not None and abs(ms.delta) <= max(FINDING_UNCHANGED_MS, FINDING_UNCHANGED_SHARE * (ms_b or 0.0)):
+            status = "unchanged"
+        else:
+            status = "better" if (ms.delta or 0.0) < 0 else "worse"
+        ref = fa or fb
+        assert ref is not None
+        out.append(
+            FindingChange(
+                kind=kind,
+                title=ref.title,
+                status=status,
+                ms_per_step=ms,
+                predicted_step_ms=Change.of(fb.predicted_step_ms if fb else None, fa.predicted_step_ms if fa else None),
+                fix=ref.fix,
+            )
+        )
+    return tuple(sorted(out, key=lambda f: (-max(f.ms_per_step.before or 0.0, f.ms_per_step.after or 0.0), f.kind)))
+
+
+def _cause_ms(d: Diagnosis, kind: str) -> float | None:
+    return d.breakdown_ms.get(kind) if kind in CAUSES and d.breakdown_ms else None
+
+
+def _kernel_table(d: Diagnosis) -> pl.DataFrame:
+    windows = max(d.steps.height, 1)
+    return d.kernels.top.select(
+        "name",
+        "category",
+        (pl.col("total_ns") / 1e6 / windows).alias("ms"),
+        (pl.col("count") / windows).alias("count"),
+    )
+
+
+def _kernels(before: Diagnosis, after: Diagnosis) -> tuple[KernelChange, ...]:
+    b, a = _kernel_table(before), _kernel_table(after)
+    both = b.join(a, on="name", how="full", coalesce=True, suffix="_after")
+    both = both.with_columns(
+        pl.coalesce("category", "category_after").alias("category"),
+        pl.max_horizontal(pl.col("ms").fill_null(0.0), pl.col("ms_after").fill_null(0.0)).alias("_key"),
+    ).sort(["_key", "name"], descending=[True, False]).head(TOP_KERNELS)
+    return tuple(
+        KernelChange(
+            name=r["name"],
+            category=r["category"],
+            ms_per_step=Change.of(r["ms"], r["ms_after"]),
+            count_per_step=Change.of(r["count"], r["count_after"]),
+        )
+        for r in both.iter_rows(named=True)
+    )
+
+
+def _notes(before: Diagnosis, after: Diagnosis) -> list[str]:
+    b, a = _side(before), _side(after)
+    notes: list[str] = []
+    if b.devices and a.devices and b.devices != a.devices:
+        notes.append(f"Different GPUs: before ran on {', '.join(b.devices)}, after on {', '.join(a.devices)}.")
+    if b.step_source != a.step_source:
+        notes.append(
+            f"Steps were found differently (before: {b.step_source}, after: {a.step_source}); "
+            "step boundaries may not line up exactly."
+        )
+    if b.world_size != a.world_size and b.world_size and a.world_size:
+        notes.append(f"Different world sizes: {b.world_size} before, {a.world_size} after.")
+    for label, side, d in (("before", b, before), ("after", a, after)):
+        if side.complete_steps == 0:
+            notes.append(f"The {label} trace has no complete step: step times cannot be compared.")
+        if d.gpu_utilization is None:
+            notes.append(f"The {label} trace has no GPU activity in its steps: utilization and idle causes cannot be compared.")
+    if b.format != a.format:
+        notes.append(f"Mixed inputs ({b.format} before, {a.format} after): both are read into the same tables and analysed alike.")
+    return notes
+
+
+__all__ = ["CauseChange", "Change", "DiffResult", "DiffSide", "FindingChange", "KernelChange", "compare"]

@@ -1,0 +1,1141 @@
+"""The critical path of every step: which time actually decides how long the step takes.
+
+A breakdown says where time went; the critical path says which of it matters.  For each step
+window (and for the whole trace when it has no steps) tracekit builds a dependency graph of
+the rank's host threads and GPU streams and takes its longest path (networkx); every
+nanosecond of the path is attributed to an event and a cause, and what-if questions
+(:mod:`tracekit.analysis.whatif`) re-weight the graph and recompute the path.
+
+**Nodes** are instants: on a host thread, every start or end of a recorded event (a thread's
+timeline is cut at every boundary, so nested events share nodes); on a GPU stream, the start
+and end of every kernel, copy and memset; plus one source ``S`` (the step start) and one sink
+``T`` per step.
+
+**Edges** (:class:`EdgeKind`) carry integer ns:
+
+* ``cpu`` / ``data_loading``: consecutive instants of a host thread; the stretch belongs to the
+  innermost event open there (its self time), or to untraced time of the thread that drives
+  the step.  Stretches on other threads that no event covers are waits (weight 0).
+* ``launch``: runtime/driver call start → the GPU activity it launched (CUDA-graph launches
+  fan out to every kernel they replay).
+* ``gpu``: an activity's start → end.
+* ``stream``: previous activity end → next start on the same stream.
+* ``sync``: GPU activity end → end of the host call that waited for it (device/stream/event
+  synchronisation, blocking copies, ``.item()``); from explicit sync rows where the trace has
+  them, otherwise inferred from blocking API calls and their timing (``inferred = True``).
+* ``cross_stream``: the activity an event was recorded after → the first activity a
+  ``cudaStreamWaitEvent`` held back on another stream.
+* ``wake``: the driving thread → another thread's activity after that thread idled (inferred).
+* ``window``: ``S``/``T`` to the step's first and last instants, and GPU work launched before
+  the step that starts inside it.
+
+**Weights.**  Every edge's weight is at most the time between its ends in the trace, so the
+recorded schedule satisfies every edge and the longest path is never longer than the step.
+For each instant, the edge that explains *why it happened then* is tight (weight = the time
+between its ends): a kernel that waited for its launch gets the full launch delay, a kernel
+queued behind another gets the gap on its stream and only the typical launch latency on its
+launch edge; a sync call that waited gets the GPU → host edge, and only the time after the
+GPU finished as its own duration.  The tight edges therefore chain from ``S`` to ``T`` and
+the path's length equals the step's wall time whenever the driving thread is recorded.
+
+Everything up to the path itself is built with polars joins over all steps at once; the
+only Python loops are over ranks and over steps (networkx's path, one graph per step).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import networkx as nx
+import polars as pl
+
+from ..schema import EventKind
+from . import patterns
+from .intervals import union
+from .timeline import LAUNCH_GAP_NS, LAUNCH_LATENCY_NS
+from .whatif import CP_CAUSES, TAG_CAUSE, TAGS, WhatIf, WhatIfResult, scenario_weights
+
+#: a helper thread's untraced stretch shorter than this is work (dispatch overhead between its
+#: operators); a longer one is a wait for work (the same bound the timeline analysis uses
+#: between launch overhead and other host work)
+HELPER_IDLE_NS = LAUNCH_GAP_NS
+#: a launch call this long, made while this many earlier activities of its device still waited
+#: to start, was blocked on a full launch queue: it waited for the GPU to retire work
+QUEUE_WAIT_NS = 100_000
+QUEUE_DEPTH = 32
+
+_HOST = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.RUNTIME.value, EventKind.DRIVER.value]
+_API = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
+_GPU = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]
+_THREAD = ["pid", "tid"]
+_WIN = ["rank", "step"]
+_CHAIN = ["rank", "step", "pid", "tid"]
+_STREAM = ["rank", "step", "device", "stream"]
+
+
+class EdgeKind(str, Enum):
+    """What an edge of the step graph stands for."""
+
+    CPU = "cpu"  #: a stretch of a host thread (nesting: the innermost open event's self time)
+    DATA_LOADING = "data_loading"  #: a stretch of a host thread inside a data-loading range
+    LAUNCH = "launch"  #: runtime/driver call → the GPU activity it launched
+    GPU = "gpu"  #: a kernel, copy or memset running
+    STREAM = "stream"  #: previous activity → next activity on the same stream
+    SYNC = "sync"  #: GPU activity → the host call that waited for it
+    CROSS_STREAM = "cross_stream"  #: event record's work → the activity a stream-wait-event held back
+    WAKE = "wake"  #: driving thread → another thread resuming work (inferred)
+    WINDOW = "window"  #: step start / end, and GPU work launched before the step
+
+
+#: the columns of :attr:`CriticalPath.segments`
+SEGMENT_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "seq": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "track": pl.String(),
+    "event_id": pl.Int64(),
+    "edge_kind": pl.String(),
+    "cause": pl.String(),
+    "inferred": pl.Boolean(),
+}
+
+BREAKDOWN_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "cause": pl.String(),
+    "ns": pl.Int64(),
+    "share": pl.Float64(),
+}
+
+STEP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "complete": pl.Boolean(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "wall_ns": pl.Int64(),
+    "path_ns": pl.Int64(),
+    "nodes": pl.Int64(),
+    "edges": pl.Int64(),
+    "sync_edges": pl.Int64(),
+    "inferred_sync_edges": pl.Int64(),
+    "cycles_broken": pl.Int64(),
+}
+
+EDGE_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "src": pl.Int64(),
+    "dst": pl.Int64(),
+    "w": pl.Int64(),
+    "kind": pl.String(),
+    "tag": pl.String(),
+    "removable": pl.Boolean(),
+    "inferred": pl.Boolean(),
+    "event_id": pl.Int64(),
+    "track": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+}
+
+#: order in which edges enter a node's predecessor list: on ties the first tight edge wins,
+#: so waits are explained by what was waited for rather than by the waiting thread
+_PRIORITY = {"sync": 0, "cross_stream": 1, "stream": 2, "gpu": 3, "launch": 4, "wake": 5, "data_loading": 6, "cpu": 7, "window": 8}
+
+
+@dataclass(frozen=True, eq=False)
+class CriticalPath:
+    """The critical path of every step of a trace, its breakdown, and the graphs for what-ifs."""
+
+    #: rank, step, seq, start_ns, end_ns, dur_ns, track, event_id, edge_kind, cause, inferred
+    segments: pl.DataFrame
+    #: rank, step, cause, ns, share (of the path)
+    breakdown: pl.DataFrame
+    #: rank, step, complete, start_ns, end_ns, wall_ns, path_ns, nodes, edges, sync_edges,
+    #: inferred_sync_edges, cycles_broken
+    steps: pl.DataFrame
+    #: every step's (contracted) graph: rank, step, src, dst, w, kind, tag, removable, inferred,
+    #: event_id, track (null for a host thread's stretches, which carry pid and tid instead),
+    #: pid, tid, start_ns, end_ns, run, and w_<tag> for every tag of :data:`.whatif.TAGS`
+    edges: pl.DataFrame
+    #: what-ifs computed with the path (the findings', and any the caller asked for)
+    what_ifs: tuple[WhatIfResult, ...] = ()
+    #: data-quality notes about the graph (inferred syncs, broken chains)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def inferred_sync(self) -> bool:
+        """True when some sync dependency came from API names and timing, not sync rows."""
+        return bool(self.steps["inferred_sync_edges"].sum() or 0)
+
+    def breakdown_per_step(self) -> dict[str, float]:
+        """cause → ms per step on the critical path (mean over complete steps)."""
+        complete = self.steps.filter(pl.col("complete")).select(_WIN)
+        if complete.height == 0:
+            complete = self.steps.select(_WIN)
+        rows = self.breakdown.join(complete, on=_WIN, how="semi")
+        n = max(complete.height, 1)
+        totals = {c: 0.0 for c in CP_CAUSES}
+        for cause, ns in rows.group_by("cause").agg(pl.col("ns").sum()).iter_rows():
+            totals[str(cause)] = float(ns) / 1e6 / n
+        return totals
+
+    def breakdown_share(self) -> dict[str, float]:
+        """cause → share of the critical path (complete steps)."""
+        ms = self.breakdown_per_step()
+        total = sum(ms.values())
+        return {c: (v / total if total else 0.0) for c, v in ms.items()}
+
+    def what_if(self, factors: Mapping[str, float]) -> WhatIfResult:
+        """Predicted step times when the given causes are scaled (see :mod:`.whatif`)."""
+        return evaluate(self.edges, self.steps, [WhatIf.of(factors)])[0]
+
+    def predicted_step_ms(self, cause: str, factor: float = 0.0) -> float | None:
+        """Mean predicted step time (complete steps) with one cause scaled by ``factor``."""
+        for result in self.what_ifs:
+            if result.what_if.factors == ((cause, float(factor)),):
+                return result.predicted_step_ms
+        return self.what_if({cause: factor}).predicted_step_ms
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+
+
+def critical_path(
+    events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, *, what_ifs: Sequence[WhatIf] = ()
+) -> CriticalPath:
+    """Build every step's graph, find its longest path, and answer ``what_ifs``.
+
+    ``steps`` is the steps table of :func:`tracekit.analysis.steps.find_steps` (rank, step,
+    start_ns, end_ns, cpu_end_ns, complete); a trace with no steps comes as one
+    ``whole_trace`` window.
+    """
+    graph = build_graph(events, links, steps)
+    compact, runs = _contract(graph.edges)
+    segments, step_rows = _longest_paths(graph.windows, compact, runs)
+    breakdown = _breakdown(segments, step_rows)
+    results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
+    return CriticalPath(
+        segments=segments,
+        breakdown=breakdown,
+        steps=step_rows,
+        edges=compact,
+        what_ifs=results,
+        notes=tuple(_notes(events, step_rows)),
+    )
+
+
+def critical_path_window(
+    events: pl.DataFrame, links: pl.DataFrame, rank: int, start_ns: int, end_ns: int, *, what_ifs: Sequence[WhatIf] = ()
+) -> CriticalPath:
+    """The critical path of one rank over an arbitrary window (benchmarks, comparisons)."""
+    window = pl.DataFrame(
+        {"rank": [rank], "step": [0], "start_ns": [start_ns], "end_ns": [end_ns], "cpu_end_ns": [end_ns], "complete": [True]},
+        schema={"rank": pl.Int32, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cpu_end_ns": pl.Int64, "complete": pl.Boolean},
+    )
+    return critical_path(events, links, window, what_ifs=what_ifs)
+
+
+def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf]) -> list[WhatIfResult]:
+    """Recompute every step's longest path under each what-if (one graph per step)."""
+    if not what_ifs:
+        return []
+    cols = [f"_s{i}" for i in range(len(what_ifs))]
+    weighted = edges.with_columns([scenario_weights(wi).alias(c) for wi, c in zip(what_ifs, cols, strict=True)])
+    weighted = weighted.with_columns(pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio"))
+    weighted = weighted.sort(["rank", "step", "_prio", "dst", "src"])
+    attrs = ["w", *cols]
+    rows: list[tuple[int, int, list[int]]] = []
+    for key, g in weighted.partition_by(_WIN, as_dict=True, maintain_order=True).items():
+        G = nx.DiGraph()
+        G.add_edges_from((u, v, dict(zip(attrs, ws, strict=True))) for u, v, *ws in g.select("src", "dst", *attrs).iter_rows())
+        topo, _ = _topological(G)
+        lengths = [_path_length(G, nx.dag_longest_path(G, weight=a, topo_order=topo), a) for a in attrs]
+        rows.append((int(key[0]), int(key[1]), lengths))  # type: ignore[call-overload]
+    out = []
+    info = steps.select("rank", "step", "complete", "wall_ns", "path_ns")
+    for i, wi in enumerate(what_ifs):
+        frame = pl.DataFrame(
+            [(r, s, ls[0], ls[i + 1]) for r, s, ls in rows],
+            schema={"rank": pl.Int32, "step": pl.Int64, "_base": pl.Int64, "predicted_path_ns": pl.Int64},
+            orient="row",
+        )
+        per_step = info.join(frame, on=_WIN, how="left").with_columns(
+            (pl.col("wall_ns") - (pl.col("_base") - pl.col("predicted_path_ns"))).alias("predicted_step_ns")
+        ).drop("_base").sort(_WIN)
+        out.append(_result(wi, per_step))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# graph construction
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Every step's nodes and edges (node ids are unique across steps)."""
+
+    #: node, rank, step, t; a thread's pid and tid, or a GPU activity's track, event_id and is_end
+    nodes: pl.DataFrame
+    #: every edge (EDGE_SCHEMA), one per stretch of a thread
+    edges: pl.DataFrame
+    #: rank, step, complete, start_ns, end_ns
+    windows: pl.DataFrame
+
+    @property
+    def compact(self) -> pl.DataFrame:
+        """The graph the path is computed on: each run of a thread's stretches between two
+        instants that something else depends on becomes one edge (``run`` numbers it), with
+        its time split by tag in ``w_<tag>`` columns; every path length is unchanged."""
+        return _contract(self.edges)[0]
+
+
+def build_graph(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> Graph:
+    """The dependency graph of every step window (see the module docstring)."""
+    win = _windows(steps)
+    if win.height:
+        # only what overlaps a window can be on a path (a single-window call stays cheap)
+        events = events.filter((pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max()))
+    host = _host_events(events, links)
+    gpu = _gpu_activities(events, links, host)
+    main = _main_threads(host, events, links)
+    host = host.join(_relevant_threads(host, main, links), on=["rank", *_THREAD], how="semi")
+
+    host_w = _assign(host, win)
+    gpu_w = _assign(gpu, win)
+
+    chain = _chains(host_w, win, main, events, links)
+    blocking = _sync_sources(events, links, host, gpu)
+    cross = _cross_stream(events, links, host, gpu)
+
+    # ---------------------------------------------------------------- node ids
+    chain_nodes = chain.select(*_CHAIN, "t", "main").unique(subset=[*_CHAIN, "t"]).sort([*_CHAIN, "t"])
+    n_win = win.height
+    st = win.select(*_WIN).with_row_index("_w").with_columns(
+        (pl.col("_w").cast(pl.Int64) * 2).alias("S"), (pl.col("_w").cast(pl.Int64) * 2 + 1).alias("T")
+    ).drop("_w")
+    base = 2 * n_win
+    chain_nodes = chain_nodes.with_row_index("node").with_columns((pl.col("node").cast(pl.Int64) + base).alias("node"))
+    base += chain_nodes.height
+    gpu_w = gpu_w.with_row_index("_g").with_columns(
+        (pl.col("_g").cast(pl.Int64) * 2 + base).alias("n_start"), (pl.col("_g").cast(pl.Int64) * 2 + base + 1).alias("n_end")
+    ).drop("_g")
+    gpu_w = gpu_w.with_columns(pl.format("gpu {}/{}", "device", pl.col("stream").fill_null(-1)).alias("track"))
+    node_of = chain_nodes.select(*_CHAIN, "t", "node")
+
+    def at(frame: pl.DataFrame, pid: str, tid: str, t: str, alias: str) -> pl.DataFrame:
+        keyed = node_of.rename({"pid": pid, "tid": tid, "t": t, "node": alias})
+        return frame.join(keyed, on=["rank", "step", pid, tid, t], how="left")
+
+    parts: list[pl.DataFrame] = []
+
+    # ---------------------------------------------------------------- hand-off: the driver waited for a helper
+    # An untraced stretch of the driving thread (no event, or a user range's own time) that
+    # ends after a helper thread went idle
+    # (the main thread blocked in backward() while the autograd thread launched the
+    # kernels) was a wait for that helper: the helper's last instant hands over to the driver.
+    helpers = bool(chain.select((~pl.col("main")).any()).item())
+    if helpers:
+        untraced = pl.col("owner").is_null() | (pl.col("_okind") == EventKind.ANNOTATION.value)
+        gaps = chain.filter(pl.col("main") & untraced & pl.col("t_next").is_not_null() & (pl.col("tag") == "cpu"))
+        idle = chain.filter(~pl.col("main") & pl.col("idles")).select(*_WIN, pl.col("t").alias("_ht"), pl.col("pid").alias("_hpid"), pl.col("tid").alias("_htid"))
+        handed = gaps.select(*_CHAIN, "t", "t_next").sort("t_next").join_asof(
+            idle.sort("_ht"), left_on="t_next", right_on="_ht", by=_WIN, strategy="backward", check_sortedness=False
+        ).filter(pl.col("_ht").is_not_null() & (pl.col("_ht") > pl.col("t")))
+        handed = at(at(handed, "_hpid", "_htid", "_ht", "src"), "pid", "tid", "t_next", "dst")
+        parts.append(
+            handed.select(
+                *_WIN, "src", "dst", (pl.col("t_next") - pl.col("_ht")).alias("w"), pl.lit(EdgeKind.WAKE.value).alias("kind"),
+                pl.lit("cpu").alias("tag"), pl.lit(False).alias("removable"), pl.lit(True).alias("inferred"),
+                pl.lit(None, dtype=pl.Int64).alias("event_id"), pl.format("cpu {}/{}", "pid", "tid").alias("track"),
+                pl.col("_ht").alias("start_ns"), pl.col("t_next").alias("end_ns"),
+            )
+        )
+        waited_for = handed.select(*_CHAIN, "t").with_columns(pl.lit(True).alias("_handed"))
+        chain = chain.join(waited_for, on=[*_CHAIN, "t"], how="left").with_columns(
+            pl.when(pl.col("_handed").fill_null(False)).then(pl.lit("wait")).otherwise(pl.col("tag")).alias("tag")
+        ).drop("_handed")
+
+    # ---------------------------------------------------------------- thread chains
+    segs = chain.filter(pl.col("t_next").is_not_null())
+    segs = at(at(segs, "pid", "tid", "t", "src"), "pid", "tid", "t_next", "dst")
+    # a blocking call's own duration: only what it spent after the GPU work it waited for
+    own = blocking.select("rank", pl.col("call_id").alias("owner"), pl.col("g_end").alias("_g"))
+    segs = segs.join(own, on=["rank", "owner"], how="left")
+    waited = pl.col("_g").is_not_null() & (pl.col("t_next") == pl.col("_owner_end")) & (pl.col("_g") <= pl.col("t_next"))
+    seg_w = pl.when(pl.col("tag") == "wait").then(0).when(waited).then(
+        pl.min_horizontal(pl.col("t_next") - pl.col("t"), pl.col("t_next") - pl.col("_g"))
+    ).otherwise(pl.col("t_next") - pl.col("t"))
+    parts.append(
+        segs.select(
+            *_WIN, "src", "dst", seg_w.alias("w"),
+            pl.when(pl.col("tag") == "data_loading").then(pl.lit(EdgeKind.DATA_LOADING.value)).otherwise(pl.lit(EdgeKind.CPU.value)).alias("kind"),
+            "tag", pl.lit(False).alias("removable"), pl.lit(False).alias("inferred"), pl.col("owner").alias("event_id"),
+            # a thread stretch's track is formatted only if it ends up on the path (there are many)
+            pl.lit(None, dtype=pl.String).alias("track"), "pid", "tid", pl.col("t").alias("start_ns"), pl.col("t_next").alias("end_ns"),
+        )
+    )
+
+    # ---------------------------------------------------------------- GPU activities
+    parts.append(
+        gpu_w.select(
+            *_WIN, pl.col("n_start").alias("src"), pl.col("n_end").alias("dst"), (pl.col("ce") - pl.col("cs")).alias("w"),
+            pl.lit(EdgeKind.GPU.value).alias("kind"), "tag", pl.lit(False).alias("removable"), pl.lit(False).alias("inferred"),
+            "event_id", "track", pl.col("cs").alias("start_ns"), pl.col("ce").alias("end_ns"),
+        )
+    )
+
+    # what held each activity back: its launch, the previous activity on its stream, a
+    # cross-stream wait; the latest of them is tight, the others keep a lower bound
+    acts = gpu_w.sort([*_STREAM, "cs", "event_id"]).with_columns(
+        pl.col("ce").shift(1).over(_STREAM).alias("_p"), pl.col("n_end").shift(1).over(_STREAM).alias("_p_node"),
+    )
+    calls = host_w.select(*_WIN, pl.col("event_id").alias("call_id"), pl.col("cs").alias("_c"), pl.col("pid").alias("_cpid"), pl.col("tid").alias("_ctid"))
+    acts = acts.join(calls, on=[*_WIN, "call_id"], how="left")
+    acts = at(acts, "_cpid", "_ctid", "_c", "_c_node")
+    # a launch recorded after its activity started (clock skew) explains nothing
+    acts = acts.with_columns(pl.when(pl.col("_c") <= pl.col("cs")).then(pl.col("_c")).otherwise(None).alias("_c"))
+    xs = cross.join(gpu_w.select(*_WIN, pl.col("event_id").alias("src_id"), pl.col("ce").alias("_x"), pl.col("n_end").alias("_x_node")), on="src_id").join(
+        gpu_w.select(*_WIN, pl.col("event_id").alias("dst_id"), pl.col("cs").alias("_ds")), on=[*_WIN, "dst_id"]
+    ).filter(pl.col("_x") <= pl.col("_ds"))
+    xs = pl.concat([xs.select(*_WIN, "dst_id", "_x", "_x_node", "inferred"), _inferred_cross(acts, gpu_w)])
+    x_best = xs.sort("_x", descending=True).unique([*_WIN, "dst_id"], keep="first").select(
+        *_WIN, pl.col("dst_id").alias("event_id"), "_x", "_x_node", pl.col("inferred").alias("_x_inferred")
+    )
+    acts = acts.join(x_best, on=[*_WIN, "event_id"], how="left")
+    q = pl.max_horizontal("_p", "_x")
+    acts = acts.with_columns(q.alias("_q"))
+    gpu_side = pl.col("_q").is_not_null() & (pl.col("_c").is_null() | (pl.col("_q") > pl.col("_c")))
+    acts = acts.with_columns(gpu_side.alias("_gpu_bound"))
+    lat = _typical_latency(acts)
+    acts = acts.join(lat, on="rank", how="left").with_columns(pl.col("_lat").fill_null(0))
+    launch_w = pl.when(pl.col("_gpu_bound")).then(pl.min_horizontal(pl.col("cs") - pl.col("_c"), pl.col("_lat"))).otherwise(pl.col("cs") - pl.col("_c"))
+    launch_tag = pl.when(pl.col("tag") == "pageable_memcpy").then(pl.lit("pageable_memcpy")).otherwise(pl.lit("launch"))
+    parts.append(
+        acts.filter(pl.col("_c").is_not_null() & pl.col("_c_node").is_not_null()).select(
+            *_WIN, pl.col("_c_node").alias("src"), pl.col("n_start").alias("dst"), launch_w.alias("w"),
+            pl.lit(EdgeKind.LAUNCH.value).alias("kind"), launch_tag.alias("tag"), pl.lit(False).alias("removable"),
+            pl.lit(False).alias("inferred"), pl.col("call_id").alias("event_id"), "track", pl.col("_c").alias("start_ns"),
+            pl.col("cs").alias("end_ns"),
+        )
+    )
+    tight_p = pl.col("_gpu_bound") & (pl.col("_p") == pl.col("_q"))
+    parts.append(
+        acts.filter(pl.col("_p").is_not_null()).select(
+            *_WIN, pl.col("_p_node").alias("src"), pl.col("n_start").alias("dst"),
+            # activities that overlap on a stream (µs rounding) get a negative weight, never a gain
+            pl.when(tight_p).then(pl.col("cs") - pl.col("_p")).otherwise(pl.min_horizontal(pl.lit(0), pl.col("cs") - pl.col("_p"))).alias("w"),
+            pl.lit(EdgeKind.STREAM.value).alias("kind"), pl.lit("launch").alias("tag"), pl.lit(False).alias("removable"),
+            pl.lit(False).alias("inferred"), pl.lit(None, dtype=pl.Int64).alias("event_id"), "track",
+            pl.col("_p").alias("start_ns"), pl.col("cs").alias("end_ns"),
+        )
+    )
+    tight_x = pl.col("_gpu_bound") & (pl.col("_x") == pl.col("_q"))
+    parts.append(
+        acts.filter(pl.col("_x").is_not_null()).select(
+            *_WIN, pl.col("_x_node").alias("src"), pl.col("n_start").alias("dst"),
+            pl.when(tight_x).then(pl.col("cs") - pl.col("_x")).otherwise(0).alias("w"),
+            pl.lit(EdgeKind.CROSS_STREAM.value).alias("kind"), pl.lit("launch").alias("tag"), pl.lit(False).alias("removable"),
+            pl.col("_x_inferred").alias("inferred"), pl.lit(None, dtype=pl.Int64).alias("event_id"), "track",
+            pl.col("_x").alias("start_ns"), pl.col("cs").alias("end_ns"),
+        )
+    )
+    # work launched before the step (or by nothing recorded) that starts inside it
+    orphans = acts.filter(pl.col("_q").is_null() & (pl.col("_c").is_null() | pl.col("_c_node").is_null()))
+    parts.append(
+        orphans.join(st, on=_WIN).join(win.select(*_WIN, "w0"), on=_WIN).select(
+            *_WIN, pl.col("S").alias("src"), pl.col("n_start").alias("dst"), (pl.col("cs") - pl.col("w0")).alias("w"),
+            pl.lit(EdgeKind.WINDOW.value).alias("kind"), pl.lit("launch").alias("tag"), pl.lit(False).alias("removable"),
+            pl.lit(False).alias("inferred"), pl.lit(None, dtype=pl.Int64).alias("event_id"), "track",
+            pl.col("w0").alias("start_ns"), pl.col("cs").alias("end_ns"),
+        )
+    )
+
+    # ---------------------------------------------------------------- sync: GPU → host
+    sync = blocking.join(
+        host_w.select(*_WIN, pl.col("event_id").alias("call_id"), "pid", "tid", pl.col("cs").alias("_c0"), pl.col("ce").alias("_c1"), pl.col("end_ns").alias("_true_end")),
+        on=["rank", "call_id"],
+    )
+    sync = sync.join(gpu_w.select(*_WIN, pl.col("event_id").alias("src_id"), pl.col("ce").alias("_g_ce"), "n_end"), on=[*_WIN, "src_id"])
+    # the call's end may be cut by the window's end; the wait still ends there
+    sync = sync.filter((pl.col("_g_ce") == pl.col("g_end")) & (pl.col("g_end") <= pl.col("_c1")))
+    sync = at(sync, "pid", "tid", "_c1", "dst")
+    parts.append(
+        sync.filter(pl.col("dst").is_not_null()).select(
+            *_WIN, pl.col("n_end").alias("src"), "dst",
+            pl.min_horizontal(pl.col("_c1") - pl.col("_c0"), pl.col("_c1") - pl.col("g_end")).alias("w"),
+            # a wait on a full launch queue is not a sync the user can remove
+            pl.lit(EdgeKind.SYNC.value).alias("kind"), "tag", (pl.col("tag") != "launch").alias("removable"), "inferred",
+            pl.col("call_id").alias("event_id"), pl.format("cpu {}/{}", "pid", "tid").alias("track"),
+            pl.col("g_end").alias("start_ns"), pl.col("_c1").alias("end_ns"),
+        )
+    )
+
+    # ---------------------------------------------------------------- wake: other threads resuming
+    if helpers:
+        first = chain.filter(~pl.col("main") & pl.col("resumes")).select(*_CHAIN, "t")
+        first = at(first, "pid", "tid", "t", "dst")
+        mains = chain_nodes.filter(pl.col("main")).select(*_WIN, pl.col("t").alias("_mt"), pl.col("node").alias("_mnode"), pl.col("pid").alias("_mpid"), pl.col("tid").alias("_mtid")).sort("_mt")
+        woken = first.sort("t").join_asof(mains, left_on="t", right_on="_mt", by=_WIN, strategy="backward", allow_exact_matches=False, check_sortedness=False)
+        woken = woken.join(st, on=_WIN).join(win.select(*_WIN, "w0"), on=_WIN)
+        parts.append(
+            woken.select(
+                *_WIN, pl.coalesce("_mnode", "S").alias("src"), "dst", (pl.col("t") - pl.coalesce("_mt", "w0")).alias("w"),
+                pl.lit(EdgeKind.WAKE.value).alias("kind"), pl.lit("cpu").alias("tag"), pl.lit(False).alias("removable"),
+                pl.lit(True).alias("inferred"), pl.lit(None, dtype=pl.Int64).alias("event_id"),
+                pl.format("cpu {}/{}", "pid", "tid").alias("track"), pl.coalesce("_mt", "w0").alias("start_ns"), pl.col("t").alias("end_ns"),
+            )
+        )
+
+    # ---------------------------------------------------------------- S and T
+    main_first = chain_nodes.filter(pl.col("main")).sort("t").unique(_WIN, keep="first").join(st, on=_WIN).join(win.select(*_WIN, "w0"), on=_WIN)
+    parts.append(
+        main_first.select(
+            *_WIN, pl.col("S").alias("src"), pl.col("node").alias("dst"), (pl.col("t") - pl.col("w0")).alias("w"),
+            pl.lit(EdgeKind.WINDOW.value).alias("kind"), pl.lit("cpu").alias("tag"), pl.lit(False).alias("removable"),
+            pl.lit(False).alias("inferred"), pl.lit(None, dtype=pl.Int64).alias("event_id"),
+            pl.format("cpu {}/{}", "pid", "tid").alias("track"), pl.col("w0").alias("start_ns"), pl.col("t").alias("end_ns"),
+        )
+    )
+    edges = pl.concat([_conform_edges(p) for p in parts])
+    edges = edges.filter(pl.col("src").is_not_null() & pl.col("dst").is_not_null())
+
+    nodes = pl.concat(
+        [
+            chain_nodes.select("node", *_WIN, "t", "pid", "tid"),
+            gpu_w.select(pl.col("n_start").alias("node"), *_WIN, pl.col("cs").alias("t"), "track", "event_id", pl.lit(False).alias("is_end")),
+            gpu_w.select(pl.col("n_end").alias("node"), *_WIN, pl.col("ce").alias("t"), "track", "event_id", pl.lit(True).alias("is_end")),
+        ],
+        how="diagonal_relaxed",
+    )
+    # every node without a successor finishes into T
+    sinks = nodes.join(edges.select(pl.col("src").alias("node")).unique(), on="node", how="anti").join(st, on=_WIN).join(
+        win.select(*_WIN, "w1"), on=_WIN
+    )
+    t_edges = sinks.select(
+        *_WIN, pl.col("node").alias("src"), pl.col("T").alias("dst"), pl.lit(0, dtype=pl.Int64).alias("w"),
+        pl.lit(EdgeKind.WINDOW.value).alias("kind"), pl.lit("cpu").alias("tag"), pl.lit(False).alias("removable"),
+        pl.lit(False).alias("inferred"), pl.lit(None, dtype=pl.Int64).alias("event_id"), "track", "pid", "tid",
+        pl.col("t").alias("start_ns"), pl.col("t").alias("end_ns"),
+    )
+    edges = pl.concat([edges, _conform_edges(t_edges)])
+    # one edge per node pair: only GPU → GPU edges can repeat one (a stream predecessor that is
+    # also the cross-stream source); keep the tightest
+    gpu_pairs = pl.col("kind").is_in([EdgeKind.STREAM.value, EdgeKind.CROSS_STREAM.value])
+    twice = edges.filter(gpu_pairs).sort(["src", "dst", "w"], descending=[False, False, True]).unique(["src", "dst"], keep="first")
+    edges = pl.concat([edges.filter(~gpu_pairs), twice])
+    st_nodes = st.unpivot(index=_WIN, on=["S", "T"], variable_name="_which", value_name="node").join(win.select(*_WIN, "w0", "w1"), on=_WIN)
+    nodes = pl.concat(
+        [nodes, st_nodes.select("node", *_WIN, pl.when(pl.col("_which") == "S").then(pl.col("w0")).otherwise(pl.col("w1")).alias("t"))],
+        how="diagonal_relaxed",
+    )
+    return Graph(nodes=nodes, edges=edges, windows=win.select(*_WIN, "complete", pl.col("w0").alias("start_ns"), pl.col("w1").alias("end_ns")))
+
+
+# --------------------------------------------------------------------------------------------
+# building blocks
+
+
+def _conform_edges(part: pl.DataFrame) -> pl.DataFrame:
+    """An edge frame with exactly EDGE_SCHEMA's columns (absent ones null)."""
+    return part.select(
+        [(pl.col(c) if c in part.columns else pl.lit(None)).cast(t).alias(c) for c, t in EDGE_SCHEMA.items()]
+    )
+
+
+def _windows(steps: pl.DataFrame) -> pl.DataFrame:
+    win = steps.select(
+        pl.col("rank").cast(pl.Int32), pl.col("step").cast(pl.Int64), pl.col("start_ns").alias("w0"), pl.col("end_ns").alias("w1"),
+        pl.col("cpu_end_ns"), pl.col("complete"),
+    ).filter(pl.col("w1") > pl.col("w0")).sort(["rank", "w0"])
+    idx = pl.int_range(pl.len()).over("rank")
+    win = win.with_columns(idx.alias("wi"), (idx == pl.len().over("rank") - 1).alias("_last"))
+    # the driving thread's chain ends where the step's CPU work ends when nothing follows it
+    # (the last window runs on to the end of the GPU work it launched)
+    main_end = pl.when(pl.col("_last")).then(pl.col("cpu_end_ns").clip(pl.col("w0"), pl.col("w1"))).otherwise(pl.col("w1"))
+    return win.with_columns(main_end.fill_null(pl.col("w1")).alias("main_end")).drop("_last")
+
+
+def _host_events(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Host-thread events with nesting depth and parent (per thread, on their full extent)."""
+    keep = ["rank", "pid", "tid", "event_id", "kind", "name", "start_ns", "end_ns", "correlation"]
+    host = events.filter(
+        pl.col("kind").is_in(_HOST) & pl.col("pid").is_not_null() & pl.col("tid").is_not_null() & (pl.col("dur_ns") > 0)
+    ).select(keep)
+    # explicit sync rows without a recorded API call stand for the call on their thread
+    rows = events.filter(
+        (pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event") & pl.col("tid").is_not_null()
+        & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0)
+    )
+    rows = rows.join(links.select(pl.col("gpu_event_id").alias("event_id")), on="event_id", how="anti").select(keep)
+    host = pl.concat([host, rows]).with_columns(pl.col("kind").cast(pl.String))
+    host = host.sort([*_THREAD, "start_ns", "end_ns", "event_id"], descending=[False, False, False, True, False])
+    order = pl.int_range(pl.len()).over(_THREAD)
+    ended = pl.col("end_ns").sort().search_sorted(pl.col("start_ns"), side="right").over(_THREAD)
+    host = host.with_columns(order.alias("_ord"), ended.alias("_ended"))
+    host = host.with_columns((pl.col("_ord") - pl.col("_ended")).clip(lower_bound=0).alias("depth")).drop("_ended")
+    left = host.select(*_THREAD, "_ord", "event_id", (pl.col("depth") - 1).alias("_pd"))
+    right = host.select(*_THREAD, pl.col("_ord").alias("_pord"), pl.col("depth").alias("_pd"), pl.col("event_id").alias("parent"))
+    parents = left.sort("_ord").join_asof(
+        right.sort("_pord"), left_on="_ord", right_on="_pord", by=[*_THREAD, "_pd"], strategy="backward",
+        allow_exact_matches=False, check_sortedness=False,
+    ).select("event_id", "parent")
+    return host.join(parents, on="event_id", how="left").drop("_ord")
+
+
+def _gpu_activities(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
+    gpu = events.filter(pl.col("kind").is_in(_GPU) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0) & pl.col("rank").is_not_null())
+    name = pl.col("name")
+    kernel = pl.col("kind") == EventKind.KERNEL.value
+    pageable = (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    tag = (
+        pl.when(kernel & name.str.contains(patterns.COMM_KERNEL)).then(pl.lit("comm_kernel"))
+        .when(kernel & name.str.contains(patterns.FP32_GEMM_KERNEL)).then(pl.lit("fp32_matmul"))
+        .when(kernel).then(pl.lit("kernel"))
+        .when(pageable).then(pl.lit("pageable_memcpy"))
+        .otherwise(pl.lit("memcpy"))
+    )
+    launch_of = links.unique("gpu_event_id", keep="first").select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id").alias("call_id"))
+    calls = host.select(pl.col("event_id").alias("call_id"), pl.col("start_ns").alias("launch_ns"), pl.col("pid").alias("call_pid"), pl.col("tid").alias("call_tid"))
+    gpu = gpu.select("rank", "device", "stream", "event_id", "start_ns", "end_ns", tag.alias("tag")).with_columns(pl.col("stream").fill_null(-1))
+    gpu = gpu.join(launch_of, on="event_id", how="left").join(calls, on="call_id", how="left")
+    # the instant the work was handed to the GPU; when a rank records launches, work without
+    # one was launched before the capture began (a deep queue carries it over), otherwise
+    # only its start is known
+    linked = pl.col("launch_ns").is_not_null().any().over("rank")
+    before_capture = pl.col("start_ns").min().over("rank") - 1
+    unknown = pl.when(linked).then(before_capture).otherwise(pl.col("start_ns"))
+    return gpu.with_columns(pl.coalesce(pl.min_horizontal("launch_ns", "start_ns"), unknown).alias("launch_t"))
+
+
+def _main_threads(host: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """rank → the thread that drives the steps.
+
+    The thread holding the ranges steps are found from (ProfilerStep, user steps, optimizer
+    steps, DataLoader fetches) runs the training loop; the autograd engine's thread often
+    issues more launches, so launches only decide when no such range exists.
+    """
+    name = pl.col("name")
+    launchers = links.select(pl.col("launch_event_id").alias("event_id")).unique()
+    launch_ids = host.join(launchers, on="event_id", how="semi").select("event_id").with_columns(pl.lit(1).alias("_l"))
+    markers = (
+        name.str.contains(patterns.PROFILER_STEP) | name.str.contains(patterns.USER_STEP)
+        | name.str.contains(patterns.OPTIMIZER_STEP) | name.str.contains(r"(?i)enumerate\(DataLoader\)|DataLoaderIter\.__next__")
+    )
+    score = host.join(launch_ids, on="event_id", how="left").group_by("rank", *_THREAD).agg(
+        markers.sum().alias("_steps"), pl.col("_l").sum().alias("_launches"), pl.len().alias("_n"),
+    )
+    return score.sort(["rank", "_steps", "_launches", "_n", "pid", "tid"], descending=[False, True, True, True, False, False]).unique(
+        "rank", keep="first"
+    ).select("rank", *_THREAD)
+
+
+def _relevant_threads(host: pl.DataFrame, main: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """The driving thread and every thread that launches GPU work or waits for it.
+
+    Another thread's timeline has no edge to the GPU or to the driving thread, so it can
+    never lengthen a path; leaving it out keeps traces with many helper threads cheap.
+    """
+    name = pl.col("name")
+    launches = host.join(links.select(pl.col("launch_event_id").alias("event_id")).unique(), on="event_id", how="semi")
+    waits = host.filter(
+        (pl.col("kind") == EventKind.SYNC.value)
+        | (pl.col("kind").is_in(_API) & (name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)))
+    )
+    return pl.concat([main, launches.select("rank", *_THREAD), waits.select("rank", *_THREAD)]).unique()
+
+
+def _assign(rows: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
+    """One row per (row, window it overlaps), with step, w0, w1 and the clipped extent cs/ce."""
+    w = win.select("rank", "wi", "w0").sort("w0")
+    a = rows.sort("start_ns").join_asof(
+        w.rename({"wi": "_wa", "w0": "_w0a"}), left_on="start_ns", right_on="_w0a", by="rank", strategy="backward", check_sortedness=False
+    )
+    a = a.with_columns((pl.col("end_ns") - 1).alias("_last_ns")).sort("_last_ns").join_asof(
+        w.rename({"wi": "_wb", "w0": "_w0b"}), left_on="_last_ns", right_on="_w0b", by="rank", strategy="backward", check_sortedness=False
+    )
+    a = a.filter(pl.col("_wb").is_not_null()).with_columns(pl.col("_wa").fill_null(0))
+    a = a.with_columns(pl.int_ranges("_wa", pl.col("_wb") + 1).alias("wi")).explode("wi").drop("_wa", "_wb", "_w0a", "_w0b", "_last_ns")
+    a = a.with_columns(pl.col("wi").cast(pl.Int64)).join(win.with_columns(pl.col("wi").cast(pl.Int64)), on=["rank", "wi"])
+    a = a.filter((pl.col("start_ns") < pl.col("w1")) & (pl.col("end_ns") > pl.col("w0")))
+    return a.with_columns(
+        pl.max_horizontal("start_ns", "w0").alias("cs"), pl.min_horizontal("end_ns", "w1").alias("ce")
+    ).filter(pl.col("ce") > pl.col("cs"))
+
+
+def _chains(host_w: pl.DataFrame, win: pl.DataFrame, main: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Every host thread's timeline in every window, cut at every event boundary.
+
+    One row per instant ``t`` of a thread (rank, step, pid, tid), with the next instant
+    ``t_next`` (null for the last), the innermost event open in between (``owner``) and the
+    tag of that stretch.
+    """
+    g = [*_CHAIN, "t"]
+    # who owns the stretch after t: the deepest event starting at t, else the parent of the
+    # outermost event ending at t (if it is still open).  One sort puts that candidate first
+    # among the boundaries at t: starts by depth (deepest first), then ends by depth.
+    starts = host_w.select(*_CHAIN, pl.col("cs").alias("t"), pl.col("event_id").alias("_cand"), (-pl.col("depth")).alias("_prio"))
+    ends = host_w.select(*_CHAIN, pl.col("ce").alias("t"), pl.col("parent").alias("_cand"), (pl.col("depth") + 1_000_000).alias("_prio"))
+    anchors = win.join(main, on="rank").select("rank", "step", "pid", "tid", "w0", "main_end")
+    anchors = pl.concat([anchors.select(*_CHAIN, pl.col("w0").alias("t")), anchors.select(*_CHAIN, pl.col("main_end").alias("t"))])
+    anchors = anchors.with_columns(pl.lit(None, dtype=pl.Int64).alias("_cand"), pl.lit(2_000_000, dtype=pl.Int64).alias("_prio"))
+    bounds = pl.concat([starts, ends, anchors.select(starts.columns)], how="vertical_relaxed")
+    chain = bounds.sort([*g, "_prio", "_cand"]).unique(g, keep="first", maintain_order=True)
+    extents = host_w.select(*_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"))
+    chain = chain.join(extents, on=[*_CHAIN, "_cand"], how="left", maintain_order="left")
+    is_start = pl.col("_prio") <= 0
+    still_open = (pl.col("_pcs") <= pl.col("t")) & (pl.col("t") < pl.col("_pce"))
+    chain = chain.with_columns(pl.when(is_start | still_open).then(pl.col("_cand")).otherwise(None).alias("owner"))
+    chain = chain.select(*g, "owner").with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
+    chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left").with_columns(
+        pl.col("main").fill_null(False)
+    )
+
+    # what each stretch is: the thread-level categories of the timeline analysis (first
+    # match wins), then the owner event itself
+    from .timeline import _host_categories
+
+    cats = dict(_host_categories(events, links))
+    order = [
+        ("data_loading", "data_loading"), ("pageable_memcpy", "pageable_memcpy"), ("host_device_sync", "sync"),
+        ("allocator", "allocator"), ("exposed_communication", "collective"),
+    ]
+    chain = chain.with_columns([_covered(chain, cats[cat]).alias(f"_in_{tag}") for cat, tag in order])
+    kinds = host_w.select(
+        *_WIN, pl.col("event_id").alias("owner"), pl.col("kind").alias("_okind"), pl.col("name").alias("_oname"),
+        pl.col("ce").alias("_owner_end"),
+    ).unique([*_WIN, "owner"])
+    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left")
+    # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
+    # allocation): only the copy call and the operators' own time are the copy's cost
+    other_api = pl.col("_okind").is_in(_API) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
+    chain = chain.with_columns((pl.col("_in_pageable_memcpy") & ~other_api.fill_null(False)).alias("_in_pageable_memcpy"))
+    cat_tag: Any = pl.lit(None, dtype=pl.String)
+    for _cat, tag in reversed(order):
+        cat_tag = pl.when(pl.col(f"_in_{tag}")).then(pl.lit(tag)).otherwise(cat_tag)
+    chain = chain.with_columns(cat_tag.alias("_cat")).drop([f"_in_{tag}" for _c, tag in order])
+    # operators that dispatch a launch (the direct parent of a launch call)
+    gpu_ids = events.filter(pl.col("kind").is_in(_GPU)).select(pl.col("event_id").alias("gpu_event_id"))
+    launchers = links.join(gpu_ids, on="gpu_event_id", how="semi").select(pl.col("launch_event_id").alias("event_id")).unique()
+    dispatch = host_w.join(launchers, on="event_id", how="semi").select(pl.col("parent").alias("owner")).drop_nulls().unique().with_columns(
+        pl.lit(True).alias("_dispatch")
+    )
+    chain = chain.join(dispatch, on="owner", how="left")
+    own_tag = (
+        pl.when(pl.col("_okind").is_in(_API)).then(pl.lit("launch"))
+        .when(pl.col("_okind") == EventKind.SYNC.value).then(pl.lit("sync"))
+        .when(pl.col("_dispatch").fill_null(False) & (pl.col("_okind") == EventKind.CPU_OP.value)).then(pl.lit("launch"))
+        # untraced time: work on the driving thread and in a helper's short gaps, a wait otherwise
+        .when(pl.col("owner").is_not_null() | pl.col("main") | ((pl.col("t_next") - pl.col("t")) < HELPER_IDLE_NS)).then(pl.lit("cpu"))
+        .otherwise(pl.lit("wait"))
+    )
+    chain = chain.with_columns(pl.coalesce("_cat", own_tag).alias("tag")).drop("_cat")
+    # a helper thread resumes after a wait (or at its first instant), and goes idle before one
+    prev_tag = pl.col("tag").shift(1).over(_CHAIN)
+    chain = chain.with_columns(
+        ((prev_tag.is_null() | (prev_tag == "wait")) & pl.col("t_next").is_not_null()).alias("resumes"),
+        ((pl.col("tag") == "wait") | pl.col("t_next").is_null()).alias("idles"),
+    )
+    return chain.drop("_oname", "_dispatch")
+
+
+def _covered(points: pl.DataFrame, spans: pl.DataFrame) -> pl.Series:
+    """Whether each point's instant ``t`` lies inside one of its thread's ``spans``."""
+    if spans.height == 0 or points.height == 0:
+        return pl.Series([False] * points.height, dtype=pl.Boolean)
+    u = union(spans.filter(pl.col("tid").is_not_null()), _THREAD).rename({"start_ns": "_us", "end_ns": "_ue"}).sort("_us")
+    keyed = points.select(*_THREAD, "t").with_row_index("_row").sort("t")
+    j = keyed.join_asof(u, left_on="t", right_on="_us", by=_THREAD, strategy="backward", check_sortedness=False)
+    result: pl.Series = j.sort("_row").select((pl.col("_ue").is_not_null() & (pl.col("t") < pl.col("_ue"))).alias("c"))["c"]
+    return result
+
+
+def _inferred_cross(acts: pl.DataFrame, gpu_w: pl.DataFrame) -> pl.DataFrame:
+    """Cross-stream waits inferred from timing (rank, step, dst_id, _x, _x_node, inferred).
+
+    Work that started more than :data:`LAUNCH_LATENCY_NS` after both its launch and its
+    stream's previous activity waited for something else on the GPU: a stream-wait event the
+    trace did not record, or SMs and queue slots held by other streams.  The activity on
+    another stream of the device that ended last in that gap is taken as what it waited for.
+    """
+    # ready: its stream was idle and it was launched (work launched before the step: the step's start)
+    ready = pl.coalesce(pl.max_horizontal("_p", "_c"), "w0")
+    held = acts.filter((pl.col("cs") - ready) > LAUNCH_LATENCY_NS).select(
+        *_WIN, "device", pl.col("stream").alias("_own_stream"), pl.col("event_id").alias("dst_id"), "cs", ready.alias("_p")
+    )
+    if held.height == 0:
+        return pl.DataFrame(schema={**{c: acts.schema[c] for c in _WIN}, "dst_id": pl.Int64, "_x": pl.Int64, "_x_node": pl.Int64, "inferred": pl.Boolean})
+    ends = gpu_w.select(*_WIN, "device", "stream", pl.col("ce").alias("_x"), pl.col("n_end").alias("_x_node")).sort("_x")
+    # the latest end at or before the start, among other streams: one as-of join per stream of the device
+    found = held.join(ends.select(*_WIN, "device", "stream").unique(), on=[*_WIN, "device"]).filter(pl.col("stream") != pl.col("_own_stream"))
+    found = found.sort("cs").join_asof(ends, left_on="cs", right_on="_x", by=[*_WIN, "device", "stream"], strategy="backward", check_sortedness=False)
+    found = found.filter(pl.col("_x").is_not_null() & (pl.col("_x") > pl.col("_p")))
+    return found.select(*_WIN, "dst_id", "_x", "_x_node", pl.lit(True).alias("inferred"))
+
+
+def _typical_latency(acts: pl.DataFrame) -> pl.DataFrame:
+    """rank → median launch latency of activities that waited for their launch (not their stream)."""
+    return acts.filter(~pl.col("_gpu_bound") & pl.col("_c").is_not_null()).group_by("rank").agg(
+        (pl.col("cs") - pl.col("_c")).median().cast(pl.Int64).alias("_lat")
+    )
+
+
+def _last_launched_before(queries: pl.DataFrame, acts: pl.DataFrame, by: list[str], at: str) -> pl.DataFrame:
+    """For each query row, the activity (``src_id``, ``g_end``) launched last strictly before ``at`` in its group."""
+    right = acts.select(*by, pl.col("launch_t").alias("_lt"), pl.col("event_id").alias("src_id"), pl.col("end_ns").alias("g_end")).sort("_lt", "g_end")
+    left = queries.with_columns((pl.col(at) - 1).alias("_before")).sort("_before")
+    return left.join_asof(right, left_on="_before", right_on="_lt", by=by, strategy="backward", check_sortedness=False).drop("_before", "_lt")
+
+
+def _last_retired(queries: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """For each query (a call [c0, c1] on a stream), the work launched before c0 that finished
+    last by c1: the completion that freed the queue slot it waited for."""
+    by = ["rank", "device", "stream"]
+    right = acts.select(*by, pl.col("end_ns").alias("g_end"), pl.col("event_id").alias("src_id"), pl.col("launch_t").alias("_lt")).sort("g_end")
+    j = queries.sort("c1").join_asof(right, left_on="c1", right_on="g_end", by=by, strategy="backward", check_sortedness=False)
+    return j.filter(pl.col("_lt") < pl.col("c0")).drop("_lt")
+
+
+def _sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Every blocking host call and the GPU activity whose completion it waited for.
+
+    Returns call_id, rank, src_id, g_end, tag (``sync`` or ``pageable_memcpy``), inferred.
+    Explicit sync rows (linked to their call, or standing alone on a host thread) give the
+    stream, the device or the recorded event waited on; without them the scope is every
+    stream of the rank and the source is the work that finished last before the call
+    returned (inferred).  A copy call that returns only after its own copy ended waited for
+    that copy.
+    """
+    schema = {"call_id": pl.Int64, "rank": pl.Int32, "src_id": pl.Int64, "g_end": pl.Int64, "tag": pl.String, "inferred": pl.Boolean}
+    if gpu.height == 0 or host.height == 0:
+        return pl.DataFrame(schema=schema)
+    name = pl.col("name")
+    api = host.filter(pl.col("kind").is_in(_API))
+    rows = events.filter((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event")).select(
+        pl.col("event_id").alias("_row"), pl.col("sync_kind").cast(pl.String).alias("_skind"), pl.col("device").alias("_sdev"),
+        pl.col("stream").alias("_sstream"), pl.col("wait_stream").alias("_swait"), pl.col("wait_event_correlation").alias("_scorr"),
+    )
+    row_of_call = links.join(rows, left_on="gpu_event_id", right_on="_row").unique("launch_event_id", keep="first").rename(
+        {"launch_event_id": "call_id"}
+    ).drop("gpu_event_id", "correlation", "link_source")
+    by_name = api.filter(name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)).select(
+        pl.col("event_id").alias("call_id"), "rank", "pid", "tid", pl.col("start_ns").alias("c0"), pl.col("end_ns").alias("c1"),
+        name.str.contains("(?i)DeviceSynchronize|CtxSynchronize|ThreadSynchronize").alias("_context"),
+    )
+    calls = by_name.join(row_of_call, on="call_id", how="left")
+    orphan = host.filter(pl.col("kind") == EventKind.SYNC.value).join(rows, left_on="event_id", right_on="_row").select(
+        pl.col("event_id").alias("call_id"), "rank", "pid", "tid", pl.col("start_ns").alias("c0"), pl.col("end_ns").alias("c1"),
+        pl.lit(False).alias("_context"), "_skind", "_sdev", "_sstream", "_swait", "_scorr",
+    )
+    calls = pl.concat([calls, orphan], how="diagonal_relaxed").with_columns(pl.col("_skind").is_not_null().alias("_explicit"))
+
+    streams = gpu.select("rank", "device", "stream").unique()
+    # stream- and device-scoped waits: the last work launched before the call on each stream in scope
+    scoped = calls.filter(~((pl.col("_skind") == "event_sync") & pl.col("_scorr").is_not_null())).join(streams, on="rank")
+    stream_known = (pl.col("_skind") == "stream_sync") & pl.col("_sstream").is_not_null()
+    device_known = pl.col("_skind").is_in(["stream_sync", "context_sync"]) & pl.col("_sdev").is_not_null()
+    scoped = scoped.filter(
+        (~stream_known | (pl.col("stream") == pl.col("_sstream"))) & (~device_known | (pl.col("device") == pl.col("_sdev")))
+    )
+    cand = [_last_launched_before(scoped, gpu, ["rank", "device", "stream"], "c0").select("call_id", "src_id", "g_end", "_explicit")]
+
+    # event waits: the work launched on the recorded stream before the cudaEventRecord
+    ev = calls.filter((pl.col("_skind") == "event_sync") & pl.col("_scorr").is_not_null())
+    if ev.height:
+        records = api.select(pl.col("correlation").alias("_scorr"), "rank", pl.col("start_ns").alias("_rec"), pl.col("pid").alias("_rpid"), pl.col("tid").alias("_rtid"))
+        ev = ev.join(records.unique(["rank", "_scorr"], keep="first"), on=["rank", "_scorr"], how="inner")
+        rs_known = pl.col("_swait").is_not_null() & (pl.col("_sstream").is_null() | (pl.col("_swait") != pl.col("_sstream")))
+        known = ev.filter(rs_known).with_columns(pl.col("_sdev").alias("device"), pl.col("_swait").alias("stream"))
+        cand.append(_last_launched_before(known, gpu, ["rank", "device", "stream"], "_rec").select("call_id", "src_id", "g_end", "_explicit"))
+        unknown = ev.filter(~rs_known).with_columns(pl.col("_rpid").alias("call_pid"), pl.col("_rtid").alias("call_tid"))
+        cand.append(
+            _last_launched_before(unknown, gpu.filter(pl.col("call_pid").is_not_null()), ["call_pid", "call_tid"], "_rec")
+            .select("call_id", "src_id", "g_end", pl.lit(False).alias("_explicit"))
+        )
+    # a launch call blocked on a full queue: it returned when earlier work on its device retired
+    queued = _queue_blocked(api, gpu)
+    if queued.height:
+        cand.append(_last_retired(queued.join(streams, on=["rank", "device"]), gpu).select("call_id", "src_id", "g_end", pl.lit(False).alias("_explicit")))
+        calls = pl.concat([calls, queued.drop("device").with_columns(pl.lit(True).alias("_queue"))], how="diagonal_relaxed")
+    # a copy call that blocked until its own copy was done
+    own = gpu.filter(pl.col("call_id").is_not_null() & pl.col("tag").is_in(["memcpy", "pageable_memcpy"])).join(
+        api.select(pl.col("event_id").alias("call_id"), pl.col("start_ns").alias("c0"), pl.col("end_ns").alias("c1"), "pid", "tid", name.alias("_cname")),
+        on="call_id",
+    ).filter((pl.col("end_ns") > pl.col("c0")) & (pl.col("end_ns") <= pl.col("c1")) & pl.col("_cname").str.contains(patterns.MEMCPY_API))
+    own_calls = own.select("call_id", pl.col("rank"), "pid", "tid", "c0", "c1").unique("call_id")
+    calls = pl.concat([calls, own_calls.join(calls.select("call_id"), on="call_id", how="anti")], how="diagonal_relaxed").with_columns(
+        pl.col("_explicit").fill_null(False)
+    )
+    cand.append(own.select("call_id", pl.col("event_id").alias("src_id"), pl.col("end_ns").alias("g_end"), pl.lit(False).alias("_explicit")))
+    cands = pl.concat(cand, how="diagonal_relaxed").filter(pl.col("src_id").is_not_null())
+    cands = cands.join(calls.select("call_id", "rank", "c1", pl.col("_explicit").alias("_call_explicit")).unique("call_id"), on="call_id")
+    cands = cands.filter(pl.col("g_end") <= pl.col("c1")).sort("g_end", descending=True).unique("call_id", keep="first")
+    own_pageable = own.filter(pl.col("tag") == "pageable_memcpy").select("call_id", pl.col("event_id").alias("src_id")).with_columns(pl.lit(True).alias("_pg"))
+    cands = cands.join(own_pageable, on=["call_id", "src_id"], how="left")
+    queue_ids = calls.filter(pl.col("_queue").fill_null(False)).select("call_id", pl.lit(True).alias("_q")) if "_queue" in calls.columns else None
+    cands = cands.join(queue_ids, on="call_id", how="left") if queue_ids is not None else cands.with_columns(pl.lit(None, dtype=pl.Boolean).alias("_q"))
+    return cands.select(
+        "call_id", pl.col("rank").cast(pl.Int32), "src_id", "g_end",
+        pl.when(pl.col("_pg").fill_null(False)).then(pl.lit("pageable_memcpy"))
+        .when(pl.col("_q").fill_null(False)).then(pl.lit("launch")).otherwise(pl.lit("sync")).alias("tag"),
+        (~(pl.col("_explicit").fill_null(False) | pl.col("_call_explicit").fill_null(False))).alias("inferred"),
+    ).cast(schema)  # type: ignore[arg-type]
+
+
+def _queue_blocked(api: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Launch calls that waited on a full launch queue (call_id, rank, pid, tid, c0, c1, device).
+
+    The queue's depth when a call starts is the number of activities of the device launched
+    before it that had not started yet: two sorted counts, joined as of the call's start.
+    """
+    name = pl.col("name")
+    calls = api.filter(
+        ((pl.col("end_ns") - pl.col("start_ns")) >= QUEUE_WAIT_NS)
+        & (name.str.contains(patterns.LAUNCH_API) | name.str.contains(patterns.MEMCPY_API) | name.str.contains(r"(?i)memset"))
+    ).select(pl.col("event_id").alias("call_id"), "rank", "pid", "tid", pl.col("start_ns").alias("c0"), pl.col("end_ns").alias("c1"))
+    if calls.height == 0:
+        return calls.with_columns(pl.lit(None, dtype=pl.Int32).alias("device"))
+    own_device = gpu.filter(pl.col("call_id").is_not_null()).unique("call_id", keep="first").select("call_id", pl.col("device").alias("_own"))
+    # the device of the work it launched, or (when that work fell outside the capture) every device of its rank
+    calls = calls.join(own_device, on="call_id", how="left").join(gpu.select("rank", "device").unique(), on="rank")
+    calls = calls.filter(pl.col("_own").is_null() | (pl.col("_own") == pl.col("device"))).drop("_own")
+    if calls.height == 0:
+        return calls
+    key = ["rank", "device"]
+    by_launch = gpu.select(*key, pl.col("launch_t").alias("_t")).sort("_t").with_columns(pl.int_range(1, pl.len() + 1).over(key).alias("_n_launched"))
+    by_start = gpu.select(*key, pl.col("start_ns").alias("_t")).sort("_t").with_columns(pl.int_range(1, pl.len() + 1).over(key).alias("_n_started"))
+    q = calls.with_columns((pl.col("c0") - 1).alias("_before")).sort("_before").join_asof(
+        by_launch, left_on="_before", right_on="_t", by=key, strategy="backward", check_sortedness=False
+    ).drop("_t").sort("c0").join_asof(by_start, left_on="c0", right_on="_t", by=key, strategy="backward", check_sortedness=False)
+    depth = pl.col("_n_launched").fill_null(0) - pl.col("_n_started").fill_null(0)
+    return q.filter(depth >= QUEUE_DEPTH).select("call_id", "rank", "pid", "tid", "c0", "c1", "device")
+
+
+def _cross_stream(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """GPU → GPU waits of ``cudaStreamWaitEvent``: src_id (recorded work) → dst_id (held-back work)."""
+    schema = {"src_id": pl.Int64, "dst_id": pl.Int64, "inferred": pl.Boolean}
+    waits = events.filter((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") == "stream_wait_event") & pl.col("stream").is_not_null())
+    if waits.height == 0 or gpu.height == 0:
+        return pl.DataFrame(schema=schema)
+    api = host.filter(pl.col("kind").is_in(_API))
+    call_of = links.select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id").alias("_call")).unique("event_id")
+    waits = waits.select("event_id", "rank", "device", "stream", "wait_stream", "wait_event_correlation", "pid", "tid", "start_ns").join(
+        call_of, on="event_id", how="left"
+    )
+    waits = waits.join(api.select(pl.col("event_id").alias("_call"), pl.col("start_ns").alias("_cs"), pl.col("pid").alias("_cpid"), pl.col("tid").alias("_ctid")), on="_call", how="left")
+    waits = waits.with_columns(
+        pl.coalesce("_cs", "start_ns").alias("_wt"), pl.coalesce("_cpid", "pid").alias("_wpid"), pl.coalesce("_ctid", "tid").alias("_wtid")
+    )
+    records = api.filter(pl.col("name").str.contains(r"(?i)EventRecord"))
+    by_corr = records.select("rank", pl.col("correlation").alias("wait_event_correlation"), pl.col("start_ns").alias("_rec"), pl.col("pid").alias("_rpid"), pl.col("tid").alias("_rtid")).unique(
+        ["rank", "wait_event_correlation"], keep="first"
+    )
+    waits = waits.join(by_corr, on=["rank", "wait_event_correlation"], how="left")
+    # no recorded correlation: the event record issued last on the same thread before the wait
+    prior = records.select(pl.col("pid").alias("_wpid"), pl.col("tid").alias("_wtid"), pl.col("start_ns").alias("_prec")).sort("_prec")
+    waits = waits.sort("_wt").join_asof(prior, left_on="_wt", right_on="_prec", by=["_wpid", "_wtid"], strategy="backward", check_sortedness=False)
+    waits = waits.with_columns(
+        pl.col("_rec").is_null().alias("_rec_inferred"),
+        pl.coalesce("_rec", "_prec").alias("_rec"), pl.coalesce("_rpid", "_wpid").alias("_rpid"), pl.coalesce("_rtid", "_wtid").alias("_rtid"),
+    ).filter(pl.col("_rec").is_not_null())
+    rs_known = pl.col("wait_stream").is_not_null() & (pl.col("wait_stream") != pl.col("stream"))
+    known = waits.filter(rs_known).with_columns(pl.col("stream").alias("_wait_on"), pl.col("wait_stream").alias("stream"))
+    src_known = _last_launched_before(known, gpu, ["rank", "device", "stream"], "_rec").with_columns(pl.col("_wait_on").alias("stream"))
+    unknown = waits.filter(~rs_known).with_columns(pl.col("_rpid").alias("call_pid"), pl.col("_rtid").alias("call_tid"))
+    src_unknown = _last_launched_before(unknown, gpu.filter(pl.col("call_pid").is_not_null()), ["call_pid", "call_tid"], "_rec").with_columns(
+        pl.lit(True).alias("_rec_inferred")
+    )
+    src = pl.concat([src_known.select("rank", "device", "stream", "_wt", "src_id", "_rec_inferred"), src_unknown.select("rank", "device", "stream", "_wt", "src_id", "_rec_inferred")])
+    src = src.filter(pl.col("src_id").is_not_null())
+    # the held-back work: the first activity launched on the waiting stream after the wait call
+    right = gpu.select("rank", "device", "stream", pl.col("launch_t").alias("_lt"), pl.col("event_id").alias("dst_id")).sort("_lt")
+    dst = src.sort("_wt").join_asof(right, left_on="_wt", right_on="_lt", by=["rank", "device", "stream"], strategy="forward", check_sortedness=False)
+    dst = dst.filter(pl.col("dst_id").is_not_null() & (pl.col("dst_id") != pl.col("src_id")))
+    return dst.select("src_id", "dst_id", pl.col("_rec_inferred").alias("inferred")).cast(schema)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# the path
+
+
+def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    seg_parts: list[pl.DataFrame] = []
+    step_rows: list[dict[str, Any]] = []
+    groups = compact.partition_by(_WIN, as_dict=True, maintain_order=True)
+    for row in windows.sort(_WIN).iter_rows(named=True):
+        key = (row["rank"], row["step"])
+        g = groups.get(key)
+        info = {**row, "wall_ns": row["end_ns"] - row["start_ns"], "path_ns": 0, "nodes": 0, "edges": 0, "sync_edges": 0,
+                "inferred_sync_edges": 0, "cycles_broken": 0}
+        if g is None or g.height == 0:
+            step_rows.append(info)
+            continue
+        G = nx.DiGraph()
+        G.add_weighted_edges_from(g.select("src", "dst", "w").iter_rows(), weight="w")
+        topo, broken = _topological(G)
+        path = nx.dag_longest_path(G, weight="w", topo_order=topo)
+        pairs = pl.DataFrame({"src": path[:-1], "dst": path[1:]}, schema={"src": pl.Int64, "dst": pl.Int64}).with_row_index("seq")
+        seg_parts.append(pairs.join(g, on=["src", "dst"], how="left"))
+        syncs = g.filter(pl.col("kind") == EdgeKind.SYNC.value)
+        info.update(
+            path_ns=_path_length(G, path, "w"), nodes=G.number_of_nodes(), edges=G.number_of_edges(), sync_edges=syncs.height,
+            inferred_sync_edges=int(syncs["inferred"].sum() or 0), cycles_broken=broken,
+        )
+        step_rows.append(info)
+    steps = pl.DataFrame(step_rows, schema=STEP_SCHEMA) if step_rows else pl.DataFrame(schema=STEP_SCHEMA)  # type: ignore[arg-type]
+    if not seg_parts:
+        return pl.DataFrame(schema=SEGMENT_SCHEMA), steps  # type: ignore[arg-type]
+    path_edges = pl.concat(seg_parts).select("seq", *EDGE_SCHEMA, "run").with_columns(pl.col("seq").cast(pl.Int64))
+    # a contracted run of a thread's stretches stands for its stretches, in time order
+    single = path_edges.filter(pl.col("run").is_null()).with_columns(pl.lit(0, dtype=pl.Int64).alias("_sub")).drop("run")
+    expanded = path_edges.filter(pl.col("run").is_not_null()).select("seq", "run").join(runs, on="run").with_columns(
+        pl.col("start_ns").rank("ordinal").over("seq").cast(pl.Int64).alias("_sub")
+    ).drop("run")
+    seg = pl.concat([single, expanded.select(single.columns)], how="vertical_relaxed")
+    seg = seg.filter(pl.col("w") != 0).sort([*_WIN, "seq", "_sub"]).with_columns(
+        pl.int_range(pl.len()).over(_WIN).cast(pl.Int64).alias("seq"),
+        pl.col("tag").replace_strict(TAG_CAUSE, return_dtype=pl.String).alias("cause"),
+    )
+    seg = seg.select(
+        "rank", "step", "seq", "start_ns", "end_ns", pl.col("w").alias("dur_ns"),
+        pl.coalesce("track", pl.format("cpu {}/{}", "pid", "tid")).alias("track"), "event_id",
+        pl.col("kind").alias("edge_kind"), "cause", "inferred",
+    )
+    return seg.cast(SEGMENT_SCHEMA), steps  # type: ignore[arg-type]
+
+
+def _topological(G: nx.DiGraph) -> tuple[list[int], int]:
+    """A topological order of ``G`` and how many edges had to go to make it acyclic.
+
+    The graph is acyclic by construction (every edge follows the recorded order of events);
+    inconsistent clocks could still close a loop, and then the lightest edge of each cycle
+    is dropped until none is left.
+    """
+    broken = 0
+    while True:
+        try:
+            return list(nx.topological_sort(G)), broken
+        except nx.NetworkXUnfeasible:
+            cycle = nx.find_cycle(G)
+            u, v = min(cycle, key=lambda e: G.edges[e[0], e[1]]["w"])[:2]
+            G.remove_edge(u, v)
+            broken += 1
+
+
+def _contract(edges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(contracted edges, the thread stretches of every run).
+
+    An instant of a thread that nothing but its own thread touches has one edge in and one
+    out; every path through it takes both, so the run of stretches between two instants that
+    other edges reference becomes one edge.  Its weight is split by tag (``w_<tag>``) so a
+    what-if can still scale each part.
+    """
+    is_chain = pl.col("kind").is_in([EdgeKind.CPU.value, EdgeKind.DATA_LOADING.value])
+    chain = edges.filter(is_chain)
+    other = edges.filter(~is_chain)
+    junction = pl.concat([other.select(pl.col("src").alias("n")), other.select(pl.col("dst").alias("n"))]).unique()
+    keys = ["rank", "step", "pid", "tid"]
+    chain = chain.sort([*keys, "start_ns"]).with_columns(pl.col("src").is_in(junction["n"].implode()).alias("_j"))
+    starts_run = pl.col("_j") | (pl.col("src") != pl.col("dst").shift(1).over(keys)).fill_null(True)
+    chain = chain.with_columns(starts_run.cast(pl.Int64).cum_sum().alias("run"))
+    per_tag = [pl.when(pl.col("tag") == t).then(pl.col("w")).otherwise(0).sum().alias(f"w_{t}") for t in TAGS]
+    runs = chain.group_by("run", maintain_order=True).agg(
+        pl.col("rank").first(), pl.col("step").first(), pl.col("src").first(), pl.col("dst").last(), pl.col("w").sum(),
+        pl.when((pl.col("kind") == EdgeKind.DATA_LOADING.value).all()).then(pl.lit(EdgeKind.DATA_LOADING.value))
+        .otherwise(pl.lit(EdgeKind.CPU.value)).alias("kind"),
+        pl.when(pl.col("tag").n_unique() == 1).then(pl.col("tag").first()).otherwise(pl.lit("cpu")).alias("tag"),
+        pl.lit(False).alias("removable"), pl.col("inferred").any(),
+        pl.when(pl.len() == 1).then(pl.col("event_id").first()).otherwise(None).alias("event_id"),
+        pl.col("track").first(), pl.col("pid").first(), pl.col("tid").first(), pl.col("start_ns").first(), pl.col("end_ns").last(), *per_tag,
+    )
+    singles = other.with_columns(
+        pl.lit(None, dtype=pl.Int64).alias("run"),
+        *[pl.when(pl.col("tag") == t).then(pl.col("w")).otherwise(0).alias(f"w_{t}") for t in TAGS],
+    )
+    cols = [*EDGE_SCHEMA, "run", *[f"w_{t}" for t in TAGS]]
+    compact = pl.concat([singles.select(cols), runs.select(cols)], how="vertical_relaxed")
+    members = chain.select("run", *EDGE_SCHEMA)
+
+    # the same on a stream: an activity whose end leads only to the next activity on its
+    # stream becomes one edge with the gap after it
+    only_out = compact.group_by("src").len().filter(pl.col("len") == 1).select(pl.col("src").alias("dst"))
+    gpu = compact.filter(pl.col("kind") == EdgeKind.GPU.value).join(only_out, on="dst", how="semi")
+    pairs = gpu.join(compact.filter(pl.col("kind") == EdgeKind.STREAM.value), left_on="dst", right_on="src", suffix="_s")
+    if pairs.height:
+        first = int(compact["run"].max() or 0) + 1  # type: ignore[arg-type]
+        pairs = pairs.with_columns((pl.int_range(pl.len()) + first).cast(pl.Int64).alias("run"))
+        merged = pairs.select(
+            "rank", "step", "src", pl.col("dst_s").alias("dst"), (pl.col("w") + pl.col("w_s")).alias("w"), "kind", "tag",
+            "removable", "inferred", "event_id", "track", "pid", "tid", "start_ns", pl.col("end_ns_s").alias("end_ns"), "run",
+            *[(pl.col(f"w_{t}") + pl.col(f"w_{t}_s")).alias(f"w_{t}") for t in TAGS],
+        )
+        fine = pl.concat([
+            pairs.select("run", *EDGE_SCHEMA, pl.col("w_" + "kernel").alias("_drop")).drop("_drop"),
+            pairs.select("run", *[pl.col(f"{c}_s").alias(c) if f"{c}_s" in pairs.columns else pl.col(c) for c in EDGE_SCHEMA]),
+        ])
+        gone = pl.concat([pairs.select("src", "dst"), pairs.select(pl.col("dst").alias("src"), pl.col("dst_s").alias("dst"))])
+        compact = pl.concat([compact.join(gone, on=["src", "dst"], how="anti"), merged.select(cols)], how="vertical_relaxed")
+        members = pl.concat([members, fine.select(members.columns).cast(members.schema)])  # type: ignore[arg-type]
+    compact = compact.with_columns(pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio")).sort(
+        ["rank", "step", "_prio", "dst", "src"]
+    ).drop("_prio")
+    return compact, members
+
+
+def _path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:
+    return int(sum(G.edges[u, v][weight] for u, v in itertools.pairwise(path)))
+
+
+def _breakdown(segments: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    if segments.height == 0:
+        return pl.DataFrame(schema=BREAKDOWN_SCHEMA)  # type: ignore[arg-type]
+    b = segments.group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
+    b = b.join(steps.select(*_WIN, "path_ns"), on=_WIN).with_columns(
+        (pl.col("ns") / pl.when(pl.col("path_ns") > 0).then(pl.col("path_ns")).otherwise(None)).fill_null(0.0).alias("share")
+    )
+    order = {c: i for i, c in enumerate(CP_CAUSES)}
+    b = b.with_columns(pl.col("cause").replace_strict(order, default=len(order), return_dtype=pl.Int32).alias("_o"))
+    return b.sort([*_WIN, "_o"]).select(list(BREAKDOWN_SCHEMA)).cast(BREAKDOWN_SCHEMA)  # type: ignore[arg-type]
+
+
+def _result(what_if: WhatIf, per_step: pl.DataFrame) -> WhatIfResult:
+    complete = per_step.filter(pl.col("complete") & pl.col("predicted_step_ns").is_not_null())
+    if complete.height == 0:
+        complete = per_step.filter(pl.col("predicted_step_ns").is_not_null())
+    base = complete["wall_ns"].mean() if complete.height else None
+    pred = complete["predicted_step_ns"].mean() if complete.height else None
+    return WhatIfResult(
+        what_if=what_if,
+        per_step=per_step,
+        baseline_step_ms=None if base is None else float(base) / 1e6,  # type: ignore[arg-type]
+        predicted_step_ms=None if pred is None else float(pred) / 1e6,  # type: ignore[arg-type]
+    )
+
+
+def _notes(events: pl.DataFrame, steps: pl.DataFrame) -> Iterable[str]:
+    if steps.height == 0:
+        return
+    if int(steps["inferred_sync_edges"].sum() or 0):
+        yield (
+            "Critical path: some host-device sync dependencies were inferred from blocking API calls and their timing "
+            "(no explicit sync rows for them); enable cuda_sync events (Kineto) or nsys --trace=cuda for exact ones."
+        )
+    short = steps.filter((pl.col("wall_ns") > 0) & (pl.col("path_ns") < pl.col("wall_ns") * 0.99))
+    if short.height:
+        yield (
+            f"Critical path: in {short.height} step(s) the path explains less than 99% of the step time "
+            "(work on threads or streams whose dependencies the trace does not record)."
+        )
+    if int(steps["cycles_broken"].sum() or 0):
+        yield "Critical path: inconsistent timestamps created dependency cycles; the weakest edges were dropped."
+    del events

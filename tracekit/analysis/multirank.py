@@ -1,0 +1,502 @@
+"""Across ranks: stragglers, load imbalance and communication that is not overlapped.
+
+Each rank of a distributed job is first diagnosed on its own (:func:`tracekit.analysis.diagnose`).
+:func:`rank_profiles` condenses a diagnosis into a small :class:`RankProfile` — per-step
+accounting on the rank's primary GPU plus every communication kernel of that GPU, matched
+to its step — and :func:`analyse_ranks` compares the profiles of a job's ranks:
+
+* **Steps are aligned by step number** (``ProfilerStep#N``; the position for index-based step
+  sources).  Only complete steps present on every rank are compared.
+* **Collectives are matched** across ranks by ``(step, operation, n-th of that operation in
+  the step)``: NCCL requires every rank to issue a communicator's collectives in the same
+  order.  Operations come from the kernel name (NCCL/RCCL, newer ``ncclDevKernel_*`` names
+  and collectives not named "nccl", such as vLLM's ``cross_device_reduce``).
+* **Clocks.** Ranks on different hosts have offset clocks.  A collective ends on all its
+  ranks at (nearly) the same instant, so each rank's offset is the median difference between
+  its collective end times and the median end of the same collectives over all ranks; start
+  times are corrected by it before they are compared.
+* **Stragglers** are the ranks that arrive late: a rank's *lateness* is how long after the
+  earliest rank it starts each matched collective (summed per step, averaged over steps),
+  and the other ranks *wait* inside their collective kernel for it.  Without matched
+  collectives, lateness is measured on step starts.  A rank straggles when its lateness is
+  at least :data:`STRAGGLER_MIN_SHARE` of the step (and :data:`STRAGGLER_MIN_NS`) and at
+  least :data:`STRAGGLER_RELATIVE` of the largest lateness in the job.
+* **Load imbalance** is the spread of compute (GPU busy time without communication) across
+  ranks: ``max / mean - 1``; the time it costs per step is ``max - mean``.
+* **Exposed communication** is the time only communication kernels run (from the per-rank
+  timeline); the part of it spent waiting for stragglers is reported separately.
+
+Everything here is a polars join or group-by over small frames (steps × ranks, collectives);
+Python loops only over ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ..schema import EventKind
+from . import Diagnosis, patterns
+from .findings import FIXES, MIN_SHARE, Finding
+from .intervals import covered_in, union
+
+#: a rank straggles when it arrives at least this share of the median step late...
+STRAGGLER_MIN_SHARE = 0.02
+#: ...and at least this late in absolute terms...
+STRAGGLER_MIN_NS = 100_000
+#: ...and at least this share of the latest rank's lateness
+STRAGGLER_RELATIVE = 0.5
+
+PROFILE_STEPS_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "complete": pl.Boolean(),
+    "device": pl.Int32(),
+    "gpu_busy_ns": pl.Int64(),
+    "compute_ns": pl.Int64(),
+    "communication_ns": pl.Int64(),
+    "exposed_communication_ns": pl.Int64(),
+}
+
+COLLECTIVES_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "op": pl.String(),
+    "seq": pl.Int64(),
+    "name": pl.String(),
+    "device": pl.Int32(),
+    "stream": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+}
+
+RANK_SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "source": pl.String(),
+    "step_source": pl.String(),
+    "steps": pl.Int64(),
+    "step_ms_median": pl.Float64(),
+    "gpu_utilization": pl.Float64(),
+    "gpu_busy_ms": pl.Float64(),
+    "compute_ms": pl.Float64(),
+    "communication_ms": pl.Float64(),
+    "exposed_communication_ms": pl.Float64(),
+    "wait_ms": pl.Float64(),
+    "late_ms": pl.Float64(),
+    "step_start_late_ms": pl.Float64(),
+    "clock_offset_ms": pl.Float64(),
+    "straggler": pl.Boolean(),
+}
+
+PER_STEP_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "gpu_busy_ns": pl.Int64(),
+    "compute_ns": pl.Int64(),
+    "exposed_communication_ns": pl.Int64(),
+    "start_late_ns": pl.Int64(),
+    "late_ns": pl.Int64(),
+    "wait_ns": pl.Int64(),
+}
+
+#: canonical collective operations, first match wins (names lower-cased, letters only)
+_OPS = (
+    ("reducescatter", r"reducescatter"),
+    ("allgather", r"allgather"),
+    ("alltoall", r"alltoall"),
+    ("allreduce", r"allreduce|crossdevicereduce|oneshot|twoshot|multimem"),
+    ("broadcast", r"broadcast|bcast"),
+    ("sendrecv", r"sendrecv|send|recv"),
+    ("reduce", r"reduce"),
+    ("barrier", r"barrier"),
+)
+
+STRAGGLER_FIX = (
+    "Find out why the late rank(s) are slow: compare their per-rank reports (data loading, host syncs, "
+    "other host work), check the node (a slower or throttling GPU, a noisy neighbour, a slower NIC) and "
+    "the data (uneven shards, longer sequences on some ranks: bucket samples by length)."
+)
+IMBALANCE_FIX = (
+    "Balance the work per rank: equalise batch shapes (pack or bucket variable-length sequences), "
+    "rebalance pipeline stages or expert placement, and shard data evenly (drop_last, equal shard sizes)."
+)
+
+TITLES = {
+    "straggler": "Straggler rank(s): the other ranks wait in their collectives",
+    "load_imbalance": "Load imbalance: ranks do unequal amounts of GPU work",
+    "exposed_communication": "Communication is not overlapped with compute (all ranks)",
+}
+
+
+@dataclass(frozen=True)
+class RankProfile:
+    """What the multi-rank comparison needs from one rank's diagnosis (small, picklable)."""
+
+    rank: int
+    #: the file the rank came from
+    source: str
+    #: PROFILE_STEPS_SCHEMA: one row per step window of the rank, primary device accounting
+    steps: pl.DataFrame
+    #: COLLECTIVES_SCHEMA: communication kernels on the primary device, matched to steps
+    collectives: pl.DataFrame
+    step_source: str | None = None
+
+
+@dataclass(frozen=True)
+class MultiRank:
+    """The comparison of a job's ranks."""
+
+    ranks: tuple[int, ...]
+    #: complete step numbers present on every rank
+    aligned_steps: tuple[int, ...]
+    #: RANK_SUMMARY_SCHEMA, one row per rank (per-step values are means over the compared steps)
+    per_rank: pl.DataFrame
+    #: PER_STEP_SCHEMA, one row per rank and aligned step
+    per_step: pl.DataFrame
+    stragglers: tuple[int, ...]
+    #: how lateness was measured: ``collective_start``, ``step_start`` or None
+    straggler_basis: str | None
+    #: what stragglers cost per step: the longest wait of a rank inside its collectives (or, without
+    #: collectives, the latest rank's step-start lateness), ms
+    straggle_ms_per_step: float | None
+    #: compute spread: max / mean - 1 over ranks
+    imbalance: float | None
+    #: max - mean compute per step, ms
+    imbalance_ms_per_step: float | None
+    #: max - min compute per step, ms
+    compute_spread_ms: float | None
+    #: mean over ranks of exposed communication per step, ms
+    exposed_communication_ms: float | None
+    #: of which waiting inside collectives for late ranks, ms
+    wait_ms: float | None
+    step_ms_median: float | None
+    matched_collectives: int
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def collective_op(name: pl.Expr, collective: pl.Expr | None = None) -> pl.Expr:
+    """The canonical operation (``allreduce``, ``allgather``...) of a communication kernel."""
+    text = name.fill_null("")
+    if collective is not None:
+        text = collective.fill_null("") + " " + text
+    letters = text.str.to_lowercase().str.replace_all(r"[^a-z ]", "")
+    expr: pl.Expr = pl.lit("other")
+    for op, pattern in reversed(_OPS):
+        expr = pl.when(letters.str.contains(pattern)).then(pl.lit(op)).otherwise(expr)
+    return expr
+
+
+def communication_kernels(events: pl.DataFrame) -> pl.DataFrame:
+    """GPU kernels that are communication (NCCL/RCCL and collectives not named "nccl")."""
+    return events.filter(
+        (pl.col("kind") == EventKind.KERNEL.value)
+        & pl.col("device").is_not_null()
+        & (pl.col("dur_ns") > 0)
+        & pl.col("name").str.contains(patterns.COMM_KERNEL)
+    )
+
+
+def rank_profiles(events: pl.DataFrame, d: Diagnosis, source: str) -> list[RankProfile]:
+    """One :class:`RankProfile` per rank of a diagnosed trace (``events`` from the same tables)."""
+    steps = d.steps
+    if steps.height == 0:
+        return []
+    primary = pl.DataFrame(
+        {"rank": list(d.timeline.primary_device), "device": list(d.timeline.primary_device.values())},
+        schema={"rank": pl.Int32, "device": pl.Int32},
+    )
+    per_step = d.timeline.per_step.join(primary, on=["rank", "device"], how="semi").select(
+        "rank", "step", "device", "compute_ns", "exposed_communication_ns"
+    )
+    frame = steps.select("rank", "step", "start_ns", "end_ns", "dur_ns", "complete", "gpu_busy_ns").join(
+        per_step, on=["rank", "step"], how="left"
+    )
+    comm = communication_kernels(events).join(primary, on=["rank", "device"], how="semi")
+    u = union(comm, ["rank"])
+    frame = frame.with_columns(covered_in(frame, u, ["rank"]).alias("communication_ns"))
+    frame = frame.select(list(PROFILE_STEPS_SCHEMA)).cast(PROFILE_STEPS_SCHEMA).sort("rank", "step")  # type: ignore[arg-type]
+
+    collectives = _collectives(comm, frame)
+    out = []
+    for rank in sorted(int(r) for r in frame["rank"].unique().to_list()):
+        out.append(
+            RankProfile(
+                rank=rank,
+                source=source,
+                steps=frame.filter(pl.col("rank") == rank),
+                collectives=collectives.filter(pl.col("rank") == rank),
+                step_source=d.step_sources.get(rank),
+            )
+        )
+    return out
+
+
+def _collectives(comm: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    if comm.height == 0:
+        return pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+    windows = steps.select("rank", pl.col("step"), pl.col("start_ns").alias("_ws"), pl.col("end_ns").alias("_we")).sort("_ws")
+    k = comm.select("rank", "name", "collective", "device", "stream", "start_ns", "end_ns", "dur_ns").sort("start_ns")
+    k = k.join_asof(windows, left_on="start_ns", right_on="_ws", by="rank", strategy="backward", check_sortedness=False)
+    k = k.filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("_we")))
+    k = k.with_columns(collective_op(pl.col("name"), pl.col("collective")).alias("op")).sort("rank", "step", "start_ns", "stream")
+    k = k.with_columns(pl.int_range(pl.len()).over("rank", "step", "op").cast(pl.Int64).alias("seq"))
+    return k.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def analyse_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = None) -> MultiRank:
+    """Compare the ranks of one job (profiles of distinct ranks; see the module docstring)."""
+    by_rank: dict[int, RankProfile] = {}
+    for p in profiles:
+        by_rank.setdefault(p.rank, p)
+    ranks = tuple(sorted(by_rank))
+    notes: list[str] = []
+    if len(by_rank) < len(profiles):
+        notes.append("several traces claim the same rank; the first of each was compared.")
+    steps = _concat([by_rank[r].steps for r in ranks], PROFILE_STEPS_SCHEMA)
+    coll = _concat([by_rank[r].collectives for r in ranks], COLLECTIVES_SCHEMA)
+    if world_size and len(ranks) < world_size:
+        notes.append(f"{len(ranks)} of {world_size} ranks are present: stragglers and imbalance are among those only.")
+
+    complete = steps.filter(pl.col("complete"))
+    counts = complete.group_by("step").agg(pl.col("rank").n_unique().alias("_n"))
+    aligned = sorted(int(s) for s in counts.filter(pl.col("_n") == len(ranks))["step"].to_list())
+    if len(ranks) > 1 and not aligned and complete.height:
+        notes.append("no complete step number is present on every rank: steps could not be aligned across ranks.")
+    # steps the comparison uses: the aligned ones, or each rank's own complete steps when none align
+    used = complete.filter(pl.col("step").is_in(aligned)) if aligned else complete
+    step_ms_median = _ms(used["dur_ns"].median()) if used.height else None
+
+    # --- collectives present on at least two ranks, clock offsets from their end times
+    matched = pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+    offsets = pl.DataFrame({"rank": list(ranks), "offset_ns": [0] * len(ranks)}, schema={"rank": pl.Int32, "offset_ns": pl.Int64})
+    key = ["step", "op", "seq"]
+    if len(ranks) > 1 and coll.height:
+        c = coll.filter(pl.col("step").is_in(aligned)) if aligned else coll
+        present = c.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
+        matched = c.join(present.filter(pl.col("_n") >= 2).select(key), on=key, how="semi")
+    n_matched = matched.select(key).unique().height if matched.height else 0
+    if n_matched:
+        with_mid = matched.with_columns(pl.col("end_ns").median().over(key).alias("_mid"))
+        est = with_mid.group_by("rank").agg((pl.col("end_ns") - pl.col("_mid")).median().round(0).cast(pl.Int64).alias("offset_ns"))
+        offsets = offsets.drop("offset_ns").join(est, on="rank", how="left").with_columns(pl.col("offset_ns").fill_null(0))
+    elif len(ranks) > 1:
+        notes.append("no communication kernels matched across ranks: clocks are assumed synchronised and lateness is measured on step starts.")
+
+    # --- lateness and waiting per matched collective, summed per (rank, step)
+    per_coll = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "late_ns": pl.Int64, "wait_ns": pl.Int64})
+    if n_matched:
+        m = matched.join(offsets, on="rank").with_columns((pl.col("start_ns") - pl.col("offset_ns")).alias("_s"))
+        m = m.with_columns(
+            (pl.col("_s") - pl.col("_s").min().over(key)).alias("late_ns"),
+            pl.min_horizontal(pl.col("_s").max().over(key) - pl.col("_s"), pl.col("dur_ns")).alias("wait_ns"),
+        )
+        per_coll = m.group_by("rank", "step").agg(pl.col("late_ns").sum(), pl.col("wait_ns").sum())
+
+    # --- per (rank, step) table over the compared steps
+    if n_matched:
+        per_step = used.join(offsets, on="rank", how="left").with_columns((pl.col("start_ns") - pl.col("offset_ns").fill_null(0)).alias("_s"))
+    else:
+        per_step = used.with_columns(pl.col("start_ns").alias("_s"))
+    if aligned and len(ranks) > 1:
+        per_step = per_step.with_columns((pl.col("_s") - pl.col("_s").min().over("step")).alias("start_late_ns"))
+    else:
+        per_step = per_step.with_columns(pl.lit(None, dtype=pl.Int64).alias("start_late_ns"))
+    if per_coll.height:
+        per_step = per_step.join(per_coll, on=["rank", "step"], how="left").with_columns(
+            pl.col("late_ns").fill_null(0), pl.col("wait_ns").fill_null(0)
+        )
+    else:
+        per_step = per_step.with_columns(pl.lit(0, dtype=pl.Int64).alias("late_ns"), pl.lit(0, dtype=pl.Int64).alias("wait_ns"))
+
+    # --- per rank
+    summary = per_step.group_by("rank").agg(
+        pl.len().cast(pl.Int64).alias("steps"),
+        (pl.col("dur_ns").median() / 1e6).alias("step_ms_median"),
+        (pl.col("gpu_busy_ns").sum() / pl.col("dur_ns").sum()).alias("gpu_utilization"),
+        (pl.col("gpu_busy_ns").mean() / 1e6).alias("gpu_busy_ms"),
+        (pl.col("compute_ns").mean() / 1e6).alias("compute_ms"),
+        (pl.col("communication_ns").mean() / 1e6).alias("communication_ms"),
+        (pl.col("exposed_communication_ns").mean() / 1e6).alias("exposed_communication_ms"),
+        (pl.col("wait_ns").mean() / 1e6).alias("wait_ms"),
+        (pl.col("late_ns").mean() / 1e6).alias("late_ms"),
+        (pl.col("start_late_ns").median() / 1e6).alias("step_start_late_ms"),
+    )
+    per_step = per_step.select(list(PER_STEP_SCHEMA)).cast(PER_STEP_SCHEMA).sort("rank", "step")  # type: ignore[arg-type]
+    meta = pl.DataFrame(
+        {
+            "rank": list(ranks),
+            "source": [by_rank[r].source for r in ranks],
+            "step_source": [by_rank[r].step_source for r in ranks],
+            "clock_offset_ms": [None] * len(ranks),
+        },
+        schema={"rank": pl.Int32, "source": pl.String, "step_source": pl.String, "clock_offset_ms": pl.Float64},
+    )
+    if n_matched:
+        meta = meta.drop("clock_offset_ms").join(
+            offsets.select("rank", (pl.col("offset_ns") / 1e6).alias("clock_offset_ms")), on="rank", how="left"
+        )
+    else:
+        meta = meta.with_columns(pl.lit(0.0).alias("clock_offset_ms"))
+    per_rank = meta.join(summary, on="rank", how="left").with_columns(pl.col("steps").fill_null(0))
+
+    # --- stragglers
+    basis: str | None = None
+    metric = None
+    if len(ranks) > 1 and n_matched:
+        basis, metric = "collective_start", "late_ms"
+    elif len(ranks) > 1 and aligned:
+        basis, metric = "step_start", "step_start_late_ms"
+    stragglers: tuple[int, ...] = ()
+    straggle_ms: float | None = None
+    if metric is not None:
+        values = per_rank.select("rank", pl.col(metric).fill_null(0.0).alias("_m"))
+        top = float(values["_m"].max() or 0.0)  # type: ignore[arg-type]
+        floor = max(STRAGGLER_MIN_SHARE * (step_ms_median or 0.0), STRAGGLER_MIN_NS / 1e6)
+        # what the stragglers cost: the longest wait of a rank inside its collectives per step
+        # (without collectives: how far behind the earliest rank the latest one starts its steps)
+        straggle_ms = float(per_rank["wait_ms"].max() or 0.0) if basis == "collective_start" else top  # type: ignore[arg-type]
+        if top >= floor:
+            cut = max(floor, STRAGGLER_RELATIVE * top)
+            stragglers = tuple(int(r) for r in values.filter(pl.col("_m") >= cut).sort("rank")["rank"].to_list())
+    per_rank = per_rank.with_columns(pl.col("rank").is_in(list(stragglers)).alias("straggler"))
+    per_rank = per_rank.select(list(RANK_SUMMARY_SCHEMA)).cast(RANK_SUMMARY_SCHEMA).sort("rank")  # type: ignore[arg-type]
+
+    # --- imbalance and exposed communication
+    imbalance = imbalance_ms = spread_ms = None
+    compute = per_rank["compute_ms"].drop_nulls()
+    if len(ranks) > 1 and compute.len() > 1:
+        mean = float(compute.mean())  # type: ignore[arg-type]
+        hi, lo = float(compute.max()), float(compute.min())  # type: ignore[arg-type]
+        imbalance = hi / mean - 1.0 if mean > 0 else None
+        imbalance_ms = hi - mean
+        spread_ms = hi - lo
+    exposed_s = per_rank["exposed_communication_ms"].drop_nulls()
+    exposed = float(exposed_s.mean()) if exposed_s.len() else None  # type: ignore[arg-type]
+    wait_s = per_rank["wait_ms"].drop_nulls()
+    wait = float(wait_s.mean()) if wait_s.len() else None  # type: ignore[arg-type]
+
+    result = MultiRank(
+        ranks=ranks,
+        aligned_steps=tuple(aligned),
+        per_rank=per_rank,
+        per_step=per_step,
+        stragglers=stragglers,
+        straggler_basis=basis,
+        straggle_ms_per_step=straggle_ms,
+        imbalance=imbalance,
+        imbalance_ms_per_step=imbalance_ms,
+        compute_spread_ms=spread_ms,
+        exposed_communication_ms=exposed,
+        wait_ms=wait,
+        step_ms_median=step_ms_median,
+        matched_collectives=n_matched,
+        notes=tuple(notes),
+    )
+    return dataclasses.replace(result, findings=tuple(_findings(result)))
+
+
+def _findings(m: MultiRank) -> list[Finding]:
+    step = m.step_ms_median
+    if not step or len(m.ranks) < 2:
+        return []
+    found: list[Finding] = []
+    n_steps = len(m.aligned_steps)
+    if m.stragglers and m.straggle_ms_per_step:
+        share = m.straggle_ms_per_step / step
+        if share >= MIN_SHARE:
+            metric = "late_ms" if m.straggler_basis == "collective_start" else "step_start_late_ms"
+            late = m.per_rank.filter(pl.col("straggler")).select("rank", metric).rows()
+            col = "late_ns" if m.straggler_basis == "collective_start" else "start_late_ns"
+            worst = (
+                m.per_step.filter(pl.col("rank").is_in(list(m.stragglers))).group_by("step").agg(pl.col(col).max())
+                .sort([col, "step"], descending=[True, False]).head(3)["step"].to_list()
+            )
+            found.append(
+                Finding(
+                    kind="straggler",
+                    title=TITLES["straggler"],
+                    ms_per_step=m.straggle_ms_per_step,
+                    share_of_step=share,
+                    evidence={
+                        "straggler_ranks": list(m.stragglers),
+                        "basis": m.straggler_basis,
+                        "late_ms_per_step": {str(r): _round(v) for r, v in late},
+                        "matched_collectives": m.matched_collectives,
+                    },
+                    fix=STRAGGLER_FIX,
+                    steps_affected=n_steps,
+                    worst_steps=tuple(int(s) for s in worst),
+                )
+            )
+    if m.imbalance_ms_per_step is not None and m.imbalance is not None:
+        share = m.imbalance_ms_per_step / step
+        if share >= MIN_SHARE:
+            by = m.per_rank.filter(pl.col("compute_ms").is_not_null()).sort("compute_ms", descending=True)
+            found.append(
+                Finding(
+                    kind="load_imbalance",
+                    title=TITLES["load_imbalance"],
+                    ms_per_step=m.imbalance_ms_per_step,
+                    share_of_step=share,
+                    evidence={
+                        "imbalance": _round(m.imbalance),
+                        "busiest_rank": int(by["rank"][0]),
+                        "least_busy_rank": int(by["rank"][-1]),
+                        "compute_spread_ms": _round(m.compute_spread_ms),
+                        "compute_ms_per_step": {str(r): _round(v) for r, v in by.select("rank", "compute_ms").head(8).rows()},
+                    },
+                    fix=IMBALANCE_FIX,
+                    steps_affected=n_steps,
+                )
+            )
+    if m.exposed_communication_ms is not None:
+        transfer = max(m.exposed_communication_ms - (m.wait_ms or 0.0), 0.0)
+        share = transfer / step
+        if share >= MIN_SHARE:
+            found.append(
+                Finding(
+                    kind="exposed_communication",
+                    title=TITLES["exposed_communication"],
+                    ms_per_step=transfer,
+                    share_of_step=share,
+                    evidence={
+                        "exposed_ms_per_step": _round(m.exposed_communication_ms),
+                        "waiting_for_stragglers_ms": _round(m.wait_ms),
+                        "by_rank": {str(r): _round(v) for r, v in m.per_rank.select("rank", "exposed_communication_ms").rows()},
+                    },
+                    fix=FIXES["exposed_communication"],
+                    steps_affected=n_steps,
+                )
+            )
+    return sorted(found, key=lambda f: -round(f.ms_per_step, 6))
+
+
+def _concat(frames: list[pl.DataFrame], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    frames = [f.select(list(schema)).cast(schema) for f in frames if f.height]  # type: ignore[arg-type]
+    return pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+
+
+def _ms(value: object) -> float | None:
+    return None if value is None else float(value) / 1e6  # type: ignore[arg-type]
+
+
+def _round(value: float | None, nd: int = 4) -> float | None:
+    return None if value is None else round(float(value), nd)
+
+
+__all__ = ["MultiRank", "RankProfile", "analyse_ranks", "collective_op", "communication_kernels", "rank_profiles"]

@@ -1,0 +1,154 @@
+"""The output folder of a batch: atomic Parquet writes, and the previous run's results.
+
+Each table is written to a hidden temporary file in the output folder and renamed over the
+old one (``os.replace`` is atomic on POSIX and Windows), so a reader — or an interrupted
+batch — never sees a half-written Parquet file.  ``batch.json`` (run summary) is written the
+same way, last.
+
+The previous run's tables are the incremental state: a file whose content hash was analysed
+by the same tracekit version (and batch schema) is restored from them instead of analysed
+again.  Old results are used only when all the tables are readable; otherwise the batch
+starts afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .._version import __version__
+from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
+from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, RANKS, STEPS, TRACES
+from .work import FileResult
+
+SUMMARY_FILE = "batch.json"
+#: failures that depend only on the file's bytes (reused like results); others are retried
+DETERMINISTIC_ERRORS = ("TraceFormatError", "TraceCorruptError")
+
+_FILE_COLUMNS = ("path", "content_hash", "size_bytes", "mtime_ns", "error", "error_kind", "seconds")
+_JOB_COLUMNS = ("job", "rank", "ranks", "rank_source")
+
+
+def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
+    """Write ``frame`` to ``path`` through a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text_atomic(text: str, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_outputs(out: Path, tables: Mapping[str, pl.DataFrame], summary: Mapping[str, Any]) -> list[Path]:
+    """Write every batch table and ``batch.json`` into ``out`` (created if needed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for schema in BATCH_TABLES:
+        path = out / f"{schema.name}.parquet"
+        write_parquet_atomic(schema.conform(tables[schema.name]), path)
+        written.append(path)
+    path = out / SUMMARY_FILE
+    write_text_atomic(json.dumps(dict(summary), indent=2, sort_keys=True, default=str) + "\n", path)
+    written.append(path)
+    return written
+
+
+@dataclass
+class Previous:
+    """The previous run's per-file results, found by content hash."""
+
+    #: content hash → the previous traces row of one file with that content
+    by_hash: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: path → (size, mtime_ns, content hash): skips re-hashing unchanged files
+    stat: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    findings: dict[str, pl.DataFrame] = field(default_factory=dict)
+    ranks: dict[str, pl.DataFrame] = field(default_factory=dict)
+    steps: dict[str, pl.DataFrame] = field(default_factory=dict)
+    collectives: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+    def known_hash(self, path: str, size: int, mtime_ns: int) -> str | None:
+        hit = self.stat.get(path)
+        return hit[2] if hit is not None and hit[0] == size and hit[1] == mtime_ns else None
+
+    def restore(self, content_hash: str, path: str, size: int, mtime_ns: int) -> FileResult | None:
+        """The previous result for this content, as a FileResult for ``path``; None if there is none."""
+        row = self.by_hash.get(content_hash)
+        if row is None:
+            return None
+        old = row["path"]
+        result = FileResult(path=path, content_hash=content_hash, size_bytes=size, mtime_ns=mtime_ns, seconds=row.get("seconds") or 0.0)
+        if row.get("error") is not None:
+            result.error, result.error_kind = row["error"], row["error_kind"]
+            return result
+        result.trace = {k: v for k, v in row.items() if k not in _FILE_COLUMNS and k not in _JOB_COLUMNS}
+        keep = [c.name for c in FINDINGS.columns if c.name not in ("scope", "job", "path", "content_hash", "rank")]
+        if old in self.findings:
+            result.findings = self.findings[old].select(keep).to_dicts()
+        if old in self.ranks:
+            result.ranks = self.ranks[old].select("file_rank", "step_source", "top_finding").to_dicts()
+        if old in self.steps:
+            result.steps = self.steps[old].with_columns(pl.col("file_rank").alias("rank")).select(list(PROFILE_STEPS_SCHEMA)).cast(PROFILE_STEPS_SCHEMA)  # type: ignore[arg-type]
+        if old in self.collectives:
+            result.collectives = self.collectives[old].with_columns(pl.col("file_rank").alias("rank")).select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+        return result
+
+
+def load_previous(out: Path) -> tuple[Previous, str | None]:
+    """The previous results in ``out`` (empty when there are none), and why they were not used if so."""
+    prev = Previous()
+    summary_path = out / SUMMARY_FILE
+    if not (out / "traces.parquet").exists():
+        return prev, None
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return prev, f"{summary_path} is missing or unreadable: every file is analysed again"
+    if summary.get("batch_schema") != BATCH_SCHEMA_VERSION:
+        return prev, "the previous results were written by an incompatible tracekit: every file is analysed again"
+    try:
+        frames = {s.name: s.conform(pl.read_parquet(out / f"{s.name}.parquet")) for s in (TRACES, FINDINGS, RANKS, STEPS, COLLECTIVES)}
+    except Exception as exc:  # unreadable, truncated or foreign Parquet: start afresh
+        return prev, f"the previous results could not be read ({type(exc).__name__}): every file is analysed again"
+    traces = frames["traces"]
+    for row in traces.iter_rows(named=True):
+        if row["content_hash"] is None or row["size_bytes"] is None or row["mtime_ns"] is None:
+            continue
+        prev.stat[row["path"]] = (row["size_bytes"], row["mtime_ns"], row["content_hash"])
+        if row["tracekit_version"] != __version__:
+            continue
+        if row["error"] is not None and row["error_kind"] not in DETERMINISTIC_ERRORS:
+            continue
+        prev.by_hash.setdefault(row["content_hash"], row)
+    wanted = {r["path"] for r in prev.by_hash.values()}
+
+    def index(frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+        frame = frame.filter(pl.col("path").is_in(list(wanted)))
+        if frame.height == 0:
+            return {}
+        return {str(k[0]): v for k, v in frame.partition_by("path", as_dict=True).items()}
+
+    prev.findings = index(frames["findings"].filter(pl.col("scope") == "trace"))
+    prev.ranks = index(frames["ranks"])
+    prev.steps = index(frames["steps"])
+    prev.collectives = index(frames["collectives"])
+    return prev, None
+
+
+__all__ = ["DETERMINISTIC_ERRORS", "SUMMARY_FILE", "Previous", "load_previous", "write_outputs", "write_parquet_atomic"]

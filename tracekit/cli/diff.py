@@ -1,0 +1,69 @@
+"""``tracekit diff``: what a change did — two traces side by side, with the deltas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ._common import write_output
+
+
+@click.command("diff")
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
+    help="Output format: terminal text, JSON (tracekit.diff/1, docs/reports.md) or Markdown for a pull request.",
+)
+@click.option("--out", "-o", "out", type=click.Path(path_type=Path), help="Write the comparison to this file instead of stdout.")
+@click.option(
+    "--fail-if-slower", "fail_pct", type=click.FloatRange(min=0), metavar="PCT",
+    help="Exit with status 1 when AFTER's median step time is more than PCT percent slower than BEFORE's (for CI).",
+)
+@click.option("--no-cache", is_flag=True, help="Parse the files even if cached copies exist.")
+def diff_cmd(before: Path, after: Path, fmt: str, out: Path | None, fail_pct: float | None, no_cache: bool) -> int:
+    """Compare two traces of the same training loop: BEFORE and AFTER a change.
+
+    Shows step time, GPU utilization, each cause's milliseconds per step, the findings
+    (fixed, new, better, worse) and the top kernels side by side with the deltas.  BEFORE
+    and AFTER may be any mix of PyTorch profiler traces and Nsight Systems exports.
+
+    Exit status: 0 on success; 1 when --fail-if-slower PCT is given and the step time grew
+    by more than PCT percent; 2 for bad options; 3 for unreadable inputs; 6 when
+    --fail-if-slower is given but a trace has no complete step to time.
+    """
+    from ..analysis import diagnose
+    from ..analysis.compare import compare
+    from ..errors import AnalysisError
+    from ..reader import read_trace
+    from ..report.diff import diff_to_json_dict, render_diff_markdown, render_diff_text
+
+    result = compare(diagnose(read_trace(before, cache=not no_cache)), diagnose(read_trace(after, cache=not no_cache)))
+    if fmt == "json":
+        text = json.dumps(diff_to_json_dict(result), indent=2) + "\n"
+    elif fmt == "markdown":
+        text = render_diff_markdown(result)
+    else:
+        text = render_diff_text(result)
+    write_output(text, out)
+    if fail_pct is None:
+        return 0
+    step = result.step_ms
+    if step.delta_pct is None:
+        raise AnalysisError(
+            "cannot check --fail-if-slower: a trace has no complete step, so its step time is unknown",
+            path=before if step.before is None else after,
+        )
+    if result.slower_than(fail_pct):
+        click.echo(
+            f"tracekit: slower: median step time {step.before:,.2f} ms -> {step.after:,.2f} ms "
+            f"({step.delta_pct:+.1f}%), more than the allowed {fail_pct:g}%",
+            err=True,
+        )
+        return 1
+    return 0
+
+
+command = diff_cmd

@@ -1,0 +1,234 @@
+"""Renderings of a :class:`~tracekit.analysis.compare.DiffResult`: terminal text, Markdown and JSON.
+
+The JSON document (``tracekit.diff/1``, documented in docs/reports.md) is a contract for CI
+scripts: ``step_ms`` {before, after, delta_ms, delta_pct}, ``gpu_utilization`` {before, after,
+delta}, ``causes.<cause>.ms_per_step`` {before, after, delta_ms}, ``findings[]`` with a status,
+``kernels[]``.  Like every renderer, these only format numbers :func:`compare` computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._version import __version__
+from ..analysis.compare import Change, DiffResult, DiffSide
+from .text import CAUSE_LABELS
+
+DIFF_SCHEMA_VERSION = "tracekit.diff/1"
+
+#: causes below this share on both sides are left out of the text and Markdown tables
+_MIN_SHARE = 0.0005
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def _side_json(s: DiffSide) -> dict[str, Any]:
+    return {
+        "path": s.path,
+        "format": s.format,
+        "format_version": s.format_version,
+        "devices": list(s.devices),
+        "steps": s.steps,
+        "complete_steps": s.complete_steps,
+        "step_source": s.step_source,
+        "world_size": s.world_size,
+    }
+
+
+def _change_json(c: Change, *, delta_key: str = "delta", pct: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"before": _r(c.before), "after": _r(c.after), delta_key: _r(c.delta)}
+    if pct:
+        out["delta_pct"] = _r(c.delta_pct, 2)
+    return out
+
+
+def diff_to_json_dict(r: DiffResult) -> dict[str, Any]:
+    """The ``tracekit.diff/1`` document."""
+    return {
+        "schema": DIFF_SCHEMA_VERSION,
+        "tracekit_version": __version__,
+        "before": _side_json(r.before),
+        "after": _side_json(r.after),
+        "verdict": r.verdict,
+        "step_ms": _change_json(r.step_ms, delta_key="delta_ms", pct=True),
+        "step_ms_mean": _change_json(r.step_ms_mean, delta_key="delta_ms", pct=True),
+        "gpu_utilization": _change_json(r.gpu_utilization),
+        "causes": {
+            c.cause: {
+                "ms_per_step": _change_json(c.ms_per_step, delta_key="delta_ms"),
+                "share": {"before": _r(c.share.before), "after": _r(c.share.after)},
+            }
+            for c in r.causes
+        },
+        "findings": [
+            {
+                "kind": f.kind,
+                "title": f.title,
+                "status": f.status,
+                "ms_per_step": _change_json(f.ms_per_step, delta_key="delta_ms"),
+                "predicted_step_ms": {"before": _r(f.predicted_step_ms.before), "after": _r(f.predicted_step_ms.after)},
+                "fix": f.fix,
+            }
+            for f in r.findings
+        ],
+        "kernels": [
+            {
+                "name": k.name,
+                "category": k.category,
+                "ms_per_step": _change_json(k.ms_per_step, delta_key="delta_ms"),
+                "count_per_step": {"before": _r(k.count_per_step.before), "after": _r(k.count_per_step.after)},
+            }
+            for k in r.kernels
+        ],
+        "sync_points_per_step": _change_json(r.sync_points_per_step),
+        "kernels_per_step": _change_json(r.kernels_per_step),
+        "median_kernel_us": _change_json(r.median_kernel_us),
+        "notes": list(r.notes),
+    }
+
+
+# --------------------------------------------------------------------------- formatting helpers
+
+
+def _num(x: float | None, nd: int = 2, unit: str = "") -> str:
+    return "—" if x is None else f"{x:,.{nd}f}{unit}"
+
+
+def _signed(x: float | None, nd: int = 2, unit: str = "") -> str:
+    if x is None:
+        return "—"
+    if round(x, nd) == 0:
+        x = 0.0
+    return f"{x:+,.{nd}f}{unit}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _headline(r: DiffResult) -> str:
+    s = r.step_ms
+    if r.verdict == "unknown":
+        return "step times cannot be compared (a trace has no complete step)"
+    change = f"{_signed(s.delta, 2, ' ms')} per step ({_signed(s.delta_pct, 1, '%')})"
+    return {"faster": f"faster: {change}", "slower": f"slower: {change}"}.get(r.verdict, f"about the same: {change}")
+
+
+def _describe(s: DiffSide) -> str:
+    parts = [s.format + (f" {s.format_version}" if s.format_version else "")]
+    if s.devices:
+        parts.append(", ".join(s.devices))
+    parts.append(f"{s.complete_steps} steps" + (f" (from {s.step_source})" if s.step_source else ""))
+    return " · ".join(parts)
+
+
+def _summary_rows(r: DiffResult) -> list[tuple[str, str, str, str]]:
+    u = r.gpu_utilization
+    return [
+        ("step time (median)", _num(r.step_ms.before, 2, " ms"), _num(r.step_ms.after, 2, " ms"),
+         f"{_signed(r.step_ms.delta, 2, ' ms')} ({_signed(r.step_ms.delta_pct, 1, '%')})"),
+        ("step time (mean)", _num(r.step_ms_mean.before, 2, " ms"), _num(r.step_ms_mean.after, 2, " ms"),
+         f"{_signed(r.step_ms_mean.delta, 2, ' ms')} ({_signed(r.step_ms_mean.delta_pct, 1, '%')})"),
+        ("GPU utilization", _pct(u.before), _pct(u.after), _signed(None if u.delta is None else 100 * u.delta, 1, " pts")),
+        ("sync points per step", _num(r.sync_points_per_step.before), _num(r.sync_points_per_step.after),
+         _signed(r.sync_points_per_step.delta)),
+        ("kernels per step", _num(r.kernels_per_step.before, 1), _num(r.kernels_per_step.after, 1), _signed(r.kernels_per_step.delta, 1)),
+        ("median kernel", _num(r.median_kernel_us.before, 1, " µs"), _num(r.median_kernel_us.after, 1, " µs"),
+         _signed(r.median_kernel_us.delta, 1, " µs")),
+    ]
+
+
+def _shown_causes(r: DiffResult) -> list[Any]:
+    return [c for c in r.causes if c.cause == "compute" or max(c.share.before or 0.0, c.share.after or 0.0) >= _MIN_SHARE]
+
+
+def _short(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+# --------------------------------------------------------------------------- text
+
+
+def render_diff_text(r: DiffResult) -> str:
+    out = [f"tracekit diff · {_headline(r)}"]
+    for label, side in (("before", r.before), ("after", r.after)):
+        out.append(f"  {label:<7} {side.path}")
+        out.append(f"  {'':<7} {_describe(side)}")
+    out.append("")
+    out.append(f"  {'':<24} {'before':>12} {'after':>12}  delta")
+    out.extend(f"  {name:<24} {b:>12} {a:>12}  {d}" for name, b, a, d in _summary_rows(r))
+    out.append("")
+    out.append("Where the step time goes (ms per step)")
+    out.append(f"  {'':<24} {'before':>12} {'after':>12}  delta")
+    for c in _shown_causes(r):
+        m = c.ms_per_step
+        out.append(f"  {CAUSE_LABELS[c.cause]:<24} {_num(m.before):>12} {_num(m.after):>12}  {_signed(m.delta)}")
+    out.append("")
+    if r.findings:
+        out.append("Findings (ms per step)")
+        for f in r.findings:
+            m = f.ms_per_step
+            line = f"  {f.status:<10} {f.title} [{f.kind}]: {_num(m.before)} -> {_num(m.after)} ({_signed(m.delta)})"
+            pb, pa = f.predicted_step_ms.before, f.predicted_step_ms.after
+            if pb is not None or pa is not None:
+                line += f"; predicted step if fixed {_num(pb)} -> {_num(pa)} ms"
+            out.append(line)
+    else:
+        out.append("Findings: none before, none after.")
+    out.append("")
+    if r.kernels:
+        out.append("Top kernels (ms per step; — = not among that trace's top kernels)")
+        out.append(f"  {'before':>10} {'after':>10} {'delta':>10}  kernel")
+        for k in r.kernels:
+            m = k.ms_per_step
+            out.append(f"  {_num(m.before):>10} {_num(m.after):>10} {_signed(m.delta):>10}  {_short(k.name, 80)}")
+    if r.notes:
+        out.append("")
+        out.append("Notes")
+        out.extend(f"  - {n}" for n in r.notes)
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def render_diff_markdown(r: DiffResult) -> str:
+    out = [f"## tracekit diff: {_headline(r)}", ""]
+    out += ["| | trace | what |", "|---|---|---|"]
+    for label, side in (("before", r.before), ("after", r.after)):
+        out.append(f"| {label} | `{side.path}` | {_describe(side)} |")
+    out += ["", "| | before | after | delta |", "|---|---:|---:|---:|"]
+    out.extend(f"| {name} | {b} | {a} | {d} |" for name, b, a, d in _summary_rows(r))
+    out += ["", "### Where the step time goes (ms per step)", "", "| cause | before | after | delta |", "|---|---:|---:|---:|"]
+    for c in _shown_causes(r):
+        m = c.ms_per_step
+        out.append(f"| {CAUSE_LABELS[c.cause]} | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} |")
+    out += ["", "### Findings", ""]
+    if r.findings:
+        out += ["| status | finding | before ms/step | after ms/step | delta | predicted step if fixed (before → after) |",
+                "|---|---|---:|---:|---:|---|"]
+        for f in r.findings:
+            m = f.ms_per_step
+            pb, pa = f.predicted_step_ms.before, f.predicted_step_ms.after
+            pred = "" if pb is None and pa is None else f"{_num(pb)} → {_num(pa)} ms"
+            out.append(f"| **{f.status}** | {f.title} (`{f.kind}`) | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} | {pred} |")
+    else:
+        out.append("No findings before or after.")
+    if r.kernels:
+        out += ["", "### Top kernels (ms per step)", "", "<details><summary>"
+                f"{len(r.kernels)} kernels, largest first (— = not among that trace's top kernels)</summary>", "",
+                "| kernel | before | after | delta |", "|---|---:|---:|---:|"]
+        for k in r.kernels:
+            m = k.ms_per_step
+            out.append(f"| `{_short(k.name, 70)}` | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} |")
+        out += ["", "</details>"]
+    if r.notes:
+        out += ["", "### Notes", ""]
+        out.extend(f"- {n}" for n in r.notes)
+    out += ["", f"<sub>tracekit {__version__}</sub>"]
+    return "\n".join(out).rstrip() + "\n"
+
+
+__all__ = ["DIFF_SCHEMA_VERSION", "diff_to_json_dict", "render_diff_markdown", "render_diff_text"]

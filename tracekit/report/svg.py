@@ -1,0 +1,483 @@
+"""Static SVG pictures of a diagnosis, drawn by tracekit itself (no plotting library, no script).
+
+Three pictures, each a self-contained ``<svg>`` element for the HTML report:
+
+* :func:`breakdown_svg` — one bar for the typical step, split by cause (``Diagnosis.breakdown``);
+* :func:`steps_svg` — one column per step, split by cause, with the GPU utilization of each step
+  as a line (``Diagnosis.timeline.per_step`` and ``Diagnosis.steps``);
+* :func:`timeline_svg` — one step (a :class:`~tracekit.analysis.view.StepView`): CPU threads
+  and GPU streams as lanes, each device's idle gaps coloured by cause, sync points marked and
+  the critical path (when the diagnosis has one) drawn over the events.
+
+Everything here only places what the analyses measured: coordinates, colours and labels.
+Output is deterministic (fixed float formatting, explicit sort orders), so pictures can be
+golden-tested.  Hover text uses SVG ``<title>`` elements, which need no script.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from xml.sax.saxutils import escape
+
+import polars as pl
+
+from ..analysis.timeline import CAUSES
+from ..analysis.view import StepView
+from .text import CAUSE_LABELS
+
+#: one colour per cause of the step-time breakdown (also used for idle gaps)
+CAUSE_COLORS: dict[str, str] = {
+    "compute": "#4c78a8",
+    "data_loading": "#f58518",
+    "host_device_sync": "#e45756",
+    "pageable_memcpy": "#b279a2",
+    "launch_bound": "#eeca3b",
+    "allocator": "#9d755d",
+    "exposed_communication": "#72b7b2",
+    "cpu_bound": "#54a24b",
+    "unattributed": "#bab0ac",
+}
+
+
+#: event fill colours in the timeline, by event kind (muted, so idle gaps stand out)
+KIND_COLORS: dict[str, str] = {
+    "annotation": "#cfc8e6",
+    "cpu_op": "#a9c6e3",
+    "python": "#cfe5bd",
+    "runtime": "#f3d9a6",
+    "driver": "#f3d9a6",
+    "sync": "#e45756",
+    "os_call": "#dcdcdc",
+    "kernel": "#4c78a8",
+    "memcpy": "#9e7bb5",
+    "memset": "#c2a5cf",
+    "gpu_annotation": "#e3e3e3",
+}
+KIND_LABELS: dict[str, str] = {
+    "annotation": "range / annotation",
+    "cpu_op": "operator",
+    "python": "Python frame",
+    "runtime": "runtime / driver call",
+    "kernel": "kernel",
+    "memcpy": "copy",
+    "memset": "memset",
+}
+
+SYNC_COLOR = "#c1121f"
+CRITICAL_COLOR = "#d6006f"
+INK = "#222222"
+MUTED = "#666666"
+GRID = "#e6e6e6"
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+
+#: drawing constants of the timeline
+LABEL_W = 190
+ROW_H = 11
+GPU_ROW_H = 16
+IDLE_ROW_H = 14
+TRACK_GAP = 6
+MAX_DEPTH = 8
+
+
+def _f(x: float) -> str:
+    """Fixed, short float formatting (one decimal, no trailing zero)."""
+    text = f"{x:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _esc(text: object) -> str:
+    return escape(str(text), {'"': "&quot;"})
+
+
+def fmt_ms(ms: float) -> str:
+    if ms >= 100:
+        return f"{ms:,.1f} ms"
+    if ms >= 1:
+        return f"{ms:,.2f} ms"
+    return f"{ms * 1000:,.1f} µs"
+
+
+def _truncate(text: str, chars: int) -> str:
+    if chars <= 1:
+        return ""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def nice_ticks(span: float, target: int = 8) -> float:
+    """A tick interval of the form {1, 2, 5}·10^k giving about ``target`` ticks over ``span``."""
+    if span <= 0:
+        return 1.0
+    raw = span / target
+    power = 10 ** math.floor(math.log10(raw))
+    for mult in (1, 2, 5, 10):
+        if raw <= mult * power:
+            return float(mult * power)
+    return float(10 * power)
+
+
+class Svg:
+    """A tiny SVG writer: elements are appended as strings, in drawing order."""
+
+    def __init__(self, width: float, height: float, *, label: str) -> None:
+        self.width = width
+        self.height = height
+        self.label = label
+        self.parts: list[str] = []
+
+    def rect(self, x: float, y: float, w: float, h: float, fill: str, *, title: str | None = None, **attrs: Any) -> None:
+        extra = "".join(f' {k.replace("_", "-")}="{_esc(v)}"' for k, v in attrs.items())
+        body = f'<rect x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0.0))}" height="{_f(h)}" fill="{fill}"{extra}'
+        self.parts.append(f"{body}><title>{_esc(title)}</title></rect>" if title else body + "/>")
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str, *, width: float = 1.0, title: str | None = None,
+             **attrs: Any) -> None:
+        extra = "".join(f' {k.replace("_", "-")}="{_esc(v)}"' for k, v in attrs.items())
+        body = (f'<line x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}" stroke="{stroke}" '
+                f'stroke-width="{_f(width)}"{extra}')
+        self.parts.append(f"{body}><title>{_esc(title)}</title></line>" if title else body + "/>")
+
+    def polyline(self, points: Sequence[tuple[float, float]], stroke: str, *, width: float = 1.5, **attrs: Any) -> None:
+        if len(points) < 2:
+            return
+        extra = "".join(f' {k.replace("_", "-")}="{_esc(v)}"' for k, v in attrs.items())
+        pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in points)
+        self.parts.append(f'<polyline points="{pts}" fill="none" stroke="{stroke}" stroke-width="{_f(width)}"{extra}/>')
+
+    def circle(self, x: float, y: float, r: float, fill: str, *, title: str | None = None) -> None:
+        body = f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{_f(r)}" fill="{fill}"'
+        self.parts.append(f"{body}><title>{_esc(title)}</title></circle>" if title else body + "/>")
+
+    def polygon(self, points: Sequence[tuple[float, float]], fill: str, *, title: str | None = None) -> None:
+        pts = " ".join(f"{_f(x)},{_f(y)}" for x, y in points)
+        body = f'<polygon points="{pts}" fill="{fill}"'
+        self.parts.append(f"{body}><title>{_esc(title)}</title></polygon>" if title else body + "/>")
+
+    def text(self, x: float, y: float, text: str, *, size: float = 11, fill: str = INK, anchor: str = "start",
+             weight: str | None = None, title: str | None = None) -> None:
+        w = f' font-weight="{weight}"' if weight else ""
+        a = "" if anchor == "start" else f' text-anchor="{anchor}"'
+        inner = _esc(text) + (f"<title>{_esc(title)}</title>" if title else "")
+        self.parts.append(f'<text x="{_f(x)}" y="{_f(y)}" font-size="{_f(size)}" fill="{fill}"{a}{w}>{inner}</text>')
+
+    def raw(self, markup: str) -> None:
+        self.parts.append(markup)
+
+    def render(self) -> str:
+        head = (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{_f(self.width)}" height="{_f(self.height)}" '
+            f'viewBox="0 0 {_f(self.width)} {_f(self.height)}" role="img" aria-label="{_esc(self.label)}" '
+            f'font-family="{_esc(FONT)}">'
+        )
+        return "\n".join([head, '<rect width="100%" height="100%" fill="#ffffff"/>', *self.parts, "</svg>"])
+
+
+def _legend(svg: Svg, x: float, y: float, items: Iterable[tuple[str, str]], *, max_x: float,
+            swatch: str = "rect") -> float:
+    """Swatches with labels, wrapped at ``max_x``; returns the y below the legend."""
+    cx, cy = x, y
+    for color, label in items:
+        w = 18 + 6.4 * len(label) + 14
+        if cx + w > max_x and cx > x:
+            cx, cy = x, cy + 18
+        if swatch == "line":
+            svg.line(cx, cy - 4, cx + 12, cy - 4, color, width=3)
+        else:
+            svg.rect(cx, cy - 10, 12, 12, color, rx=2)
+        svg.text(cx + 17, cy, label, size=11, fill=INK)
+        cx += w
+    return cy + 12
+
+
+# --------------------------------------------------------------------------- breakdown
+
+
+def breakdown_svg(breakdown: Mapping[str, float], breakdown_ms: Mapping[str, float], *, width: float = 1180) -> str:
+    """One horizontal bar for the typical step, split into causes (share of step time)."""
+    causes = [c for c in CAUSES if breakdown.get(c, 0.0) > 0]
+    bar_y, bar_h = 10.0, 34.0
+    svg = Svg(width, 0, label="Where the step time goes")
+    total_ms = sum(breakdown_ms.get(c, 0.0) for c in CAUSES)
+    x = 0.0
+    for cause in causes:
+        share = breakdown.get(cause, 0.0)
+        w = share * width
+        ms = breakdown_ms.get(cause, 0.0)
+        svg.rect(x, bar_y, w, bar_h, CAUSE_COLORS[cause], title=f"{CAUSE_LABELS[cause]}: {fmt_ms(ms)} per step ({100 * share:.1f}%)")
+        label = f"{CAUSE_LABELS[cause]} {100 * share:.0f}%"
+        if w > 7 * len(label) + 8:
+            fill = "#ffffff" if cause in ("compute", "host_device_sync", "pageable_memcpy", "allocator") else INK
+            svg.text(x + 6, bar_y + 22, label, size=12, fill=fill, weight="600")
+        x += w
+    items = [(CAUSE_COLORS[c], f"{CAUSE_LABELS[c]} {fmt_ms(breakdown_ms.get(c, 0.0))} ({100 * breakdown.get(c, 0.0):.1f}%)")
+             for c in causes]
+    bottom = _legend(svg, 0, bar_y + bar_h + 22, items, max_x=width)
+    svg.text(width, bar_y + bar_h + 22 + (bottom - (bar_y + bar_h + 34)) + 18, f"mean step {fmt_ms(total_ms)}", size=11,
+             fill=MUTED, anchor="end")
+    svg.height = bottom + 18
+    return svg.render()
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def steps_svg(per_step: pl.DataFrame, utilization: Mapping[int, float | None], *, width: float = 1180,
+              height: float = 260) -> str:
+    """Columns per step (ms, stacked by cause) and GPU utilization per step (line, right axis).
+
+    ``per_step`` holds one device's rows of ``Timeline.per_step`` plus a ``complete`` column;
+    ``utilization`` maps step → busy share (``Diagnosis.steps``).
+    """
+    left, right, top, bottom = 56.0, 48.0, 14.0, 40.0
+    plot_w, plot_h = width - left - right, height - top - bottom
+    svg = Svg(width, height, label="Step time and GPU utilization per step")
+    rows = per_step.sort("step").to_dicts()
+    if not rows:
+        svg.text(left, top + 20, "no steps", fill=MUTED)
+        return svg.render()
+    max_ms = max(float(r["dur_ns"]) / 1e6 for r in rows) or 1.0
+    tick = nice_ticks(max_ms, 5)
+    y_max = math.ceil(max_ms / tick) * tick
+    for i in range(round(y_max / tick) + 1):
+        v = i * tick
+        y = top + plot_h - v / y_max * plot_h
+        svg.line(left, y, left + plot_w, y, GRID)
+        svg.text(left - 6, y + 4, f"{v:g}", size=10, fill=MUTED, anchor="end")
+    for pct in (0, 50, 100):
+        y = top + plot_h - pct / 100 * plot_h
+        svg.text(left + plot_w + 6, y + 4, f"{pct}%", size=10, fill=MUTED)
+    svg.text(12, top + plot_h / 2, "ms", size=10, fill=MUTED)
+    slot = plot_w / len(rows)
+    col_w = max(1.0, min(48.0, slot * 0.7))
+    label_every = max(1, math.ceil(len(rows) / 30))
+    points: list[tuple[float, float]] = []
+    for i, r in enumerate(rows):
+        cx = left + slot * (i + 0.5)
+        y = top + plot_h
+        dur_ms = float(r["dur_ns"]) / 1e6
+        complete = bool(r.get("complete", True))
+        opacity = "1" if complete else "0.45"
+        parts = []
+        for cause in CAUSES:
+            ms = float(r.get(f"{cause}_ns") or 0) / 1e6
+            if ms <= 0:
+                continue
+            h = ms / y_max * plot_h
+            y -= h
+            parts.append(f"{CAUSE_LABELS[cause]} {fmt_ms(ms)}")
+            svg.rect(cx - col_w / 2, y, col_w, h, CAUSE_COLORS[cause], opacity=opacity)
+        util = utilization.get(int(r["step"]))
+        tip = f"step {r['step']}{'' if complete else ' (partial window)'}: {fmt_ms(dur_ms)}"
+        if util is not None:
+            tip += f", GPU busy {100 * util:.1f}%"
+        tip += " — " + ", ".join(parts)
+        svg.rect(cx - slot / 2, top, slot, plot_h, "#000000", opacity="0", title=tip)
+        if util is not None:
+            points.append((cx, top + plot_h - util * plot_h))
+        if i % label_every == 0:
+            svg.text(cx, top + plot_h + 14, str(r["step"]), size=10, fill=MUTED, anchor="middle")
+    svg.polyline(points, INK, width=1.5)
+    for x, y in points:
+        svg.circle(x, y, 2.5, INK)
+    svg.text(left + plot_w / 2, height - 6, "step (pale: partial window, not in medians)", size=10, fill=MUTED, anchor="middle")
+    svg.line(left, height - 12, left + 14, height - 12, INK, width=1.5)
+    svg.text(left + 18, height - 8, "GPU utilization (right axis)", size=10, fill=MUTED)
+    return svg.render()
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+def timeline_svg(view: StepView, *, critical_path: Any = None, width: float = 1180) -> str:
+    """The picture of one step: lanes per CPU thread and GPU stream, idle gaps by cause,
+    sync points and the critical path.
+
+    ``critical_path`` is ``Diagnosis.critical_path`` (an object with a ``segments`` frame) or
+    None; a caption says so when it is None.
+    """
+    plot_x = float(LABEL_W)
+    plot_w = width - plot_x - 16
+    span = max(view.end_ns - view.start_ns, 1)
+
+    def x_of(t: int | float) -> float:
+        return plot_x + (float(t) - view.start_ns) / span * plot_w
+
+    events = view.events.sort(["track", "start_ns", "depth", "end_ns", "event_id"])
+    depth_by_track = {t: int(d) for t, d in events.group_by("track").agg(pl.col("depth").max()).iter_rows()}
+    tracks = view.tracks.sort("order").to_dicts()
+    gap_devices = sorted({int(d) for d in view.gaps["device"].drop_nulls().to_list()}) if view.gaps.height else []
+
+    # lay out the lanes: CPU threads, then per device its streams followed by its idle lane
+    axis_h = 30.0
+    y = axis_h + 4
+    lanes: list[tuple[str, str, float, float, str]] = []  # (key, label, y, height, kind)
+    track_y: dict[str, tuple[float, float]] = {}
+    gpu_tracks: dict[int, list[dict[str, Any]]] = {}
+    for t in tracks:
+        if t["side"] == "gpu":
+            device = _device_of(t["track"])
+            gpu_tracks.setdefault(device, []).append(t)
+            continue
+        h = ROW_H * min(depth_by_track.get(t["track"], 0) + 1, MAX_DEPTH)
+        lanes.append((t["track"], t["label"], y, h, "cpu"))
+        track_y[t["track"]] = (y, h)
+        y += h + TRACK_GAP
+    device_rows: dict[int, tuple[float, float]] = {}
+    for device in sorted(set(gpu_tracks) | set(gap_devices)):
+        first = y
+        for t in gpu_tracks.get(device, []):
+            lanes.append((t["track"], t["label"], y, GPU_ROW_H, "gpu"))
+            track_y[t["track"]] = (y, GPU_ROW_H)
+            y += GPU_ROW_H + 3
+        device_rows[device] = (first, y - first)
+        lanes.append((f"idle {device}", f"GPU {device} idle, by cause", y, IDLE_ROW_H, "idle"))
+        track_y[f"idle {device}"] = (y, IDLE_ROW_H)
+        y += IDLE_ROW_H + TRACK_GAP
+    plot_bottom = y
+    svg = Svg(width, 0, label=f"Timeline of step {view.step} on rank {view.rank}")
+
+    # axis and grid
+    span_ms = span / 1e6
+    tick = nice_ticks(span_ms, 10)
+    n_ticks = int(span_ms / tick + 1e-9)
+    for i in range(n_ticks + 1):
+        x = plot_x + i * tick / span_ms * plot_w
+        svg.line(x, axis_h - 4, x, plot_bottom, GRID)
+        svg.text(x, axis_h - 8, f"{i * tick:g}", size=10, fill=MUTED, anchor="middle")
+    svg.text(8, axis_h - 8, "ms from step start", size=10, fill=MUTED)
+
+    # lane backgrounds and labels
+    for _key, label, ly, lh, kind in lanes:
+        bg = {"cpu": "#f7f7f9", "gpu": "#f2f5fa", "idle": "#fbfbfb"}[kind]
+        svg.rect(plot_x, ly, plot_w, lh, bg)
+        svg.text(8, ly + min(lh, 14) - 3, _truncate(label, 28), size=10.5, fill=INK if kind != "idle" else MUTED, title=label)
+
+    # idle gaps: on the idle lane, and a pale band over the device's streams
+    for g in view.gaps.sort(["device", "start_ns", "end_ns"]).iter_rows(named=True):
+        device = int(g["device"])
+        x0, x1 = x_of(max(g["start_ns"], view.start_ns)), x_of(min(g["end_ns"], view.end_ns))
+        color = CAUSE_COLORS.get(str(g["cause"]), CAUSE_COLORS["unattributed"])
+        dur_ms = (g["end_ns"] - g["start_ns"]) / 1e6
+        tip = (f"GPU {device} idle {fmt_ms(dur_ms)}: {CAUSE_LABELS.get(str(g['cause']), str(g['cause']))} "
+               f"(at {(g['start_ns'] - view.start_ns) / 1e6:,.3f} ms)")
+        iy, ih = track_y[f"idle {device}"]
+        svg.rect(x0, iy, max(x1 - x0, 0.8), ih, color, title=tip)
+        dy, dh = device_rows.get(device, (iy, 0.0))
+        if dh > 0:
+            svg.rect(x0, dy, max(x1 - x0, 0.8), dh, color, opacity="0.22")
+
+    # events
+    hidden = 0
+    for e in events.iter_rows(named=True):
+        ty = track_y.get(e["track"])
+        if ty is None:
+            continue
+        depth = int(e["depth"])
+        if not str(e["track"]).startswith("gpu") and depth >= MAX_DEPTH:
+            hidden += 1
+            continue
+        kind = str(e["kind"])
+        x0, x1 = x_of(max(e["start_ns"], view.start_ns)), x_of(min(e["end_ns"], view.end_ns))
+        w = max(x1 - x0, 0.6)
+        if str(e["track"]).startswith("gpu"):
+            ey, eh = ty[0] + 1, GPU_ROW_H - 2
+        else:
+            ey, eh = ty[0] + depth * ROW_H, ROW_H - 1
+        dur_ms = (e["end_ns"] - e["start_ns"]) / 1e6
+        svg.rect(x0, ey, w, eh, KIND_COLORS.get(kind, "#cccccc"), title=f"{e['name']} · {kind} · {fmt_ms(dur_ms)}")
+        chars = int((w - 4) / 5.6)
+        if chars >= 4:
+            fill = "#ffffff" if kind in ("kernel", "memcpy", "sync") else INK
+            svg.text(x0 + 2, ey + eh - 2.5, _truncate(str(e["name"]), chars), size=9, fill=fill)
+
+    # sync points: the blocked call on its thread (at its nesting depth), and a marker across the picture
+    depth_of = dict(zip(view.events["event_id"].to_list(), view.events["depth"].to_list(), strict=True))
+    for s in view.syncs.sort(["start_ns", "tid"]).iter_rows(named=True):
+        track = f"cpu {s['pid']}/{s['tid']}"
+        x0 = x_of(s["start_ns"])
+        x1 = x_of(s["start_ns"] + (s["dur_ns"] or 0))
+        where = f" in {s['op']}" if s.get("op") else ""
+        frame = f" ({s['python_frame']})" if s.get("python_frame") else ""
+        tip = f"sync: {s['api']}{where}{frame}, blocked {fmt_ms((s['dur_ns'] or 0) / 1e6)}"
+        svg.line(x0, axis_h, x0, plot_bottom, SYNC_COLOR, width=1, stroke_dasharray="3 3", opacity="0.8")
+        svg.polygon([(x0 - 5, axis_h - 2), (x0 + 5, axis_h - 2), (x0, axis_h + 6)], SYNC_COLOR, title=tip)
+        ty = track_y.get(track)
+        if ty is not None:
+            row = min(int(depth_of.get(s["event_id"], 0)), MAX_DEPTH - 1)
+            svg.rect(x0, ty[0] + row * ROW_H, max(x1 - x0, 1.5), ROW_H - 1, "none", stroke=SYNC_COLOR, stroke_width="1.5",
+                     title=tip)
+
+    # critical path
+    caption: list[str] = []
+    segments = getattr(critical_path, "segments", None) if critical_path is not None else None
+    if critical_path is None or segments is None:
+        caption.append("critical path not computed")
+    else:
+        seg = segments.filter((pl.col("rank") == view.rank) & (pl.col("step") == view.step)).sort("seq")
+        if seg.height == 0:
+            caption.append("critical path: no segments in this step")
+        else:
+            prev: tuple[float, float] | None = None
+            drawn = 0
+            for s in seg.iter_rows(named=True):
+                ty = track_y.get(str(s["track"])) if s["track"] is not None else None
+                x0 = x_of(max(s["start_ns"], view.start_ns))
+                x1 = x_of(min(s["end_ns"], view.end_ns))
+                if ty is None:
+                    continue
+                cy = ty[0] + 1.5
+                dash = {"stroke_dasharray": "4 2"} if s.get("inferred") else {}
+                tip = (f"critical path #{s['seq']}: {s.get('edge_kind') or ''} {s.get('cause') or ''} "
+                       f"{fmt_ms((s['end_ns'] - s['start_ns']) / 1e6)}").replace("  ", " ")
+                if prev is not None:
+                    svg.line(prev[0], prev[1], x0, cy, CRITICAL_COLOR, width=1, opacity="0.7")
+                svg.line(x0, cy, max(x1, x0 + 1), cy, CRITICAL_COLOR, width=3.5, title=tip, **dash)
+                prev = (max(x1, x0 + 1), cy)
+                drawn += 1
+            caption.append(f"critical path: {drawn} segments highlighted")
+    if hidden:
+        caption.append(f"{hidden} events nested deeper than {MAX_DEPTH} levels not drawn")
+    if view.dropped_events:
+        caption.append(f"{view.dropped_events:,} shortest events left out")
+
+    # legend
+    ly = plot_bottom + 20
+    present = {str(c) for c in view.gaps["cause"].to_list()} if view.gaps.height else set()
+    gap_causes = sorted(present, key=lambda c: (CAUSES.index(c) if c in CAUSES else len(CAUSES), c))
+    kinds = sorted({str(k) for k in view.events["kind"].to_list()}) if view.events.height else []
+    seen: set[str] = set()
+    kind_items = []
+    for k in kinds:
+        label = KIND_LABELS.get(k, k.replace("_", " "))
+        if label in seen:
+            continue
+        seen.add(label)
+        kind_items.append((KIND_COLORS.get(k, "#cccccc"), label))
+    svg.text(8, ly, "events", size=10.5, fill=MUTED)
+    ly = _legend(svg, plot_x, ly, kind_items, max_x=width) + 10
+    if gap_causes:
+        svg.text(8, ly, "idle gaps", size=10.5, fill=MUTED)
+        ly = _legend(svg, plot_x, ly, [(CAUSE_COLORS.get(c, "#bab0ac"), CAUSE_LABELS.get(c, c)) for c in gap_causes],
+                     max_x=width) + 10
+    svg.text(8, ly, "marks", size=10.5, fill=MUTED)
+    marks = [(SYNC_COLOR, f"sync point ({view.syncs.height})")]
+    if segments is not None:
+        marks.append((CRITICAL_COLOR, "critical path"))
+    ly = _legend(svg, plot_x, ly, marks, max_x=width, swatch="line") + 6
+    if caption:
+        svg.text(plot_x, ly + 8, " · ".join(caption), size=10.5, fill=MUTED)
+        ly += 14
+    svg.height = ly + 8
+    return svg.render()
+
+
+def _device_of(track: str) -> int:
+    """Device number of a ``gpu {device}/{stream}`` track."""
+    try:
+        return int(track.split(" ", 1)[1].split("/", 1)[0])
+    except (IndexError, ValueError):
+        return -1
+
+
+__all__ = ["CAUSE_COLORS", "CAUSE_LABELS", "KIND_COLORS", "breakdown_svg", "nice_ticks", "steps_svg", "timeline_svg"]

@@ -1,0 +1,1 @@
+"""The TUI's screens: loading/error, overview, finding detail, timeline, tables, help."""
