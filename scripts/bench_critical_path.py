@@ -245,9 +245,11 @@ def markdown(rows: list[dict[str, Any]], whole: list[dict[str, Any]], repeat: in
         out.append("")
     for w in whole:
         hta = "error: " + w["hta_error"] if w["hta_error"] else ("not run" if w["hta_whole_s"] is None else f"{w['hta_whole_s']:.2f} s ({w['hta_whole_nodes']:,} nodes)")
+        per_step = [r["hta_s"] for r in rows if r["trace"] == w["trace"] and r["hta_s"]]
+        hta_steps = f" (HTA: {sum(per_step):.2f} s for the {len(per_step)} step windows above)" if per_step else ""
         out += [
             f"**The largest shared CUDA trace** ({w['trace']}, {w['events']:,} events): the critical path of all "
-            f"{w['steps']} steps takes {w['all_steps_s']:.2f} s; with the what-ifs of every finding kind "
+            f"{w['steps']} steps takes {w['all_steps_s']:.2f} s{hta_steps}; with the what-ifs of every finding kind "
             f"({w['what_ifs']}) {w['all_steps_what_ifs_s']:.2f} s. The whole trace as one window takes "
             f"{w['whole_window_s']:.2f} s ({w['whole_nodes']:,} nodes); HTA on the whole trace (`annotation=\"\"`): {hta}.",
             "",

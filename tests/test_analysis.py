@@ -116,7 +116,8 @@ def test_nsight_attribution_matches_kineto(name: str) -> None:
         if cause in ("compute", "unattributed"):
             continue
         delta = kin[f"{cause}_ns"] - nsy[f"{cause}_ns"]
-        assert (delta >= 0).all() and (delta < 10_000).all(), cause
+        assert (delta >= 0).all(), cause
+        assert (delta < 10_000).all(), cause
         moved = moved + delta
     assert (nsy["unattributed_ns"] - kin["unattributed_ns"]).to_list() == moved.to_list()
 
@@ -138,7 +139,8 @@ def test_analyze_names_the_planted_cause_first(name: str, fmt: str) -> None:
 def test_fixed_runs_are_faster_and_lose_the_finding() -> None:
     before, after = _diagnose("dataloader_stall", "kineto.json"), _diagnose("dataloader_fixed", "kineto.json")
     assert before.findings[0].ms_per_step == pytest.approx(40.0)
-    assert after.step_ms_median is not None and before.step_ms_median is not None
+    assert after.step_ms_median is not None
+    assert before.step_ms_median is not None
     assert after.step_ms_median == pytest.approx(before.step_ms_median - 38.0)
 
 
@@ -166,7 +168,8 @@ def test_launch_bound_evidence() -> None:
 def test_multi_rank_exposed_communication() -> None:
     for rank, allreduce_ms in ((0, 8.0), (1, 3.0)):
         d = diagnose(tracekit.read_trace(SYNTH / f"multi_rank.rank{rank}.kineto.json", cache=False))
-        assert d.info.rank == rank and d.info.world_size == 2
+        assert d.info.rank == rank
+        assert d.info.world_size == 2
         assert d.breakdown_ms["exposed_communication"] == pytest.approx(allreduce_ms)
 
 
@@ -205,7 +208,8 @@ def test_dataloader_and_optimizer_steps_on_resnet() -> None:
     t = tracekit.read_trace(shared_trace("param/resnet_kineto.json.gz"), cache=False)
     d = diagnose(t)
     assert d.step_sources == {0: "optimizer"}
-    assert d.findings and "data_loading" in [f.kind for f in d.findings]
+    assert d.findings
+    assert "data_loading" in [f.kind for f in d.findings]
 
 
 def test_cpu_only_trace_says_so() -> None:
@@ -235,7 +239,8 @@ def test_every_real_trace_analyses(path: Path) -> None:
         total = sum(per[f"{c}_ns"] for c in CAUSES)
         assert (total == per["dur_ns"]).all(), "causes must tile each step window exactly"
     for f in d.findings:
-        assert f.ms_per_step > 0 and 0 < f.share_of_step <= 1.0 + 1e-9
+        assert f.ms_per_step > 0
+        assert 0 < f.share_of_step <= 1.0 + 1e-9
 
 
 def test_same_analysis_path_on_real_nsight_and_kineto() -> None:
@@ -243,7 +248,8 @@ def test_same_analysis_path_on_real_nsight_and_kineto() -> None:
     kineto = diagnose(tracekit.read_trace(shared_trace("hta/tests/data/trace_diff/control/control.json.gz")))
     for d in (nsys, kineto):
         assert d.complete_steps >= 2
-        assert d.gpu_utilization is not None and 0 < d.gpu_utilization < 1
+        assert d.gpu_utilization is not None
+        assert 0 < d.gpu_utilization < 1
         assert d.kernels.kernel_count > 0
     # cloverleaf synchronises after every kernel, copying from pageable memory
     assert {"host_device_sync", "pageable_memcpy"} <= {f.kind for f in nsys.findings}

@@ -148,7 +148,6 @@ def test_every_subpackage_ships_in_the_wheel() -> None:
     """pyproject.toml lists packages explicitly (parsers/ is mapped to tracekit.parsers):
     a new subpackage that is not listed would be missing from installs."""
     import tomllib
-
     from conftest import REPO
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))

@@ -35,17 +35,18 @@ def cache_dir() -> Path:
     return base / "tracekit"
 
 
-def content_key(path: str | Path) -> str:
-    """A hash of the file's bytes, the schema version and the tracekit version."""
-    h = hashlib.blake2b(digest_size=20)
-    h.update(f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode())
+def file_digest(path: str | Path, prefix: bytes = b"") -> str:
+    """BLAKE2b-160 (hex) of ``prefix`` followed by the file's bytes, read in 4 MiB blocks."""
+    h = hashlib.blake2b(prefix, digest_size=20)
     with open(path, "rb") as fh:
-        while True:
-            block = fh.read(4 * 1024 * 1024)
-            if not block:
-                break
+        while block := fh.read(4 * 1024 * 1024):
             h.update(block)
     return h.hexdigest()
+
+
+def content_key(path: str | Path) -> str:
+    """A hash of the file's bytes, the schema version and the tracekit version."""
+    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode())
 
 
 def entry_dir(key: str, root: Path | None = None) -> Path:

@@ -10,7 +10,6 @@ result's ``error``.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA, RankProfile, rank_profiles
 from ..analysis.timeline import CAUSES
+from ..cache import file_digest
 from ..errors import TracekitError
 from ..job import FileMeta
 
@@ -103,15 +103,8 @@ class FileResult:
 
 
 def content_hash(path: str) -> str:
-    """BLAKE2b-160 of a file's bytes, hex."""
-    h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as fh:
-        while True:
-            block = fh.read(4 * 1024 * 1024)
-            if not block:
-                break
-            h.update(block)
-    return h.hexdigest()
+    """BLAKE2b-160 of a file's bytes, hex (the same digest the parse cache uses)."""
+    return file_digest(path)
 
 
 def analyse_file(task: Task) -> FileResult:

@@ -327,8 +327,9 @@ class Session:
             self.user_step_end(began)
 
     def user_range(self, name: str) -> Any:
-        """Open a user range (no step logic); close it with :meth:`end`."""
-        if not self._owned():
+        """Open a user range (no step logic; any thread: NVTX and record_function ranges are
+        per thread); close it with :meth:`end` on the same thread."""
+        if not self.state.enabled or self.finished:
             return None
         return self.ranges.push(name)
 

@@ -509,6 +509,9 @@ class ForwardRanges:
         session = self._get()
         if session is None:
             return
+        if not session.active:  # a DataLoader worker, a forked child: leave torch's fast path alone
+            self.remove()
+            return
         if self.discovering and session.state.forward_depth == 0 and session.state.owner in (None, threading.get_ident()):
             key = id(module)
             if key not in self.roots:

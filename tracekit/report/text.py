@@ -14,7 +14,7 @@ from .json_report import to_json_dict
 BAR_WIDTH = 30
 
 CAUSE_LABELS = {
-    "compute": "GPU compute",
+    "compute": "compute",
     "data_loading": "data loading",
     "host_device_sync": "host-device sync",
     "pageable_memcpy": "pageable copies",
