@@ -288,9 +288,11 @@ def json_bytes(path: Path) -> int:
         gz = fh.read(2) == b"\x1f\x8b"
     if not gz:
         return path.stat().st_size
+    # small blocks: a child's ru_maxrss starts at this (parent) process's peak RSS on Linux
+    # (exec keeps the old address space's high-water mark), so the parent must stay small
     total = 0
     with gzip.open(path, "rb") as fh:
-        while block := fh.read(16 * 1024 * 1024):
+        while block := fh.read(1024 * 1024):
             total += len(block)
     return total
 
