@@ -150,7 +150,12 @@ def _mark_base() -> None:
 
 
 def _report(seconds: float, rows: int) -> None:
-    result = {"seconds": seconds, "rows": rows, "rss_mb": _peak_rss_mb(), "base_rss_mb": _BASE_RSS[-1] if _BASE_RSS else None}
+    result = {
+        "seconds": seconds,
+        "rows": rows,
+        "rss_mb": _peak_rss_mb(),
+        "base_rss_mb": _BASE_RSS[-1] if _BASE_RSS else None,
+    }
     print(RESULT_TAG + json.dumps(result), flush=True)
 
 
@@ -249,8 +254,9 @@ def _proc_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def run_child(tool: str, path: Path, *, python: str, timeout_s: float, mem_limit_mb: float,
-              env: dict[str, str] | None = None) -> Run:
+def run_child(
+    tool: str, path: Path, *, python: str, timeout_s: float, mem_limit_mb: float, env: dict[str, str] | None = None
+) -> Run:
     """One measurement in a fresh interpreter, watched for time and memory limits."""
     cmd = [python, str(Path(__file__).resolve()), "--child", tool, str(path)]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -273,8 +279,10 @@ def run_child(tool: str, path: Path, *, python: str, timeout_s: float, mem_limit
         stderr = err.read().decode("utf-8", "replace")
     for line in reversed(stdout.splitlines()):
         if line.startswith(RESULT_TAG):
-            data = json.loads(line[len(RESULT_TAG):])
-            return Run(seconds=data["seconds"], rss_mb=data["rss_mb"], rows=data["rows"], base_rss_mb=data["base_rss_mb"])
+            data = json.loads(line[len(RESULT_TAG) :])
+            return Run(
+                seconds=data["seconds"], rss_mb=data["rss_mb"], rows=data["rows"], base_rss_mb=data["base_rss_mb"]
+            )
     if proc.returncode in (-9, 137) or "MemoryError" in stderr:
         return Run(error="out of memory")
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
@@ -304,15 +312,26 @@ def have_hta(python: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def bench_file(path: Path, tools: tuple[str, ...], *, repeat: int, python: str, timeout_s: float,
-               mem_limit_mb: float, hta_ok: bool, log: Any) -> dict[str, Measure]:
+def bench_file(
+    path: Path,
+    tools: tuple[str, ...],
+    *,
+    repeat: int,
+    python: str,
+    timeout_s: float,
+    mem_limit_mb: float,
+    hta_ok: bool,
+    log: Any,
+) -> dict[str, Measure]:
     results = {tool: Measure(tool) for tool in tools}
     cache_env: dict[str, str] | None = None
     cache_root: str | None = None
     if "cache" in tools:
         cache_root = tempfile.mkdtemp(prefix="bench-cache-")
         cache_env = {**os.environ, "TRACEKIT_CACHE_DIR": cache_root}
-        warm = run_child("cache-warm", path, python=python, timeout_s=timeout_s, mem_limit_mb=mem_limit_mb, env=cache_env)
+        warm = run_child(
+            "cache-warm", path, python=python, timeout_s=timeout_s, mem_limit_mb=mem_limit_mb, env=cache_env
+        )
         if warm.error:
             results["cache"].runs.append(Run(error="warm-up " + warm.error))
     try:
@@ -567,16 +586,26 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         size = json_bytes(path)
         log(f"{_label(path)}: {size / MB:.1f} MB of JSON")
-        common = {"python": python, "mem_limit_mb": args.mem_limit_gb * 1024, "hta_ok": hta_version is not None,
-                  "log": log}
+        common = {
+            "python": python,
+            "mem_limit_mb": args.mem_limit_gb * 1024,
+            "hta_ok": hta_version is not None,
+            "log": log,
+        }
         if args.scale:
             # one tool after the other (HTA once, under its own time limit): big runs, few of them
             res: dict[str, Measure] = {}
             for tool in tools:
                 is_hta = tool == "hta"
-                res.update(bench_file(path, (tool,), repeat=1 if is_hta else args.repeat,
-                                      timeout_s=min(args.hta_timeout, args.timeout) if is_hta else args.timeout,
-                                      **common))
+                res.update(
+                    bench_file(
+                        path,
+                        (tool,),
+                        repeat=1 if is_hta else args.repeat,
+                        timeout_s=min(args.hta_timeout, args.timeout) if is_hta else args.timeout,
+                        **common,
+                    )
+                )
         else:
             res = bench_file(path, tools, repeat=args.repeat, timeout_s=args.timeout, **common)
         rows.append((path, size, res))
@@ -596,17 +625,27 @@ def main(argv: list[str] | None = None) -> int:
     else:
         targets, verdicts = targets_table(rows)
         block = (
-            machine + f"\nMedian of {args.repeat} runs, each in a fresh process.\n\n" + table
-            + "\nTargets, per trace (ratios of the medians above):\n\n" + targets + "\n" + _summary(verdicts)
+            machine
+            + f"\nMedian of {args.repeat} runs, each in a fresh process.\n\n"
+            + table
+            + "\nTargets, per trace (ratios of the medians above):\n\n"
+            + targets
+            + "\n"
+            + _summary(verdicts)
         )
         print(block)
         if not args.no_docs:
             update_docs("table", block)
     if args.json:
         payload = [
-            {"trace": _label(p), "json_bytes": s,
-             "tools": {t: {"runs": [r.__dict__ for r in m.runs], "median_s": m.seconds, "rss_mb": m.rss_mb}
-                       for t, m in res.items()}}
+            {
+                "trace": _label(p),
+                "json_bytes": s,
+                "tools": {
+                    t: {"runs": [r.__dict__ for r in m.runs], "median_s": m.seconds, "rss_mb": m.rss_mb}
+                    for t, m in res.items()
+                },
+            }
             for p, s, res in rows
         ]
         args.json.write_text(json.dumps(payload, indent=1), encoding="utf-8")

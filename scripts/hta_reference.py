@@ -171,7 +171,7 @@ def run_one(path: Path, timeout_s: float) -> dict[str, Any]:
         return {"status": "error", "error": f"HTA did not finish in {timeout_s:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_TAG):
-            return json.loads(line[len(RESULT_TAG):])
+            return json.loads(line[len(RESULT_TAG) :])
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     return {"status": "error", "error": (lines[-1] if lines else f"exit status {proc.returncode}")[:500]}
 
@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         traces[rel] = entry
         if entry["status"] == "ok":
             summary = "; ".join(
-                f"rank {r}: {v.get('kernel_count')} kernels {v.get('kernel_dur_us_sum')} µs" for r, v in entry["ranks"].items()
+                f"rank {r}: {v.get('kernel_count')} kernels {v.get('kernel_dur_us_sum')} µs"
+                for r, v in entry["ranks"].items()
             )
         else:
             summary = "error: " + entry["error"]

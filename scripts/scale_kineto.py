@@ -33,7 +33,9 @@ from typing import Any, BinaryIO
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SOURCE = ROOT.parent / "shared" / "traces" / "hta" / "tests" / "data" / "df_index_resolver" / "df_index_resolver.json.gz"
+DEFAULT_SOURCE = (
+    ROOT.parent / "shared" / "traces" / "hta" / "tests" / "data" / "df_index_resolver" / "df_index_resolver.json.gz"
+)
 DEFAULT_OUT_DIR = Path("/tmp/tracekit-bench")
 
 #: categories (lower-cased) of rows that run on the device and carry the launch's correlation
@@ -44,8 +46,15 @@ GPU_CATEGORIES = frozenset(
 LAUNCH_FLOWS = frozenset(("ac2g", "async", "async_gpu", "async_cpu_to_gpu"))
 #: args that hold ids to shift per copy
 ID_ARGS = (
-    "correlation", "External id", "external id", "Sequence number", "Python id", "Python parent id",
-    "Record function id", "Ev Idx", "wait_on_cuda_event_record_corr_id",
+    "correlation",
+    "External id",
+    "external id",
+    "Sequence number",
+    "Python id",
+    "Python parent id",
+    "Record function id",
+    "Ev Idx",
+    "wait_on_cuda_event_record_corr_id",
 )
 STEP_PREFIX = "ProfilerStep#"
 FLUSH_BYTES = 8 * 1024 * 1024
@@ -79,7 +88,7 @@ def _load(source: Path) -> dict[str, Any]:
 def _step_number(name: Any) -> int | None:
     if isinstance(name, str) and name.startswith(STEP_PREFIX):
         try:
-            return int(name[len(STEP_PREFIX):])
+            return int(name[len(STEP_PREFIX) :])
         except ValueError:
             return None
     return None
@@ -110,7 +119,9 @@ def select_unit(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str
 
     # launches (host rows with a correlation) inside the window decide which GPU rows come along
     launched = {
-        correlation(e) for e in body if in_window(e) and not on_gpu(e) and not launch_flow(e) and correlation(e) is not None
+        correlation(e)
+        for e in body
+        if in_window(e) and not on_gpu(e) and not launch_flow(e) and correlation(e) is not None
     }
     unit = []
     for e in body:
@@ -153,7 +164,9 @@ def _shift_ts(ts: Any, shift: int) -> Any:
     return ts
 
 
-def copy_events(unit: list[dict[str, Any]], k: int, time_shift: int, id_shift: int, step_span: int) -> Iterator[dict[str, Any]]:
+def copy_events(
+    unit: list[dict[str, Any]], k: int, time_shift: int, id_shift: int, step_span: int
+) -> Iterator[dict[str, Any]]:
     """The unit as copy number ``k`` (0 = unchanged)."""
     if k == 0:
         yield from unit
@@ -269,15 +282,19 @@ def build(source: Path, target_bytes: int, out: Path, *, gz: bool = False, log: 
         "unit": how,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    log(f"wrote {out} ({sink.written / 1e6:,.0f} MB, {copies} copies, {summary['events']:,} events) "
-        f"in {summary['seconds']} s")
+    log(
+        f"wrote {out} ({sink.written / 1e6:,.0f} MB, {copies} copies, {summary['events']:,} events) "
+        f"in {summary['seconds']} s"
+    )
     return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="real Kineto trace to replicate")
-    ap.add_argument("--size-mb", type=int, nargs="+", default=[256, 1024], help="target sizes in MiB (default 256 1024)")
+    ap.add_argument(
+        "--size-mb", type=int, nargs="+", default=[256, 1024], help="target sizes in MiB (default 256 1024)"
+    )
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR, help="output folder (default /tmp/tracekit-bench)")
     ap.add_argument("--gzip", action="store_true", help="also write <name>.json.gz")
     ap.add_argument("--force", action="store_true", help="rebuild files that already exist")

@@ -3,11 +3,15 @@ example output is what the command prints."""
 
 from __future__ import annotations
 
+import glob
 import re
+import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 from conftest import REPO
 
@@ -54,3 +58,163 @@ def test_readme_example_output_is_current(capsys: pytest.CaptureFixture[str], mo
             assert any(p.startswith(prefix) for p in printed), line
         else:
             assert line in printed, line
+
+
+# ---------------------------------------------------------------------------------------------
+# Every documented `tracekit ...` command runs.  Commands are taken from ```bash/```sh blocks
+# (lines starting with `tracekit `) and from ```text/```console blocks (lines starting with
+# `$ tracekit `).  They run in a scratch folder laid out like the repository's neighbourhood:
+# `sample_traces/` is the repository's, `../shared` the shared traces when present, so files the
+# commands write (`--out report.html`) land in the scratch folder.  When a ```text block follows
+# a command (or starts with `$ tracekit`), its lines must be in what the command prints; a line
+# ending in "..." matches as a prefix and a line "..." stands for omitted lines.
+
+SHARED = REPO.parent / "shared"
+
+#: why a documented command is not run, by subcommand
+SKIP_SUBCOMMANDS = {
+    "capture": "runs a training script under the profiler: needs torch and takes minutes (tests/test_capture.py covers it)",
+    "tui": "an interactive terminal UI (tests/test_tui.py drives it headless)",
+}
+#: why a command is not run, by the kind of input it names
+SKIP_PLACEHOLDER = "names the reader's own file or folder (a placeholder such as trace.json.gz), not one in the repository"
+SKIP_NO_SHARED = "needs ../shared/traces, which is absent here"
+SKIP_SHELL = "a shell pipeline (| or &&), not a single tracekit command"
+
+
+@dataclass(frozen=True)
+class DocCommand:
+    page: str
+    line: int
+    argv: tuple[str, ...]
+    shown: tuple[str, ...]  # the output printed in the docs right after the command ("" when none)
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}:{self.line}:{' '.join(self.argv[:2])}"
+
+
+def _doc_commands() -> list[DocCommand]:
+    found: list[DocCommand] = []
+    for page in DOCS:
+        text = page.read_text(encoding="utf-8")
+        blocks = list(re.finditer(r"^```(\w*)\n(.*?)^```\s*$", text, re.S | re.M))
+        for i, block in enumerate(blocks):
+            lang, body = block.group(1), block.group(2)
+            first_line = text.count("\n", 0, block.start()) + 2
+            lines = body.splitlines()
+            commands: list[tuple[int, str]] = []
+            if lang in ("bash", "sh", "shell"):
+                commands = [(n, s.strip()) for n, s in enumerate(lines) if s.strip().startswith("tracekit ")]
+            elif lang in ("text", "console"):
+                commands = [(n, s.strip()[2:]) for n, s in enumerate(lines) if s.strip().startswith("$ tracekit ")]
+            for n, command in commands:
+                shown: tuple[str, ...] = ()
+                if lang in ("text", "console") and len(commands) == 1:
+                    shown = tuple(lines[n + 1 :])
+                elif lang in ("bash", "sh", "shell") and len(commands) == 1 and i + 1 < len(blocks):
+                    nxt = blocks[i + 1]
+                    between = text[block.end() : nxt.start()]
+                    if nxt.group(1) == "text" and not between.strip() and not nxt.group(2).startswith("$ "):
+                        shown = tuple(nxt.group(2).splitlines())
+                argv = tuple(shlex.split(command, comments=True))
+                found.append(DocCommand(str(page.relative_to(REPO)), first_line + n, argv[1:], shown))
+    return found
+
+
+def _positionals(argv: tuple[str, ...]) -> list[str]:
+    """The positional arguments (input paths) of a command line, read with the command's own options."""
+    from tracekit.cli.app import cli
+
+    command = cli.commands.get(argv[0])
+    if command is None or isinstance(command, click.Group):
+        return []
+    takes_value = {
+        name: not (p.is_flag or p.count)
+        for p in command.params
+        if isinstance(p, click.Option)
+        for name in (*p.opts, *p.secondary_opts)
+    }
+    out: list[str] = []
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in (">", "--"):
+            break
+        if arg.startswith("-"):
+            if "=" not in arg and takes_value.get(arg, False):
+                next(args, None)
+            continue
+        out.append(arg)
+    return out
+
+
+def _skip_reason(cmd: DocCommand, root: Path) -> str | None:
+    if not cmd.argv:
+        return "empty"
+    if any(tok in ("|", "&&", ";") for tok in cmd.argv):
+        return SKIP_SHELL
+    if cmd.argv[0] in SKIP_SUBCOMMANDS:
+        return SKIP_SUBCOMMANDS[cmd.argv[0]]
+    for arg in _positionals(cmd.argv):
+        if arg.startswith("../shared/"):
+            if not SHARED.exists():
+                return SKIP_NO_SHARED
+            continue
+        if arg.startswith("sample_traces/"):
+            continue  # must exist: a broken sample path fails the test
+        if not glob.glob(str(root / arg)):
+            return SKIP_PLACEHOLDER
+    return None
+
+
+def _needs_shared(cmd: DocCommand) -> bool:
+    return any(a.startswith("../shared/") for a in cmd.argv)
+
+
+DOC_COMMANDS = _doc_commands()
+
+
+def test_docs_commands_found() -> None:
+    """The extraction itself works: the tutorial and the README contribute runnable commands."""
+    pages = {c.page for c in DOC_COMMANDS}
+    assert {"README.md", "docs/tutorial.md", "docs/faq.md"} <= pages
+    runnable = [c for c in DOC_COMMANDS if c.argv and c.argv[0] not in SKIP_SUBCOMMANDS and not _needs_shared(c)]
+    assert len(runnable) >= 10
+
+
+def _check_shown(cmd: DocCommand, printed: list[str]) -> None:
+    printed = [p.rstrip() for p in printed]
+    for line in cmd.shown:
+        line = line.rstrip()
+        if not line.strip() or line.strip() == "...":
+            continue
+        if line.endswith("..."):
+            prefix = line[:-3].rstrip(" ;")
+            assert any(p.startswith(prefix) for p in printed), f"{cmd.page}:{cmd.line}: not printed: {line}"
+        else:
+            assert line in printed, f"{cmd.page}:{cmd.line}: not printed: {line}"
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [pytest.param(c, marks=[pytest.mark.slow] if _needs_shared(c) else [], id=c.id) for c in DOC_COMMANDS],
+)
+def test_documented_command_runs(
+    cmd: DocCommand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "sample_traces").symlink_to(REPO / "sample_traces")
+    if SHARED.exists():
+        (tmp_path / "shared").symlink_to(SHARED)
+    reason = _skip_reason(cmd, root)
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.chdir(root)
+    argv = list(cmd.argv)
+    if ">" in argv:  # a redirect: the output is captured instead
+        argv = argv[: argv.index(">")]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, f"{cmd.page}:{cmd.line}: `tracekit {' '.join(cmd.argv)}` exited {code}\n{err}"
+    _check_shown(cmd, out.splitlines())

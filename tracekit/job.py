@@ -404,6 +404,15 @@ def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = 
     Raises:
         tracekit.errors.TracekitError: a given file is unreadable, the folder holds no trace,
             or the folder holds the traces of several jobs (the message lists them).
+
+    Example (from the repository root): the two-rank capture shipped in ``sample_traces``::
+
+        >>> from tracekit.job import read_job
+        >>> job = read_job("sample_traces/captures/ddp_gloo")
+        >>> job.rank_numbers, job.world_size
+        ((0, 1), 2)
+        >>> [r.path.split("/")[-1] for r in job.ranks]
+        ['rank0.cycle0.pt.trace.json.gz', 'rank1.cycle0.pt.trace.json.gz']
     """
     from .reader import read_trace
 

@@ -29,6 +29,19 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
 
     Raises:
         tracekit.errors.TracekitError: the file is missing, not a trace, or corrupt.
+
+    Example (from the repository root)::
+
+        >>> import tracekit
+        >>> tables = tracekit.read_trace("sample_traces/synthetic/dataloader_stall.kineto.json")
+        >>> tables.info.format, tables.info.world_size
+        ('kineto', 1)
+        >>> tables.events.height
+        602
+        >>> tracekit.read_trace("sample_traces/missing.json")
+        Traceback (most recent call last):
+        ...
+        tracekit.errors.TraceNotFoundError: sample_traces/missing.json: no such file
     """
     p = Path(path)
     fmt = format or detect_format(p)

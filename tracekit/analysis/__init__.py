@@ -64,6 +64,18 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
 
     ``what_if`` lists extra questions for the critical path (each a mapping cause → factor,
     see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
+
+    Example (from the repository root): a loop whose single-process DataLoader stalls the GPU::
+
+        >>> import tracekit
+        >>> from tracekit.analysis import diagnose
+        >>> d = diagnose(tracekit.read_trace("sample_traces/synthetic/dataloader_stall.kineto.json"))
+        >>> round(d.step_ms_median, 2), round(d.gpu_utilization, 2), d.complete_steps
+        (100.01, 0.6, 8)
+        >>> [(f.kind, round(f.ms_per_step, 1)) for f in d.findings]
+        [('data_loading', 40.0)]
+        >>> round(d.breakdown_ms["data_loading"], 1)
+        40.0
     """
     events, links = tables.events, tables.links
     steps: Steps = find_steps(events, links)
