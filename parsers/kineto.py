@@ -237,6 +237,12 @@ _MEMORY_WORDS = {
     "managed": "managed",
     "array": "array",
 }
+#: raw columns the events table is built from (everything else is dropped early)
+_EVENT_SOURCE_COLUMNS = [
+    "_order", "cat", "_cat", "name", "pid", "tid", "tid_label", "start_ns", "dur_ns", "device", "stream", "correlation",
+    "external_id", "external_id_v1", "bytes", "kind_arg", "grid", "block", "registers", "shared_memory", "occupancy",
+    "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
+]
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 _ON_GPU_KINDS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.GPU_ANNOTATION)]
 
@@ -287,8 +293,15 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
         )
     if dropped[0]:
         warnings.append(f"skipped {dropped[0]:,} malformed events (wrong field types)")
-    raw = pl.concat(frames, how="vertical_relaxed") if frames else _columns([])
-    return _build_tables(p, raw, top, counter_rows, warnings, truncated=state.truncated)
+    return _build_tables(p, _take_all(frames), top, counter_rows, warnings, truncated=state.truncated)
+
+
+def _take_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Concatenate the chunk frames and drop the list's references (memory is freed as
+    the tables are built, not held until the end)."""
+    raw = pl.concat(frames, how="vertical_relaxed", rechunk=False) if frames else _columns([])
+    frames.clear()
+    return raw
 
 
 # --------------------------------------------------------------------------- decoding
@@ -601,31 +614,43 @@ def _build_tables(
     )
 
     threads = _threads(raw)
-    complete = raw.filter((pl.col("ph") == "X") & pl.col("start_ns").is_not_null())
-    kind_map = pl.DataFrame(
-        {"_cat": list(_CATEGORY_KIND), "kind": [k.value for k in _CATEGORY_KIND.values()]},
-        schema={"_cat": pl.String, "kind": EVENT_KIND},
+    flow_rows = raw.filter(pl.col("ph").is_in(["s", "f", "t"]) & pl.col("start_ns").is_not_null()).select(
+        "ph", "_cat", "id", "id_label", "pid", "tid", "start_ns"
     )
-    complete = complete.filter(pl.col("_cat") != "trace").join(kind_map, on="_cat", how="left")
+    memory = _memory(raw, base_ns)
+    instants = raw.filter(pl.col("ph").is_in(["i", "I"]) & (pl.col("name") != "[memory]") & pl.col("start_ns").is_not_null())
+    instants = instants.filter(pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
+    instants = instants.with_columns(pl.lit(EventKind.INSTANT.value).alias("kind"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"))
+    # the complete events, with only the columns the canonical table is built from
+    complete = raw.filter((pl.col("ph") == "X") & pl.col("start_ns").is_not_null() & (pl.col("_cat") != "trace")).select(
+        _EVENT_SOURCE_COLUMNS
+    )
+    del raw  # the biggest frame: free it before the sort below copies the events
+    complete = complete.with_columns(
+        pl.col("_cat").replace_strict({c: k.value for c, k in _CATEGORY_KIND.items()}, default=None, return_dtype=pl.String).alias("kind")
+    )
     unknown = complete.filter(pl.col("kind").is_null())
     if unknown.height:
         cats = unknown.group_by("cat").len().sort("len", descending=True).head(5)
         listing = ", ".join(f"{c}×{n}" for c, n in cats.iter_rows())
         warnings.append(f"{unknown.height:,} events of unrecognised categories kept as kind 'other' ({listing})")
-    complete = complete.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
-    instants = raw.filter(pl.col("ph").is_in(["i", "I"]) & (pl.col("name") != "[memory]") & pl.col("start_ns").is_not_null())
-    instants = instants.filter(pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
-    instants = instants.with_columns(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND).alias("kind"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"))
-    timed = pl.concat([complete, instants.select(complete.columns)], how="vertical_relaxed")
+    del unknown
+    complete = complete.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value).cast(EVENT_KIND))
+    instants = instants.with_columns(pl.col("kind").cast(EVENT_KIND)).select(complete.columns)
+    timed = pl.concat([complete, instants], how="vertical_relaxed", rechunk=False)
+    del complete, instants
 
     main_pid = _main_pid(timed)
-    keyed = finalize_events(_event_columns(timed, main_pid, rank), keep=("_track_pid", "_track_tid"))
+    columns = _event_columns(timed, main_pid, rank)
+    del timed
+    keyed = finalize_events(columns, keep=("_track_pid", "_track_tid"))
+    del columns
+    flows = _flows(flow_rows, keyed)
+    del flow_rows
     events = keyed.drop("_track_pid", "_track_tid")
-
-    flows = _flows(raw, keyed)
-    links = _links(keyed, flows)
+    links = _links(events, flows)
+    del keyed
     events = _fill_sync_threads(events, links)
-    memory = _memory(raw, base_ns)
     counters = _counters(counter_rows, base_ns)
     devices = _devices(top, events)
 
@@ -659,24 +684,18 @@ def _build_tables(
 
 
 def _normalise_ids(raw: pl.DataFrame) -> pl.DataFrame:
-    """String pids/tids: numeric strings become ints; others get stable negative ids."""
+    """String pids/tids: numeric strings become ints; others get stable negative ids
+    (by sorted label, so the ids do not depend on the order of events in the file)."""
+    labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique().sort()
+    labels = labels.filter(labels.str.strip_chars().cast(pl.Int64, strict=False).is_null())
+    mapping = {label: -(i + 1) for i, label in enumerate(labels.to_list())}
     exprs = []
     for col in ("pid", "tid"):
         label = pl.col(col + "_label")
         numeric = label.str.strip_chars().cast(pl.Int64, strict=False)
-        exprs.append(pl.coalesce(pl.col(col), numeric).alias(col))
-    raw = raw.with_columns(exprs)
-    labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique().sort()
-    labels = labels.filter(labels.str.strip_chars().cast(pl.Int64, strict=False).is_null())
-    if labels.len():
-        mapping = pl.DataFrame({"_label": labels, "_synthetic": -pl.int_range(1, labels.len() + 1, eager=True)})
-        for col in ("pid", "tid"):
-            raw = (
-                raw.join(mapping, left_on=col + "_label", right_on="_label", how="left")
-                .with_columns(pl.coalesce(pl.col(col), pl.col("_synthetic")).alias(col))
-                .drop("_synthetic")
-            )
-    return raw
+        synthetic = label.replace_strict(mapping, default=None, return_dtype=pl.Int64) if mapping else pl.lit(None, dtype=pl.Int64)
+        exprs.append(pl.coalesce(pl.col(col), numeric, synthetic).alias(col))
+    return raw.with_columns(exprs)
 
 
 def _main_pid(timed: pl.DataFrame) -> int | None:
