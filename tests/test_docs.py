@@ -88,6 +88,7 @@ class DocCommand:
     line: int
     argv: tuple[str, ...]
     shown: tuple[str, ...]  # the output printed in the docs right after the command ("" when none)
+    exit_code: int = 0  # a trailing comment `# exits N` documents another exit status
 
     @property
     def id(self) -> str:
@@ -118,7 +119,9 @@ def _doc_commands() -> list[DocCommand]:
                     if nxt.group(1) == "text" and not between.strip() and not nxt.group(2).startswith("$ "):
                         shown = tuple(nxt.group(2).splitlines())
                 argv = tuple(shlex.split(command, comments=True))
-                found.append(DocCommand(str(page.relative_to(REPO)), first_line + n, argv[1:], shown))
+                documented = re.search(r"#\s*exits\s+(\d+)", command)
+                code = int(documented.group(1)) if documented else 0
+                found.append(DocCommand(str(page.relative_to(REPO)), first_line + n, argv[1:], shown, code))
     return found
 
 
@@ -195,10 +198,8 @@ def _check_shown(cmd: DocCommand, printed: list[str]) -> None:
             assert line in printed, f"{cmd.page}:{cmd.line}: not printed: {line}"
 
 
-@pytest.mark.parametrize(
-    "cmd",
-    [pytest.param(c, marks=[pytest.mark.slow] if _needs_shared(c) else [], id=c.id) for c in DOC_COMMANDS],
-)
+# Commands on ../shared traces run by default when it is present: the ones documented take 0.4-3 s each.
+@pytest.mark.parametrize("cmd", [pytest.param(c, id=c.id) for c in DOC_COMMANDS])
 def test_documented_command_runs(
     cmd: DocCommand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,5 +217,16 @@ def test_documented_command_runs(
         argv = argv[: argv.index(">")]
     code = main(argv)
     out, err = capsys.readouterr()
-    assert code == 0, f"{cmd.page}:{cmd.line}: `tracekit {' '.join(cmd.argv)}` exited {code}\n{err}"
-    _check_shown(cmd, out.splitlines())
+    assert code == cmd.exit_code, f"{cmd.page}:{cmd.line}: `tracekit {' '.join(cmd.argv)}` exited {code}\n{err}"
+    _check_shown(cmd, out.splitlines() + err.splitlines())
+
+
+def test_tutorial_sections_each_run_a_command() -> None:
+    """Each cause of the tutorial gives the reader at least one command to copy."""
+    text = (REPO / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    sections = re.split(r"^## \d+\. ", text, flags=re.M)[1:]
+    assert len(sections) == 8
+    for section in sections:
+        title = section.splitlines()[0]
+        blocks = re.findall(r"^```bash\n(.*?)^```", section, re.S | re.M)
+        assert any(line.startswith("tracekit ") for b in blocks for line in b.splitlines()), title
