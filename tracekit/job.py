@@ -470,7 +470,8 @@ def _read_folder(root: Path, *, cache: bool) -> Job:
             raise UsageError(
                 f"the folder holds the traces of {len(plans)} different jobs: {listing}",
                 path=root,
-                hint="analyze one job's files (tracekit analyze FILE...), or all of them with tracekit batch",
+                hint="analyze one file (tracekit analyze FILE), move one job's rank files into a folder of their own "
+                "(tracekit analyze FOLDER), or analyse them all with tracekit batch",
             )
     return _assemble(str(root), loaded, capture=capture, skipped=tuple(skipped))
 
