@@ -246,9 +246,6 @@ _EVENT_SOURCE_COLUMNS = [
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 _ON_GPU_KINDS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.GPU_ANNOTATION)]
 
-#: Timestamps above this many µs, written with a fraction, lose sub-µs digits in float64.
-_FLOAT_EXACT_US = 2**53 / 1000
-
 
 def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> TraceTables:
     """Parse a Kineto Chrome trace (``.json`` or ``.json.gz``) into canonical tables."""

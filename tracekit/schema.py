@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -172,10 +172,9 @@ class TableSchema:
                 exprs.append(pl.lit(None, dtype=col.dtype).alias(col.name))
         return frame.select(exprs)
 
-    def from_columns(self, data: Mapping[str, Any], height: int | None = None) -> pl.DataFrame:
+    def from_columns(self, data: Mapping[str, Any]) -> pl.DataFrame:
         """Build a frame from a mapping of column name → sequence/Series (missing → null)."""
         series = []
-        n = height
         for col in self.columns:
             if col.name not in data:
                 continue
@@ -184,11 +183,7 @@ class TableSchema:
             if s.dtype != col.dtype:
                 s = s.cast(col.dtype, strict=False)
             series.append(s.alias(col.name))
-            n = len(s) if n is None else n
-        frame = pl.DataFrame(series) if series else pl.DataFrame()
-        if n is not None and frame.height == 0 and n > 0 and not series:
-            frame = pl.DataFrame({"__n": pl.Series([None] * n)}).drop("__n")
-        return self.conform(frame)
+        return self.conform(pl.DataFrame(series) if series else pl.DataFrame())
 
     def describe_markdown(self) -> str:
         """A Markdown table of the columns (used to generate docs/schema.md)."""
@@ -437,12 +432,6 @@ class TraceTables:
 TABLE_NAMES = tuple(s.name for s in TABLES)
 
 
-def conform_all(frames: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """Conform each named frame to its table schema."""
-    by_name = {s.name: s for s in TABLES}
-    return {name: by_name[name].conform(frame) for name, frame in frames.items()}
-
-
 def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFrame:
     """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
 
@@ -473,7 +462,3 @@ def schema_markdown(tables: Sequence[TableSchema] = TABLES) -> str:
     """docs/schema.md's table reference, generated from this module."""
     parts = [t.describe_markdown() for t in tables]
     return "\n".join(parts)
-
-
-def enum_values(values: Iterable[Enum]) -> list[str]:
-    return [str(v.value) for v in values]

@@ -55,6 +55,7 @@ import polars as pl
 
 from ..schema import EventKind
 from . import patterns
+from .classify import is_blocking_call, is_host_wait_row
 from .intervals import union
 from .timeline import LAUNCH_GAP_NS, LAUNCH_LATENCY_NS
 from .whatif import CP_CAUSES, TAG_CAUSE, TAGS, WhatIf, WhatIfResult, scenario_weights
@@ -574,7 +575,7 @@ def _host_events(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     ).select(keep)
     # explicit sync rows without a recorded API call stand for the call on their thread
     rows = events.filter(
-        (pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event") & pl.col("tid").is_not_null()
+        is_host_wait_row() & pl.col("tid").is_not_null()
         & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0)
     )
     rows = rows.join(links.select(pl.col("gpu_event_id").alias("event_id")), on="event_id", how="anti").select(keep)
@@ -646,11 +647,10 @@ def _relevant_threads(host: pl.DataFrame, main: pl.DataFrame, links: pl.DataFram
     Another thread's timeline has no edge to the GPU or to the driving thread, so it can
     never lengthen a path; leaving it out keeps traces with many helper threads cheap.
     """
-    name = pl.col("name")
     launches = host.join(links.select(pl.col("launch_event_id").alias("event_id")).unique(), on="event_id", how="semi")
     waits = host.filter(
         (pl.col("kind") == EventKind.SYNC.value)
-        | (pl.col("kind").is_in(_API) & (name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)))
+        | is_blocking_call()
     )
     return pl.concat([main, launches.select("rank", *_THREAD), waits.select("rank", *_THREAD)]).unique()
 
@@ -821,14 +821,14 @@ def _sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame,
         return pl.DataFrame(schema=schema)
     name = pl.col("name")
     api = host.filter(pl.col("kind").is_in(_API))
-    rows = events.filter((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event")).select(
+    rows = events.filter(is_host_wait_row()).select(
         pl.col("event_id").alias("_row"), pl.col("sync_kind").cast(pl.String).alias("_skind"), pl.col("device").alias("_sdev"),
         pl.col("stream").alias("_sstream"), pl.col("wait_stream").alias("_swait"), pl.col("wait_event_correlation").alias("_scorr"),
     )
     row_of_call = links.join(rows, left_on="gpu_event_id", right_on="_row").unique("launch_event_id", keep="first").rename(
         {"launch_event_id": "call_id"}
     ).drop("gpu_event_id", "correlation", "link_source")
-    by_name = api.filter(name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)).select(
+    by_name = api.filter(is_blocking_call()).select(
         pl.col("event_id").alias("call_id"), "rank", "pid", "tid", pl.col("start_ns").alias("c0"), pl.col("end_ns").alias("c1"),
         name.str.contains("(?i)DeviceSynchronize|CtxSynchronize|ThreadSynchronize").alias("_context"),
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..schema import EventKind
-from . import patterns
+from .classify import is_blocking_call, is_data_dependent_op, is_host_wait_row
 from .intervals import enclosing
 
 SYNC_COLUMNS = {
@@ -40,9 +40,8 @@ SYNC_COLUMNS = {
 def find_syncs(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """One row per host-device synchronisation (see the module docstring)."""
     name = pl.col("name")
-    is_launch = pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value])
-    calls = events.filter(is_launch & (name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)))
-    rows = events.filter((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event"))
+    calls = events.filter(is_blocking_call())
+    rows = events.filter(is_host_wait_row())
     # explicit rows confirm (and name) the calls they belong to
     confirmed = links.join(rows.select(pl.col("event_id").alias("gpu_event_id"), pl.col("sync_kind").alias("_row_kind")), on="gpu_event_id")
     calls = calls.join(
@@ -63,7 +62,7 @@ def find_syncs(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -
     )
     points = pl.concat([call_points, row_points], how="vertical_relaxed")
     # data-dependent ops with no recorded sync inside: inferred points
-    ops = events.filter((pl.col("kind") == EventKind.CPU_OP.value) & name.str.contains(patterns.DATA_DEPENDENT_OP))
+    ops = events.filter(is_data_dependent_op())
     if ops.height:
         inside = enclosing(points, ops, "_op_id", outermost=True, all_matches=True)
         covered_ops = inside.select(pl.col("_op_id").alias("event_id")).drop_nulls().unique()
@@ -102,8 +101,3 @@ def _assign_step(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     s = steps.select("rank", "step", pl.col("start_ns").alias("_ws"), pl.col("end_ns").alias("_we")).sort("_ws")
     joined = frame.sort("start_ns").join_asof(s, left_on="start_ns", right_on="_ws", by="rank", strategy="backward", check_sortedness=False)
     return joined.with_columns(pl.when(pl.col("start_ns") < pl.col("_we")).then(pl.col("step")).otherwise(None).alias("step")).drop("_ws", "_we")
-
-
-def assign_step(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Add the ``step`` whose window contains each row's ``start_ns`` (null outside steps)."""
-    return _assign_step(frame, steps)

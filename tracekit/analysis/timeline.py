@@ -33,6 +33,7 @@ import polars as pl
 
 from ..schema import EventKind
 from . import patterns
+from .classify import is_api_call, is_host_sync
 from .intervals import complement, coverage_at, covered_in, enclosing, union
 
 #: idle gaps up to this long, filled by op dispatch and launch calls, are launch overhead
@@ -162,13 +163,8 @@ def _host_categories(events: pl.DataFrame, links: pl.DataFrame) -> list[tuple[st
         if outer.height:
             ids = pageable.with_row_index("_p").join(outer, on="_p").select(pl.col("_outer").alias("event_id")).unique()
             pageable = pl.concat([pageable, host.join(ids, on="event_id", how="semi")]).unique("event_id")
-    is_launch = pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value])
-    sync = host.filter(
-        (is_launch & (name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)))
-        | ((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event"))
-        | ((pl.col("kind") == EventKind.CPU_OP.value) & name.str.contains(patterns.DATA_DEPENDENT_OP))
-    )
-    alloc = host.filter(is_launch & name.str.contains(patterns.ALLOCATOR_API))
+    sync = host.filter(is_host_sync())
+    alloc = host.filter(is_api_call() & name.str.contains(patterns.ALLOCATOR_API))
     comm = host.filter(pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value]) & name.str.contains(patterns.COMM_OP))
     cpu = host.filter(pl.col("kind").is_in(_CPU_WORK) & not_step)
     return [
@@ -183,16 +179,7 @@ def _host_categories(events: pl.DataFrame, links: pl.DataFrame) -> list[tuple[st
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     """Host calls that wait for the GPU (used to decide whether a gap followed a sync)."""
-    name = pl.col("name")
-    is_launch = pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value])
-    return events.filter(
-        pl.col("pid").is_not_null()
-        & (
-            (is_launch & (name.str.contains(patterns.SYNC_API) | name.str.contains(patterns.BLOCKING_MEMCPY_API)))
-            | ((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") != "stream_wait_event"))
-            | ((pl.col("kind") == EventKind.CPU_OP.value) & name.str.contains(patterns.DATA_DEPENDENT_OP))
-        )
-    )
+    return events.filter(pl.col("pid").is_not_null() & is_host_sync())
 
 
 def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
