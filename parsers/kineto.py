@@ -252,20 +252,22 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
     p = check_path(path)
     state = ArrayStream()
     warnings: list[str] = []
-    frames: list[pl.DataFrame] = []
+    parts = _Parts()
     counter_rows: list[dict[str, Any]] = []
     dropped = [0]
 
-    def decode(chunk: bytes | memoryview) -> pl.DataFrame:
+    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+        # no side effects here: the salvage search may decode a chunk and discard it
         frame = _columns(_decode_chunk(chunk, dropped), dropped)
-        if frame.height and (frame["ph"] == "C").any():
-            counter_rows.extend(_counter_events(bytes(chunk)))
-        return frame
+        counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
+        return frame, counters
 
     try:
         with ReadAhead(open_stream(p), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
-            for frame in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):  # type: ignore[arg-type]
-                frames.append(frame)
+            for frame, counters in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):  # type: ignore[arg-type]
+                parts.add(frame)
+                counter_rows.extend(counters)
+                del frame
     except NotATraceArray as exc:
         raise _explain_not_a_trace(p, exc.head) from None
     except OSError as exc:
@@ -273,7 +275,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
 
     top = _decode_top_level(state, warnings)
     if state.truncated:
-        if not frames or sum(f.height for f in frames) == 0:
+        if parts.rows == 0:
             if state.total_bytes == 0:
                 raise TraceCorruptError("the file holds no readable data (" + state.truncation_reason + ")", path=p)
             raise TraceCorruptError(
@@ -290,15 +292,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
         )
     if dropped[0]:
         warnings.append(f"skipped {dropped[0]:,} malformed events (wrong field types)")
-    return _build_tables(p, _take_all(frames), top, counter_rows, warnings, truncated=state.truncated)
-
-
-def _take_all(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Concatenate the chunk frames and drop the list's references (memory is freed as
-    the tables are built, not held until the end)."""
-    raw = pl.concat(frames, how="vertical_relaxed", rechunk=False) if frames else _columns([])
-    frames.clear()
-    return raw
+    return _build_tables(p, parts, top, counter_rows, warnings, truncated=state.truncated)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -586,10 +580,125 @@ def _explain_not_a_trace(path: Path, head: bytes) -> TraceFormatError:
 
 # --------------------------------------------------------------------------- tables
 
+#: temporary ids of non-numeric pid/tid labels while chunks arrive; the final ids are
+#: given by sorted label once every label is known (so they do not depend on event order)
+_TEMP_LABEL_BASE = -(2**62)
+_LAUNCH_KINDS = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
+
+
+class _Parts:
+    """The trace cut by destination table, one chunk at a time.
+
+    Each decoded chunk is split as soon as it arrives into the rows of every output: timed
+    events already in their canonical columns, flow endpoints, metadata, memory instants.
+    The wide raw frame, whose argument columns are mostly null, therefore never exists for
+    the whole trace, and peak memory follows the size of the canonical tables.  What needs
+    the whole trace (string-id numbering, the main process, base time, rank) is applied
+    once at the end, to one or two columns.
+    """
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.timed: list[pl.DataFrame] = []
+        self.flows: list[pl.DataFrame] = []
+        self.meta: list[pl.DataFrame] = []
+        self.memory: list[pl.DataFrame] = []
+        #: per chunk: events per (pid, launches GPU work) for choosing the main process
+        self.launchers: list[pl.DataFrame] = []
+        #: per chunk: events per unrecognised category
+        self.unknown: list[pl.DataFrame] = []
+        #: non-numeric pid/tid label → temporary id
+        self.labels: dict[str, int] = {}
+
+    def add(self, raw: pl.DataFrame) -> None:
+        n = raw.height
+        raw = raw.with_columns(pl.int_range(self.rows, self.rows + n, dtype=pl.Int64).alias("_order"))
+        self.rows += n
+        raw = self._number_labels(raw).with_columns(
+            pl.col("cat").str.to_lowercase().fill_null("").alias("_cat"),
+            pl.col("ts").alias("start_ns"),
+            pl.col("dur").fill_null(0).clip(lower_bound=0).alias("dur_ns"),
+        )
+        ph = pl.col("ph")
+        timestamped = pl.col("start_ns").is_not_null()
+        self.meta.append(raw.filter(ph == "M").select("pid", "tid", "name", "label"))
+        self.flows.append(
+            raw.filter(ph.is_in(["s", "f", "t"]) & timestamped).select("ph", "_cat", "id", "id_label", "pid", "tid", "start_ns")
+        )
+        instant = ph.is_in(["i", "I"])
+        self.memory.append(_memory_rows(raw.filter(instant & (pl.col("name") == "[memory]"))))
+        instants = raw.filter(
+            instant
+            & (pl.col("name") != "[memory]")
+            & timestamped
+            & (pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
+        )
+        complete = raw.filter((ph == "X") & timestamped & (pl.col("_cat") != "trace")).select(_EVENT_SOURCE_COLUMNS)
+        del raw
+        complete = complete.with_columns(
+            pl.col("_cat")
+            .replace_strict({c: k.value for c, k in _CATEGORY_KIND.items()}, default=None, return_dtype=pl.String)
+            .alias("kind")
+        )
+        unknown = complete.filter(pl.col("kind").is_null())
+        if unknown.height:
+            self.unknown.append(unknown.group_by("cat").len())
+        complete = complete.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value).cast(EVENT_KIND))
+        instants = instants.with_columns(
+            pl.lit(EventKind.INSTANT.value).cast(EVENT_KIND).alias("kind"), pl.lit(0, dtype=pl.Int64).alias("dur_ns")
+        ).select(complete.columns)
+        timed = pl.concat([complete, instants], how="vertical_relaxed", rechunk=False)
+        del complete, instants
+        self.launchers.append(
+            timed.filter(pl.col("kind").is_in([*_LAUNCH_KINDS, EventKind.CPU_OP.value]))
+            .group_by("pid", pl.col("kind").is_in(_LAUNCH_KINDS).alias("launch"))
+            .len()
+        )
+        self.timed.append(_event_columns(timed))
+
+    def _number_labels(self, raw: pl.DataFrame) -> pl.DataFrame:
+        """String pids/tids ("Spans", "stream 7") get temporary ids, numbered finally in
+        :meth:`final_label_ids`."""
+        labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique()
+        if labels.len() == 0:
+            return raw
+        for label in labels.to_list():
+            if label not in self.labels:
+                self.labels[label] = _TEMP_LABEL_BASE - len(self.labels)
+        return raw.with_columns(
+            pl.coalesce(
+                pl.col(col), pl.col(col + "_label").replace_strict(self.labels, default=None, return_dtype=pl.Int64)
+            ).alias(col)
+            for col in ("pid", "tid")
+        )
+
+    def final_label_ids(self) -> dict[int, int]:
+        """Temporary id → final id: -1, -2, ... by sorted label."""
+        return {self.labels[label]: -(i + 1) for i, label in enumerate(sorted(self.labels))}
+
+    def take_timed(self) -> pl.DataFrame:
+        """All timed events (the list is emptied so only the result holds them)."""
+        frame = pl.concat(self.timed, how="vertical_relaxed", rechunk=False)
+        self.timed.clear()
+        return frame
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    out = pl.concat(frames, how="vertical_relaxed")
+    frames.clear()
+    return out
+
+
+def _renumber(frame: pl.DataFrame, ids: dict[int, int], columns: Sequence[str] = ("pid", "tid")) -> pl.DataFrame:
+    """Apply the final label ids to id columns (no-op when the trace had no string ids)."""
+    if not ids:
+        return frame
+    return frame.with_columns(pl.col(c).replace(ids) for c in columns)
+
 
 def _build_tables(
     path: Path,
-    raw: pl.DataFrame,
+    parts: _Parts,
     top: dict[str, Any],
     counter_rows: list[dict[str, Any]],
     warnings: list[str],
@@ -602,51 +711,33 @@ def _build_tables(
     world = _as_int(dist.get("world_size")) if dist else None
     backend = str(dist.get("backend")) if dist and dist.get("backend") is not None else None
 
-    raw = raw.with_row_index("_order")
-    raw = _normalise_ids(raw)
-    raw = raw.with_columns(
-        pl.col("cat").str.to_lowercase().fill_null("").alias("_cat"),
-        (pl.col("ts") + base_ns).alias("start_ns"),
-        pl.col("dur").fill_null(0).clip(lower_bound=0).alias("dur_ns"),
-    )
+    if not parts.timed:
+        parts.add(_columns([]))
+    ids = parts.final_label_ids()
+    threads = _threads(_renumber(_concat(parts.meta), ids))
+    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
+    memory = _renumber(_concat(parts.memory), ids).with_columns(pl.col("start_ns") + base_ns)
+    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
+    main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
+    if parts.unknown:
+        cats = (
+            _concat(parts.unknown).group_by("cat").agg(pl.col("len").sum())
+            .sort(["len", "cat"], descending=[True, False], nulls_last=True)
+        )
+        total = int(cats["len"].sum())
+        listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
+        warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
 
-    threads = _threads(raw)
-    flow_rows = raw.filter(pl.col("ph").is_in(["s", "f", "t"]) & pl.col("start_ns").is_not_null()).select(
-        "ph", "_cat", "id", "id_label", "pid", "tid", "start_ns"
+    # the timed events are handed over without a name here, so the canonical sort can free
+    # each source column as soon as its sorted copy exists
+    keyed = finalize_events(
+        _final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns), keep=("_track_pid", "_track_tid")
     )
-    memory = _memory(raw, base_ns)
-    instants = raw.filter(pl.col("ph").is_in(["i", "I"]) & (pl.col("name") != "[memory]") & pl.col("start_ns").is_not_null())
-    instants = instants.filter(pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
-    instants = instants.with_columns(pl.lit(EventKind.INSTANT.value).alias("kind"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"))
-    # the complete events, with only the columns the canonical table is built from
-    complete = raw.filter((pl.col("ph") == "X") & pl.col("start_ns").is_not_null() & (pl.col("_cat") != "trace")).select(
-        _EVENT_SOURCE_COLUMNS
-    )
-    del raw  # the biggest frame: free it before the sort below copies the events
-    complete = complete.with_columns(
-        pl.col("_cat").replace_strict({c: k.value for c, k in _CATEGORY_KIND.items()}, default=None, return_dtype=pl.String).alias("kind")
-    )
-    unknown = complete.filter(pl.col("kind").is_null())
-    if unknown.height:
-        cats = unknown.group_by("cat").len().sort("len", descending=True).head(5)
-        listing = ", ".join(f"{c}×{n}" for c, n in cats.iter_rows())
-        warnings.append(f"{unknown.height:,} events of unrecognised categories kept as kind 'other' ({listing})")
-    del unknown
-    complete = complete.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value).cast(EVENT_KIND))
-    instants = instants.with_columns(pl.col("kind").cast(EVENT_KIND)).select(complete.columns)
-    timed = pl.concat([complete, instants], how="vertical_relaxed", rechunk=False)
-    del complete, instants
-
-    main_pid = _main_pid(timed)
-    columns = _event_columns(timed, main_pid, rank)
-    del timed
-    keyed = finalize_events(columns, keep=("_track_pid", "_track_tid"))
-    del columns
     flows = _flows(flow_rows, keyed)
     del flow_rows
     events = keyed.drop("_track_pid", "_track_tid")
-    links = _links(events, flows)
     del keyed
+    links = _links(events, flows)
     events = _fill_sync_threads(events, links)
     counters = _counters(counter_rows, base_ns)
     devices = _devices(top, events)
@@ -680,34 +771,22 @@ def _build_tables(
     )
 
 
-def _normalise_ids(raw: pl.DataFrame) -> pl.DataFrame:
-    """String pids/tids: numeric strings become ints; others get stable negative ids
-    (by sorted label, so the ids do not depend on the order of events in the file)."""
-    labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique().sort()
-    labels = labels.filter(labels.str.strip_chars().cast(pl.Int64, strict=False).is_null())
-    mapping = {label: -(i + 1) for i, label in enumerate(labels.to_list())}
-    exprs = []
-    for col in ("pid", "tid"):
-        label = pl.col(col + "_label")
-        numeric = label.str.strip_chars().cast(pl.Int64, strict=False)
-        synthetic = label.replace_strict(mapping, default=None, return_dtype=pl.Int64) if mapping else pl.lit(None, dtype=pl.Int64)
-        exprs.append(pl.coalesce(pl.col(col), numeric, synthetic).alias(col))
-    return raw.with_columns(exprs)
-
-
-def _main_pid(timed: pl.DataFrame) -> int | None:
-    """The process that launched GPU work (owner of GPU rows in the canonical tables)."""
-    launchers = timed.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]))
+def _main_pid(counts: pl.DataFrame) -> int | None:
+    """The process that launched GPU work (owner of GPU rows in the canonical tables):
+    most runtime/driver calls, else most CPU operators; ties go to the lower pid."""
+    totals = counts.group_by("pid", "launch").agg(pl.col("len").sum())
+    launchers = totals.filter(pl.col("launch"))
     if launchers.height == 0:
-        launchers = timed.filter(pl.col("kind") == EventKind.CPU_OP.value)
+        launchers = totals.filter(~pl.col("launch"))
     if launchers.height == 0:
         return None
-    counts = launchers.group_by("pid").len().sort(["len", "pid"], descending=[True, False])
-    value = counts["pid"][0]
+    value = launchers.sort(["len", "pid"], descending=[True, False])["pid"][0]
     return int(value) if value is not None else None
 
 
-def _event_columns(timed: pl.DataFrame, main_pid: int | None, rank: int | None) -> pl.DataFrame:
+def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
+    """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
+    (GPU rows get the main process in :func:`_final_event_columns`)."""
     on_gpu = pl.col("kind").is_in(_ON_GPU_KINDS)
     is_sync = pl.col("kind") == EventKind.SYNC.value
     tid_stream = pl.coalesce(
@@ -735,9 +814,8 @@ def _event_columns(timed: pl.DataFrame, main_pid: int | None, rank: int | None) 
         pl.col("_order"),
         pl.col("kind"),
         pl.col("name").fill_null(""),
-        pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
-        pl.when(on_gpu).then(pl.lit(main_pid, dtype=pl.Int64)).otherwise(pl.col("pid")).alias("pid"),
-        pl.when(on_gpu | is_sync).then(None).otherwise(pl.col("tid")).cast(pl.Int64).alias("tid"),
+        pl.col("pid"),
+        pl.col("tid").cast(pl.Int64),
         device.cast(pl.Int32, strict=False).alias("device"),
         stream.alias("stream"),
         pl.col("start_ns"),
@@ -761,9 +839,25 @@ def _event_columns(timed: pl.DataFrame, main_pid: int | None, rank: int | None) 
         pl.col("python_parent_id"),
         pl.col("input_dims"),
         pl.col("collective"),
-        pl.lit(None, dtype=pl.String).alias("domain"),
-        pl.col("pid").alias("_track_pid"),
-        pl.col("tid").alias("_track_tid"),
+    )
+
+
+def _final_event_columns(
+    timed: pl.DataFrame, ids: dict[int, int], main_pid: int | None, rank: int | None, base_ns: int
+) -> pl.DataFrame:
+    """What needs the whole trace: final string ids, the main process on GPU rows (the
+    track's ids are kept for flow binding), the rank and the base time."""
+    on_gpu = pl.col("kind").is_in(_ON_GPU_KINDS)
+    is_sync = pl.col("kind") == EventKind.SYNC.value
+    pid = pl.col("pid").replace(ids) if ids else pl.col("pid")
+    tid = pl.col("tid").replace(ids) if ids else pl.col("tid")
+    return timed.with_columns(
+        pid.alias("_track_pid"),
+        tid.alias("_track_tid"),
+        pl.when(on_gpu).then(pl.lit(main_pid, dtype=pl.Int64)).otherwise(pid).alias("pid"),
+        pl.when(on_gpu | is_sync).then(None).otherwise(tid).cast(pl.Int64).alias("tid"),
+        pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
+        pl.col("start_ns") + base_ns,
     )
 
 
@@ -771,8 +865,8 @@ def _memory_kind(word: pl.Expr) -> pl.Expr:
     return word.replace_strict(_MEMORY_WORDS, default="unknown", return_dtype=pl.String)
 
 
-def _threads(raw: pl.DataFrame) -> pl.DataFrame:
-    meta = raw.filter(pl.col("ph") == "M")
+def _threads(meta: pl.DataFrame) -> pl.DataFrame:
+    """Process and thread names from the ``ph: M`` rows (in file order: the last one wins)."""
     procs = (
         meta.filter(pl.col("name") == "process_name")
         .group_by("pid")
@@ -798,43 +892,70 @@ def _threads(raw: pl.DataFrame) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Int64).alias("tid"), pl.lit(None, dtype=pl.String).alias("thread_name")
     )
     out = pl.concat([THREADS.conform(rows), THREADS.conform(only_procs)], how="vertical")
-    return out.sort(["pid", "tid", "device", "stream"], nulls_last=True)
+    # every column is a sort key: several streams can share a number (queue and stream
+    # tracks of one device), and group_by gives no order of its own
+    return out.sort(["pid", "tid", "device", "stream", "thread_name", "process_name"], nulls_last=True)
 
 
-def _flows(raw: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
-    flow_rows = raw.filter(pl.col("ph").is_in(["s", "f", "t"]) & pl.col("start_ns").is_not_null())
+def _track_key(pid: str, tid: str, start: str) -> pl.Expr:
+    """One 64-bit hash of (pid, tid, start): single-column joins and sets cost a fraction of
+    multi-column ones on millions of rows; matches are checked on the real columns."""
+    return pl.struct(pl.col(pid).alias("p"), pl.col(tid).alias("t"), pl.col(start).alias("s")).hash(seed=0)
+
+
+def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     if flow_rows.height == 0:
         return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
-    kind_map = pl.DataFrame({"_cat": list(_FLOW_CATEGORY), "flow_kind": list(_FLOW_CATEGORY.values())})
-    flow_rows = flow_rows.join(kind_map, on="_cat", how="left").with_columns(
-        pl.col("flow_kind").fill_null("other"),
+    flow_rows = flow_rows.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),  # file order
+        "ph",
+        pl.col("_cat").replace_strict(_FLOW_CATEGORY, default="other", return_dtype=pl.String).cast(FLOW_KIND).alias("flow_kind"),
         pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
+        "pid",
+        "tid",
+        "start_ns",
+        _track_key("pid", "tid", "start_ns").alias("_key"),
     )
     # bind each endpoint to the innermost slice starting at its timestamp on its track
-    keys = flow_rows.select(pl.col("pid").alias("_track_pid"), pl.col("tid").alias("_track_tid"), "start_ns").unique()
-    slices = keyed.select("event_id", "_track_pid", "_track_tid", "start_ns", "dur_ns").join(
-        keys, on=["_track_pid", "_track_tid", "start_ns"], how="semi"
+    # (shortest; among equal ones the later in canonical order)
+    slices = keyed.select(
+        "event_id", "_track_pid", "_track_tid", pl.col("start_ns").alias("_slice_start"), "dur_ns",
+        _track_key("_track_pid", "_track_tid", "start_ns").alias("_key"),
+    ).filter(pl.col("_key").is_in(flow_rows["_key"].unique().implode()))
+    bound = (
+        flow_rows.select("_row", "_key", "pid", "tid", "start_ns")
+        .join(slices, on="_key", how="inner")
+        .filter(
+            (pl.col("pid") == pl.col("_track_pid"))
+            & (pl.col("tid") == pl.col("_track_tid"))
+            & (pl.col("start_ns") == pl.col("_slice_start"))
+        )
+        .group_by("_row")
+        .agg(pl.col("event_id").sort_by(["dur_ns", "event_id"], descending=[False, True]).first())
     )
-    innermost = slices.sort("dur_ns", "event_id", descending=[False, True]).unique(
-        ["_track_pid", "_track_tid", "start_ns"], keep="first"
-    )
-    bound = flow_rows.join(
-        innermost.drop("dur_ns"), left_on=["pid", "tid", "start_ns"], right_on=["_track_pid", "_track_tid", "start_ns"], how="left"
-    )
-    src = bound.filter(pl.col("ph") == "s").group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias("src_event_id"))
-    dst = bound.filter(pl.col("ph") == "f").group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias("dst_event_id"))
-    joined = src.join(dst, on=["flow_id", "flow_kind"], how="full", coalesce=True)
-    return FLOWS.conform(joined.with_columns(pl.col("flow_kind").cast(FLOW_KIND))).sort(["flow_kind", "flow_id"])
+    ends = flow_rows.select("_row", "ph", "flow_kind", "flow_id").join(bound, on="_row", how="left")
+    ends = ends.sort("_row")
+
+    def first_end(ph: str, name: str) -> pl.DataFrame:
+        return ends.filter(pl.col("ph") == ph).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
+
+    joined = first_end("s", "src_event_id").join(first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True)
+    return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
 
 
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
-    launch = events.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]) & pl.col("correlation").is_not_null())
-    launch = launch.select(pl.col("event_id").alias("launch_event_id"), "correlation", "pid")
-    # a correlation id must name exactly one launch call (per process) to be trusted
-    unique_launch = launch.group_by("correlation").agg(pl.col("launch_event_id").first(), pl.len().alias("_n")).filter(pl.col("_n") == 1)
-    gpu = events.filter(
-        pl.col("kind").is_in(_LINK_TARGETS)
-        & pl.col("correlation").is_not_null()
+    kinds = events.select("event_id", "kind")
+    launch = kinds.with_columns(events["correlation"]).filter(
+        pl.col("kind").is_in(_LAUNCH_KINDS) & pl.col("correlation").is_not_null()
+    )
+    # a correlation id must name exactly one launch call to be trusted
+    unique_launch = (
+        launch.group_by("correlation")
+        .agg(pl.col("event_id").first().alias("launch_event_id"), pl.len().alias("_n"))
+        .filter(pl.col("_n") == 1)
+    )
+    gpu = kinds.with_columns(events["correlation"]).filter(
+        pl.col("kind").is_in(_LINK_TARGETS) & pl.col("correlation").is_not_null()
     ).select(pl.col("event_id").alias("gpu_event_id"), "correlation")
     by_corr = gpu.join(unique_launch.drop("_n"), on="correlation", how="inner").with_columns(
         pl.lit("correlation").alias("link_source")
@@ -842,10 +963,10 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     by_flow = (
         flows.filter((pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null())
         .select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
-        .join(events.select("event_id", "kind"), left_on="launch_event_id", right_on="event_id")
-        .filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]))
+        .join(kinds, left_on="launch_event_id", right_on="event_id")
+        .filter(pl.col("kind").is_in(_LAUNCH_KINDS))
         .drop("kind")
-        .join(events.select("event_id", "kind"), left_on="gpu_event_id", right_on="event_id")
+        .join(kinds, left_on="gpu_event_id", right_on="event_id")
         .filter(pl.col("kind").is_in(_LINK_TARGETS))
         .drop("kind")
         .join(by_corr.select("gpu_event_id"), on="gpu_event_id", how="anti")
@@ -857,29 +978,30 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fill_sync_threads(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """Sync rows are recorded on the device track; give them the waiting host thread."""
-    syncs = events.filter(pl.col("kind") == EventKind.SYNC.value)
-    if syncs.height == 0:
+    """Sync rows are recorded on the device track; give them the waiting host thread.
+
+    Only the pid/tid columns are rebuilt (a join on the whole table would copy it)."""
+    is_sync = pl.col("kind") == EventKind.SYNC.value
+    narrow = events.select("event_id", "kind", "pid", "tid")
+    if not narrow.select(is_sync.any()).item():
         return events
     host = (
-        links.join(events.select(pl.col("event_id").alias("launch_event_id"), pl.col("pid").alias("_hp"), pl.col("tid").alias("_ht")), on="launch_event_id")
+        links.join(narrow.select(pl.col("event_id").alias("launch_event_id"), pl.col("pid").alias("_hp"), pl.col("tid").alias("_ht")), on="launch_event_id")
         .group_by("gpu_event_id")
         .agg(pl.col("_hp").first(), pl.col("_ht").first())
     )
-    out = events.join(host, left_on="event_id", right_on="gpu_event_id", how="left").with_columns(
-        pl.when(pl.col("kind") == EventKind.SYNC.value).then(pl.col("_hp")).otherwise(pl.col("pid")).alias("pid"),
-        pl.when(pl.col("kind") == EventKind.SYNC.value).then(pl.col("_ht")).otherwise(pl.col("tid")).alias("tid"),
+    filled = narrow.join(host, left_on="event_id", right_on="gpu_event_id", how="left", maintain_order="left").select(
+        pl.when(is_sync).then(pl.col("_hp")).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(is_sync).then(pl.col("_ht")).otherwise(pl.col("tid")).alias("tid"),
     )
-    return out.drop("_hp", "_ht")
+    return events.with_columns(filled["pid"], filled["tid"])
 
 
-def _memory(raw: pl.DataFrame, base_ns: int) -> pl.DataFrame:
-    mem = raw.filter(pl.col("ph").is_in(["i", "I"]) & (pl.col("name") == "[memory]"))
-    if mem.height == 0:
-        return MEMORY.empty()
+def _memory_rows(mem: pl.DataFrame) -> pl.DataFrame:
+    """``[memory]`` instants of one chunk in the memory table's columns (base time added later)."""
     # Device Type: 0 = CPU, 1 = CUDA (c10::DeviceType); host memory gets device -1
     device = pl.when(pl.col("mem_device_type") == 0).then(-1).otherwise(pl.col("mem_device_id"))
-    frame = mem.select(
+    return mem.select(
         pl.col("start_ns"),
         pl.col("pid"),
         pl.col("tid"),
@@ -889,7 +1011,6 @@ def _memory(raw: pl.DataFrame, base_ns: int) -> pl.DataFrame:
         pl.col("mem_total_allocated").alias("total_allocated_bytes"),
         pl.col("mem_total_reserved").alias("total_reserved_bytes"),
     )
-    return MEMORY.conform(frame).sort("start_ns", maintain_order=True)
 
 
 def _counters(rows: list[dict[str, Any]], base_ns: int) -> pl.DataFrame:
@@ -928,7 +1049,7 @@ def _devices(top: dict[str, Any], events: pl.DataFrame) -> pl.DataFrame:
                 }
             )
     frame = DEVICES.from_columns({k: [r[k] for r in rows] for k in DEVICES.names}) if rows else DEVICES.empty()
-    used = events.filter(pl.col("device").is_not_null()).select(pl.col("device").unique()).to_series()
+    used = events.select(pl.col("device").drop_nulls().unique()).to_series()
     missing = [int(d) for d in used.to_list() if d not in set(frame["device"].to_list())]
     if missing:
         extra = DEVICES.from_columns(

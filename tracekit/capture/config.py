@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 #: the environment variable holding the JSON configuration; its presence requests a capture
@@ -181,3 +181,23 @@ def trace_name(rank: int, cycle: int, *, backend: str = "torch", pid: int | None
         return f"{who}.nsys.sqlite"
     name = f"{who}.cycle{cycle}.pt.trace.json.gz"
     return name if cycle == 0 else f"cycle{cycle}/{name}"
+
+
+#: the longest file name (one path part, in UTF-8 bytes) common file systems allow
+NAME_MAX = 255
+
+
+def is_inside_name(name: object) -> bool:
+    """Whether ``name`` is a path that stays inside the folder it is joined to: a non-empty
+    relative path with no ``..`` part, no drive, no backslash, no NUL byte and no part longer
+    than :data:`NAME_MAX` bytes (the names of :func:`trace_name` are; a name a process report
+    gives is used only if it is)."""
+    if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
+        return False
+    path = PurePosixPath(name)
+    if not path.parts or path.is_absolute() or PureWindowsPath(name).drive or ".." in path.parts:
+        return False
+    try:
+        return all(len(part.encode("utf-8")) <= NAME_MAX for part in path.parts)
+    except UnicodeEncodeError:  # a lone surrogate: no file has that name
+        return False

@@ -36,7 +36,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import CaptureError, ExternalToolError, UsageError
-from .config import ENV_VAR, PROCESS_DIR, CaptureConfig, bootstrap_dir
+from .config import ENV_VAR, PROCESS_DIR, CaptureConfig, bootstrap_dir, is_inside_name
 
 METADATA = "metadata.json"
 #: format name and version of metadata.json
@@ -249,8 +249,25 @@ def exit_status(returncode: int) -> tuple[int, str | None]:
 # ---------------------------------------------------------------------- metadata
 
 
+#: fields of a process report the wrapper computes with, and the types it accepts for them
+_REPORT_FIELDS: dict[str, tuple[type, ...]] = {
+    "pid": (int,),
+    "rank": (int, type(None)),
+    "world_size": (int, type(None)),
+    "steps": (int, type(None)),
+    "steps_completed": (int, type(None)),
+    "traces": (list,),
+    "gpus": (list, type(None)),
+    "notes": (list, type(None)),
+}
+
+
 def read_process_reports(out: Path) -> list[dict[str, Any]]:
-    """The reports instrumented processes left in ``OUT/.tracekit`` (unreadable ones skipped)."""
+    """The reports instrumented processes left in ``OUT/.tracekit``.
+
+    Unreadable reports, and reports whose fields have the wrong types, are skipped; a trace
+    entry is kept only when its file name stays inside ``out`` (:func:`is_inside_name`).
+    """
     reports = []
     folder = out / PROCESS_DIR
     for path in sorted(folder.glob("process-*.json")) if folder.is_dir() else []:
@@ -258,7 +275,11 @@ def read_process_reports(out: Path) -> list[dict[str, Any]]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and isinstance(data.get("pid"), int):
+        if not isinstance(data, dict):
+            continue
+        data.setdefault("traces", [])
+        if all(isinstance(data.get(k), types) for k, types in _REPORT_FIELDS.items()):
+            data["traces"] = [t for t in data["traces"] if isinstance(t, dict) and is_inside_name(t.get("file"))]
             reports.append(data)
     return reports
 
