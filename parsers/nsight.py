@@ -37,6 +37,7 @@ are used instead.  Rows of other processes (OS calls of helper processes) get ra
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import sqlite3
@@ -223,15 +224,19 @@ def _export(nsys: str, report: Path, out: Path, shown: str | Path) -> Path:
         if out.stat().st_mtime >= report.stat().st_mtime:
             return out  # exported before from this very report
         out.unlink()
-    cmd = [nsys, "export", "--type", "sqlite", "--output", str(out), str(report)]
+    # export beside the final name, then rename: a concurrent run never reads half an export
+    partial = out.with_name(f"{out.stem}.{os.getpid()}.partial.sqlite")
+    cmd = [nsys, "export", "--type", "sqlite", "--output", str(partial), str(report)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except OSError as exc:
         raise ExternalToolError(f"could not run `{shlex.join(cmd)}`: {exc}", path=shown) from exc
-    if proc.returncode != 0 or not out.exists():
+    if proc.returncode != 0 or not partial.exists():
+        partial.unlink(missing_ok=True)
         tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
         detail = ("; ".join(tail)) or f"exit status {proc.returncode}"
         raise ExternalToolError(f"`{shlex.join(cmd)}` failed: {detail}", path=shown)
+    os.replace(partial, out)
     return out
 
 

@@ -647,6 +647,44 @@ def test_nsys_rep_with_nsys_on_path(export: Path, tmp_path: Path, monkeypatch: p
     assert t2.events.equals(t.events)
 
 
+def test_reports_sharing_a_file_name_never_share_an_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two different ``run.nsys-rep`` in two folders, the second older than the first's
+    export: each is exported on its own (the export folder is keyed by the report's bytes),
+    and the export is renamed into place only when ``nsys`` succeeded."""
+    import tracekit
+
+    with_kernels = build_export(tmp_path / "with.sqlite")
+    without = build_export(tmp_path / "without.sqlite", drop_tables=["CUPTI_ACTIVITY_KIND_KERNEL"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nsys"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import shutil, sys\n"
+        "args = sys.argv[1:]\n"
+        "report = open(args[-1], 'rb').read()\n"
+        "if report == b'broken':\n"
+        "    sys.exit('nsys: cannot read the report')\n"
+        f"source = {str(with_kernels)!r} if report == b'first' else {str(without)!r}\n"
+        "shutil.copyfile(source, args[args.index('--output') + 1])\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir) + os.pathsep + os.environ.get("PATH", ""))
+    first, second, broken = (tmp_path / d / "run.nsys-rep" for d in ("a", "b", "c"))
+    for rep, content in ((first, b"first"), (second, b"second"), (broken, b"broken")):
+        rep.parent.mkdir()
+        rep.write_bytes(content)
+    os.utime(second, (1_000_000, 1_000_000))  # older than any export written now
+
+    assert tracekit.read_trace(first).kind_counts().get("kernel") == 4
+    assert tracekit.read_trace(second).kind_counts().get("kernel", 0) == 0
+    with pytest.raises(ExternalToolError, match="cannot read the report"):
+        tracekit.read_trace(broken)
+    exports = Path(os.environ["TRACEKIT_CACHE_DIR"]) / "exports"
+    assert sorted(p.name for p in exports.rglob("*.sqlite")) == ["run.sqlite", "run.sqlite"]
+    assert not list(exports.rglob("*partial*"))
+
+
 # ----------------------------------------------------------------------------------------
 # real exports against direct SQL
 

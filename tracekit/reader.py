@@ -52,7 +52,8 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     hit = _cache.load(key, p)
     if hit is not None:
         return hit
-    work_dir = _cache.cache_dir() / "exports"
+    # one export folder per report content: reports that share a file name never share an export
+    work_dir = _cache.cache_dir() / "exports" / key
     tables = parse(p, format=fmt, work_dir=work_dir)
     _cache.store(key, tables)
     return tables
