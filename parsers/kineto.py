@@ -8,12 +8,15 @@ flows...), ``cuda_sync`` rows (2.1+), ``baseTimeNanoseconds`` and ns-fraction ti
 (``cuLaunchKernel``), CUDA-graph launches (one correlation, many kernels), ``[memory]``
 instants, counters (``ph: C``), string pids/tids and integers above int64.
 
-How it stays fast: the traceEvents array is streamed in chunks of whole events
+How it stays fast and small: the traceEvents array is streamed in chunks of whole events
 (:mod:`._jsonarray`), each chunk is decoded by msgspec into typed structs that keep only
-the fields tracekit uses, the structs are turned into columns once, and everything after
-that (category mapping, flow binding, launch links, id normalisation) is polars
-expressions over the whole trace.  A chunk that msgspec refuses (NaN literals, a wrongly
-typed field) goes through a tolerant slow path that keeps every event it can.
+the fields tracekit uses, and the structs are turned into columns once.  Each chunk is
+then cut by destination table (:class:`_Parts`: timed events already in canonical
+columns, flow endpoints, metadata, memory instants), so the wide per-event frame never
+exists for the whole trace; what needs the whole trace (string-id numbering, the main
+process, flow binding, launch links) is polars expressions at the end.  A chunk that
+msgspec refuses (NaN literals, a wrongly typed field) goes through a tolerant slow path
+that keeps every event it can.
 """
 
 from __future__ import annotations

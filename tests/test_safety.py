@@ -75,9 +75,39 @@ def test_concurrent_readers_share_one_cache_safely(tmp_path: Path) -> None:
     entries = list((cache_dir / "traces").glob("*/*"))
     assert len(entries) == 1
     assert not entries[0].name.startswith(".tmp")
-    # the cache can be deleted at any time and is rebuilt
+
+
+
+def test_cache_can_be_deleted_at_any_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deleted between runs, or under a run that is parsing: the result is whole and the
+    entry is rebuilt."""
+    path = tmp_path / "t.json"
+    shutil.copy(SAMPLE_TRACES / "synthetic" / "host_sync.kineto.json", path)
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(cache_dir))
+    expected = parse(path)
+    assert tracekit.read_trace(path).events.equals(expected.events)
     shutil.rmtree(cache_dir)
-    assert tracekit.read_trace(path).events.height == expected
+    assert tracekit.read_trace(path).events.equals(expected.events)  # rebuilt, not served stale
+    entries = list((cache_dir / "traces").glob("*/*"))
+    assert len(entries) == 1
+
+    import tracekit.reader as reader
+
+    real_parse = reader.parse
+
+    def parse_then_delete_cache(*args: Any, **kwargs: Any) -> Any:
+        tables = real_parse(*args, **kwargs)
+        shutil.rmtree(cache_dir)  # e.g. `tracekit cache clear` in another terminal
+        return tables
+
+    other = tmp_path / "other.json"  # not cached yet: this read parses
+    shutil.copy(SAMPLE_TRACES / "synthetic" / "healthy.kineto.json", other)
+    monkeypatch.setattr(reader, "parse", parse_then_delete_cache)
+    assert tracekit.read_trace(other).events.equals(parse(other).events)
+    monkeypatch.setattr(reader, "parse", real_parse)
+    assert tk_cache.load(tk_cache.content_key(other), other) is not None  # stored after the deletion
+    assert tk_cache.load(tk_cache.content_key(path), path) is None  # deleted, so parsed again next time
 
 
 def test_cache_entry_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
