@@ -222,8 +222,11 @@ def critical_path(
     ``whole_trace`` window.
     """
     graph = build_graph(events, links, steps)
+    windows = graph.windows
     compact, runs = _contract(graph.edges)
-    segments, step_rows = _longest_paths(graph.windows, compact, runs)
+    del graph  # the uncontracted nodes and edges: not needed past this point, and the largest frames
+    segments, step_rows = _longest_paths(windows, compact, runs)
+    del runs
     breakdown = _breakdown(segments, step_rows)
     results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
     return CriticalPath(
