@@ -623,8 +623,10 @@ def test_real_nsys_rep_without_nsys(report: Path, no_nsys: None) -> None:
     assert "tracekit analyze" in str(err.value)
 
 
-def test_nsys_rep_with_nsys_on_path(export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stand-in ``nsys`` that "exports" by copying the synthetic SQLite file."""
+def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, export_body: str) -> None:
+    """Put a stand-in ``nsys`` first on PATH.  ``export_body`` is Python run for ``nsys
+    export``, with ``args`` (its arguments), ``report`` (the report's bytes) and ``output``
+    (the path it must write) defined."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "nsys"
@@ -633,10 +635,16 @@ def test_nsys_rep_with_nsys_on_path(export: Path, tmp_path: Path, monkeypatch: p
         "import shutil, sys\n"
         "args = sys.argv[1:]\n"
         "assert args[:3] == ['export', '--type', 'sqlite'], args\n"
-        f"shutil.copyfile({str(export)!r}, args[args.index('--output') + 1])\n"
+        "report = open(args[-1], 'rb').read()\n"
+        "output = args[args.index('--output') + 1]\n" + export_body
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir) + os.pathsep + os.environ.get("PATH", ""))
+
+
+def test_nsys_rep_with_nsys_on_path(export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in ``nsys`` that "exports" by copying the synthetic SQLite file."""
+    fake_nsys(tmp_path, monkeypatch, f"shutil.copyfile({str(export)!r}, output)\n")
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"\x00binary report")
     work = tmp_path / "work"
@@ -655,21 +663,13 @@ def test_reports_sharing_a_file_name_never_share_an_export(tmp_path: Path, monke
 
     with_kernels = build_export(tmp_path / "with.sqlite")
     without = build_export(tmp_path / "without.sqlite", drop_tables=["CUPTI_ACTIVITY_KIND_KERNEL"])
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "nsys"
-    fake.write_text(
-        f"#!{sys.executable}\n"
-        "import shutil, sys\n"
-        "args = sys.argv[1:]\n"
-        "report = open(args[-1], 'rb').read()\n"
+    fake_nsys(
+        tmp_path,
+        monkeypatch,
         "if report == b'broken':\n"
         "    sys.exit('nsys: cannot read the report')\n"
-        f"source = {str(with_kernels)!r} if report == b'first' else {str(without)!r}\n"
-        "shutil.copyfile(source, args[args.index('--output') + 1])\n"
+        f"shutil.copyfile({str(with_kernels)!r} if report == b'first' else {str(without)!r}, output)\n",
     )
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", str(bin_dir) + os.pathsep + os.environ.get("PATH", ""))
     first, second, broken = (tmp_path / d / "run.nsys-rep" for d in ("a", "b", "c"))
     for rep, content in ((first, b"first"), (second, b"second"), (broken, b"broken")):
         rep.parent.mkdir()
