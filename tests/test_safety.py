@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import multiprocessing
+import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,13 +48,8 @@ def test_gzip_bomb_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "TRACEKIT_MAX_BYTES" in info.value.render()
 
 
-def _read_in_child(path: str, cache_dir: str, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    import os
-
-    os.environ["TRACEKIT_CACHE_DIR"] = cache_dir
-    import tracekit as tk
-
-    out.put(tk.read_trace(path).events.height)
+#: a reader in its own interpreter (a subprocess, so it runs however pytest was started)
+_READER = "import sys, tracekit; print(tracekit.read_trace(sys.argv[1]).events.height)"
 
 
 def test_concurrent_readers_share_one_cache_safely(tmp_path: Path) -> None:
@@ -61,15 +57,14 @@ def test_concurrent_readers_share_one_cache_safely(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     shutil.copy(src, path)
     cache_dir = tmp_path / "cache"
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_read_in_child, args=(str(path), str(cache_dir), out)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    heights = {out.get(timeout=5) for _ in procs}
+    env = {**os.environ, "TRACEKIT_CACHE_DIR": str(cache_dir)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _READER, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-1000:] for _, err in results]
+    heights = {int(out) for out, _ in results}
     expected = parse(path).events.height
     assert heights == {expected}
     entries = list((cache_dir / "traces").glob("*/*"))
