@@ -14,6 +14,8 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace, write_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
 from tracekit.parsers import detect_format, parse
@@ -394,3 +396,27 @@ def test_damage_in_the_middle_keeps_events_on_both_sides(tmp_path: Path, chunk_b
     assert 55 <= t.events.height < 60
     assert not t.info.truncated
     assert any("damaged" in w for w in t.info.warnings)
+
+
+# --------------------------------------------------------------------------- canonical order
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.integers(0, 4)), st.integers(0, 3), st.sampled_from(["a", "b", "", None]), st.integers(0, 2)),
+        max_size=60,
+    ),
+    st.booleans(),
+)
+def test_canonical_sort_order_equals_a_full_multi_key_sort(rows: list[tuple[Any, ...]], first_descending: bool) -> None:
+    """The cheap order (first key, then only its ties by every key) is the stable multi-key sort,
+    nulls last, whatever the ties, nulls and duplicates."""
+    from tracekit.schema import _sort_order
+
+    schema = {"start_ns": pl.Int64, "dur_ns": pl.Int64, "name": pl.String, "_order": pl.Int64}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    keys = list(schema)
+    descending = [first_descending, True, False, False]
+    expected = frame.select(pl.arg_sort_by(keys, descending=descending, nulls_last=True, maintain_order=True)).to_series()
+    assert _sort_order(frame, keys, descending).to_list() == expected.to_list()
