@@ -26,6 +26,7 @@ import synthetic
 from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 import tracekit
 from tracekit.analysis import diagnose
@@ -600,3 +601,39 @@ def test_annotate_writes_a_loadable_trace(tmp_path: Path, fmt: str, capsys: pyte
     assert all(e["args"]["critical"] for e in xs)
     assert main(["annotate", str(src), "--out", str(one), "--step", "99"]) == 2
     assert "no step window matches" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# steps built in groups (bounded memory on long traces)
+
+_GROUPED = [
+    SAMPLE_TRACES / "synthetic" / "host_sync.kineto.json",
+    SAMPLE_TRACES / "synthetic" / "dataloader_stall.kineto.json",
+    SAMPLE_TRACES / "captures" / "slow_dataloader" / "rank0.cycle0.pt.trace.json.gz",
+    # an operator that launches in one step and runs on into the next (it dispatches in both)
+    SHARED_TRACES / "tracelens" / "b200" / "eager_trace.json.gz",
+]
+
+
+@pytest.mark.parametrize("path", _GROUPED, ids=lambda p: p.name)
+def test_steps_built_in_groups_give_the_same_paths(path: Path) -> None:
+    """One step per group and all steps at once: the same segments, breakdown, per-step rows,
+    edges (but for node and run ids) and what-if answers."""
+    if not path.exists():
+        pytest.skip(f"real trace not available: {path}")
+    t = tracekit.read_trace(path)
+    steps = find_steps(t.events).frame
+    assert steps.height >= 2
+    wis = [WhatIf.of({"launch_bound": 0.0}), WhatIf.of({"kernels": 0.5}), WhatIf.of({"host_device_sync": 0.0, "data_loading": 0.0})]
+    whole = critical_path(t.events, t.links, steps, what_ifs=wis)
+    grouped = critical_path(t.events, t.links, steps, what_ifs=wis, batch_events=1)
+    assert grouped.segments.equals(whole.segments)
+    # shares are ns / path_ns: polars may divide a different way on a differently chunked frame (1 ulp)
+    assert_frame_equal(grouped.breakdown, whole.breakdown, check_exact=False)
+    assert grouped.steps.equals(whole.steps)
+    assert [r.per_step.to_dicts() for r in grouped.what_ifs] == [r.per_step.to_dicts() for r in whole.what_ifs]
+    a, b = (cp.edges.drop("src", "dst", "run") for cp in (whole, grouped))
+    assert a.sort(a.columns, nulls_last=True).equals(b.sort(b.columns, nulls_last=True))
+    # node ids stay unique across groups: no two steps share a node
+    nodes = pl.concat([grouped.edges.select(*("rank", "step"), pl.col(c).alias("node")) for c in ("src", "dst")]).unique()
+    assert nodes.select("node").n_unique() == nodes.height

@@ -45,7 +45,7 @@ only Python loops are over ranks and over steps (networkx's path, one graph per 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -68,6 +68,9 @@ HELPER_IDLE_NS = LAUNCH_GAP_NS
 #: to start, was blocked on a full launch queue: it waited for the GPU to retire work
 QUEUE_WAIT_NS = 100_000
 QUEUE_DEPTH = 32
+#: windows are built in groups of about this many events, so the graph's working memory is
+#: bounded by the group, not the trace (a trace below it is one group)
+BATCH_EVENTS = 500_000
 
 _HOST = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.RUNTIME.value, EventKind.DRIVER.value]
 _API = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
@@ -213,20 +216,45 @@ class CriticalPath:
 
 
 def critical_path(
-    events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, *, what_ifs: Sequence[WhatIf] = ()
+    events: pl.DataFrame,
+    links: pl.DataFrame,
+    steps: pl.DataFrame,
+    *,
+    what_ifs: Sequence[WhatIf] = (),
+    batch_events: int = BATCH_EVENTS,
 ) -> CriticalPath:
     """Build every step's graph, find its longest path, and answer ``what_ifs``.
 
     ``steps`` is the steps table of :func:`tracekit.analysis.steps.find_steps` (rank, step,
     start_ns, end_ns, cpu_end_ns, complete); a trace with no steps comes as one
-    ``whole_trace`` window.
+    ``whole_trace`` window.  Steps are built in groups of about ``batch_events`` events
+    (the result does not depend on the grouping: what couples the steps, such as the
+    driving thread and the typical launch latency, is computed over the whole trace).
     """
-    graph = build_graph(events, links, steps)
-    windows = graph.windows
-    compact, runs = _contract(graph.edges)
-    del graph  # the uncontracted nodes and edges: not needed past this point, and the largest frames
-    segments, step_rows = _longest_paths(windows, compact, runs)
-    del runs
+    whole = _whole_trace(events, links, steps)
+    groups = _groups(whole, batch_events)
+    latency = _latency(whole, groups) if len(groups) > 1 else None
+    compact_parts: list[pl.DataFrame] = []
+    segment_parts: list[pl.DataFrame] = []
+    step_parts: list[pl.DataFrame] = []
+    first_node = first_run = 0
+    for win in groups:
+        graph = _build(whole, win, latency=latency, first_node=first_node)
+        windows = graph.windows
+        first_node = int(graph.nodes["node"].max() or 0) + 1 if graph.nodes.height else first_node  # type: ignore[arg-type]
+        compact, runs = _contract(graph.edges)
+        del graph  # the uncontracted nodes and edges: not needed past this point, and the largest frames
+        segments, step_rows = _longest_paths(windows, compact, runs)
+        del runs
+        if first_run:
+            compact = compact.with_columns(pl.col("run") + first_run)
+        first_run = int(compact["run"].max() or 0) + 1 if compact.height else first_run  # type: ignore[arg-type]
+        compact_parts.append(compact)
+        segment_parts.append(segments)
+        step_parts.append(step_rows)
+    compact = _concat(compact_parts)
+    segments = _concat(segment_parts)
+    step_rows = _concat(step_parts)
     breakdown = _breakdown(segments, step_rows)
     results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
     return CriticalPath(
@@ -237,6 +265,10 @@ def critical_path(
         what_ifs=results,
         notes=tuple(_notes(events, step_rows)),
     )
+
+
+def _concat(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    return parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical_relaxed")
 
 
 def critical_path_window(
@@ -255,17 +287,22 @@ def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf
     if not what_ifs:
         return []
     cols = [f"_s{i}" for i in range(len(what_ifs))]
-    weighted = edges.with_columns([scenario_weights(wi).alias(c) for wi, c in zip(what_ifs, cols, strict=True)])
-    weighted = weighted.with_columns(pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio"))
-    weighted = weighted.sort(["rank", "step", "_prio", "dst", "src"])
+    # only the columns the graphs need, sorted once; each step is a zero-copy slice
+    weighted = edges.select(
+        *_WIN, "src", "dst", "w", *[scenario_weights(wi).alias(c) for wi, c in zip(what_ifs, cols, strict=True)],
+        pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio"),
+    ).sort(["rank", "step", "_prio", "dst", "src"])
     attrs = ["w", *cols]
     rows: list[tuple[int, int, list[int]]] = []
-    for key, g in weighted.partition_by(_WIN, as_dict=True, maintain_order=True).items():
+    offset = 0
+    for rank, step, n in weighted.group_by(_WIN, maintain_order=True).len().iter_rows():
+        g = weighted.slice(offset, n)
+        offset += n
         G = nx.DiGraph()
         G.add_edges_from((u, v, dict(zip(attrs, ws, strict=True))) for u, v, *ws in g.select("src", "dst", *attrs).iter_rows())
         topo, _ = _topological(G)
         lengths = [_path_length(G, nx.dag_longest_path(G, weight=a, topo_order=topo), a) for a in attrs]
-        rows.append((int(key[0]), int(key[1]), lengths))  # type: ignore[call-overload]
+        rows.append((int(rank), int(step), lengths))
     out = []
     info = steps.select("rank", "step", "complete", "wall_ns", "path_ns")
     for i, wi in enumerate(what_ifs):
@@ -306,6 +343,33 @@ class Graph:
 
 def build_graph(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> Graph:
     """The dependency graph of every step window (see the module docstring)."""
+    whole = _whole_trace(events, links, steps)
+    return _build(whole, whole.win)
+
+
+@dataclass(frozen=True)
+class _Whole:
+    """What the graph of any window depends on across the whole trace."""
+
+    #: the events overlapping the windows' overall extent
+    events: pl.DataFrame
+    links: pl.DataFrame
+    #: every window (:func:`_windows`)
+    win: pl.DataFrame
+    #: host events of the threads that can be on a path (:func:`_relevant_threads`)
+    host: pl.DataFrame
+    gpu: pl.DataFrame
+    #: rank → driving thread
+    main: pl.DataFrame
+    blocking: pl.DataFrame
+    cross: pl.DataFrame
+    #: the timeline's thread-level categories (category → spans)
+    categories: dict[str, pl.DataFrame]
+    #: operators that dispatched a launch (the direct parent of a launch call), as ``owner``
+    dispatchers: pl.DataFrame
+
+
+def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> _Whole:
     win = _windows(steps)
     if win.height:
         # only what overlaps a window can be on a path (a single-window call stays cheap)
@@ -314,27 +378,90 @@ def build_graph(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) 
     gpu = _gpu_activities(events, links, host)
     main = _main_threads(host, events, links)
     host = host.join(_relevant_threads(host, main, links), on=["rank", *_THREAD], how="semi")
+    from .timeline import _host_categories
 
-    host_w = _assign(host, win)
-    gpu_w = _assign(gpu, win)
+    gpu_ids = events.filter(pl.col("kind").is_in(_GPU)).select(pl.col("event_id").alias("gpu_event_id"))
+    launchers = links.join(gpu_ids, on="gpu_event_id", how="semi").select(pl.col("launch_event_id").alias("event_id")).unique()
+    # a property of the operator, not of a window: a launch in one step marks its parent in
+    # every step it spans (calls inside some window of their rank count)
+    extent = win.group_by("rank").agg(pl.col("w0").min().alias("_lo"), pl.col("w1").max().alias("_hi"))
+    in_windows = host.join(extent, on="rank").filter((pl.col("end_ns") > pl.col("_lo")) & (pl.col("start_ns") < pl.col("_hi")))
+    dispatchers = in_windows.join(launchers, on="event_id", how="semi").select(pl.col("parent").alias("owner")).drop_nulls().unique()
+    return _Whole(
+        events=events,
+        links=links,
+        win=win,
+        host=host,
+        gpu=gpu,
+        main=main,
+        blocking=_sync_sources(events, links, host, gpu),
+        cross=_cross_stream(events, links, host, gpu),
+        categories=dict(_host_categories(events, links)),
+        dispatchers=dispatchers,
+    )
 
-    chain = _chains(host_w, win, main, events, links)
-    blocking = _sync_sources(events, links, host, gpu)
-    cross = _cross_stream(events, links, host, gpu)
+
+def _groups(whole: _Whole, batch_events: int) -> list[pl.DataFrame]:
+    """The windows in groups of consecutive steps of one rank holding about ``batch_events``
+    events each (at least one window per group); a small trace is one group."""
+    win = whole.win
+    if win.height <= 1 or whole.events.height <= batch_events:
+        return [win]
+    starts = whole.events.select("rank", "start_ns").drop_nulls().sort("start_ns")
+    counted = starts.join_asof(
+        win.select("rank", "wi", "w0").sort("w0"), left_on="start_ns", right_on="w0", by="rank", strategy="backward", check_sortedness=False
+    ).group_by("rank", "wi").len()
+    sized = win.join(counted, on=["rank", "wi"], how="left").sort(["rank", "wi"]).with_columns(pl.col("len").fill_null(0))
+    # a new group starts where the running count (per rank) passes another multiple of batch_events
+    group = ((pl.col("len").cum_sum().over("rank") - pl.col("len")) // batch_events).alias("_group")
+    sized = sized.with_columns(group)
+    return [g.drop("len", "_group") for g in sized.partition_by("rank", "_group", maintain_order=True)]
+
+
+def _assigned(whole: _Whole, win: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The host and GPU rows of the windows ``win``, clipped to them (see :func:`_assign`)."""
+    if win.height < whole.win.height:
+        near = (pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max())
+        return _assign(whole.host.filter(near), win), _assign(whole.gpu.filter(near), win)
+    return _assign(whole.host, win), _assign(whole.gpu, win)
+
+
+def _number_gpu(gpu_w: pl.DataFrame, base: int) -> pl.DataFrame:
+    """Node ids of every activity's start and end, from ``base`` on, and its track name."""
+    gpu_w = gpu_w.with_row_index("_g").with_columns(
+        (pl.col("_g").cast(pl.Int64) * 2 + base).alias("n_start"), (pl.col("_g").cast(pl.Int64) * 2 + base + 1).alias("n_end")
+    ).drop("_g")
+    return gpu_w.with_columns(pl.format("gpu {}/{}", "device", pl.col("stream").fill_null(-1)).alias("track"))
+
+
+def _latency(whole: _Whole, groups: list[pl.DataFrame]) -> pl.DataFrame:
+    """rank → typical launch latency over every window, when the windows are built in groups
+    (one group computes it from its own activities, which are then all of them)."""
+    samples = []
+    for win in groups:
+        host_w, gpu_w = _assigned(whole, win)
+        acts = _activities(_number_gpu(gpu_w, 0), host_w, whole.cross, lambda f: f.with_columns(pl.lit(None, dtype=pl.Int64).alias("_c_node")))
+        samples.append(acts.filter(~pl.col("_gpu_bound") & pl.col("_c").is_not_null()).select("rank", (pl.col("cs") - pl.col("_c")).alias("_d")))
+    return pl.concat(samples).group_by("rank").agg(pl.col("_d").median().cast(pl.Int64).alias("_lat"))
+
+
+def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = None, first_node: int = 0) -> Graph:
+    """The graph of the windows ``win`` (all of ``whole.win`` or a group of them), node ids
+    from ``first_node`` on; ``latency`` is the whole trace's when ``win`` is a group."""
+    host_w, gpu_w = _assigned(whole, win)
+    chain = _chains(host_w, win, whole.main, whole.categories, whole.dispatchers)
+    blocking, cross = whole.blocking, whole.cross
 
     # ---------------------------------------------------------------- node ids
     chain_nodes = chain.select(*_CHAIN, "t", "main").unique(subset=[*_CHAIN, "t"]).sort([*_CHAIN, "t"])
     n_win = win.height
     st = win.select(*_WIN).with_row_index("_w").with_columns(
-        (pl.col("_w").cast(pl.Int64) * 2).alias("S"), (pl.col("_w").cast(pl.Int64) * 2 + 1).alias("T")
+        (pl.col("_w").cast(pl.Int64) * 2 + first_node).alias("S"), (pl.col("_w").cast(pl.Int64) * 2 + 1 + first_node).alias("T")
     ).drop("_w")
-    base = 2 * n_win
+    base = first_node + 2 * n_win
     chain_nodes = chain_nodes.with_row_index("node").with_columns((pl.col("node").cast(pl.Int64) + base).alias("node"))
     base += chain_nodes.height
-    gpu_w = gpu_w.with_row_index("_g").with_columns(
-        (pl.col("_g").cast(pl.Int64) * 2 + base).alias("n_start"), (pl.col("_g").cast(pl.Int64) * 2 + base + 1).alias("n_end")
-    ).drop("_g")
-    gpu_w = gpu_w.with_columns(pl.format("gpu {}/{}", "device", pl.col("stream").fill_null(-1)).alias("track"))
+    gpu_w = _number_gpu(gpu_w, base)
     node_of = chain_nodes.select(*_CHAIN, "t", "node")
 
     def at(frame: pl.DataFrame, pid: str, tid: str, t: str, alias: str) -> pl.DataFrame:
@@ -399,29 +526,8 @@ def build_graph(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) 
         )
     )
 
-    # what held each activity back: its launch, the previous activity on its stream, a
-    # cross-stream wait; the latest of them is tight, the others keep a lower bound
-    acts = gpu_w.sort([*_STREAM, "cs", "event_id"]).with_columns(
-        pl.col("ce").shift(1).over(_STREAM).alias("_p"), pl.col("n_end").shift(1).over(_STREAM).alias("_p_node"),
-    )
-    calls = host_w.select(*_WIN, pl.col("event_id").alias("call_id"), pl.col("cs").alias("_c"), pl.col("pid").alias("_cpid"), pl.col("tid").alias("_ctid"))
-    acts = acts.join(calls, on=[*_WIN, "call_id"], how="left")
-    acts = at(acts, "_cpid", "_ctid", "_c", "_c_node")
-    # a launch recorded after its activity started (clock skew) explains nothing
-    acts = acts.with_columns(pl.when(pl.col("_c") <= pl.col("cs")).then(pl.col("_c")).otherwise(None).alias("_c"))
-    xs = cross.join(gpu_w.select(*_WIN, pl.col("event_id").alias("src_id"), pl.col("ce").alias("_x"), pl.col("n_end").alias("_x_node")), on="src_id").join(
-        gpu_w.select(*_WIN, pl.col("event_id").alias("dst_id"), pl.col("cs").alias("_ds")), on=[*_WIN, "dst_id"]
-    ).filter(pl.col("_x") <= pl.col("_ds"))
-    xs = pl.concat([xs.select(*_WIN, "dst_id", "_x", "_x_node", "inferred"), _inferred_cross(acts, gpu_w)])
-    x_best = xs.sort("_x", descending=True).unique([*_WIN, "dst_id"], keep="first").select(
-        *_WIN, pl.col("dst_id").alias("event_id"), "_x", "_x_node", pl.col("inferred").alias("_x_inferred")
-    )
-    acts = acts.join(x_best, on=[*_WIN, "event_id"], how="left")
-    q = pl.max_horizontal("_p", "_x")
-    acts = acts.with_columns(q.alias("_q"))
-    gpu_side = pl.col("_q").is_not_null() & (pl.col("_c").is_null() | (pl.col("_q") > pl.col("_c")))
-    acts = acts.with_columns(gpu_side.alias("_gpu_bound"))
-    lat = _typical_latency(acts)
+    acts = _activities(gpu_w, host_w, cross, lambda f: at(f, "_cpid", "_ctid", "_c", "_c_node"))
+    lat = _typical_latency(acts) if latency is None else latency
     acts = acts.join(lat, on="rank", how="left").with_columns(pl.col("_lat").fill_null(0))
     launch_w = pl.when(pl.col("_gpu_bound")).then(pl.min_horizontal(pl.col("cs") - pl.col("_c"), pl.col("_lat"))).otherwise(pl.col("cs") - pl.col("_c"))
     launch_tag = pl.when(pl.col("tag") == "pageable_memcpy").then(pl.lit("pageable_memcpy")).otherwise(pl.lit("launch"))
@@ -676,7 +782,9 @@ def _assign(rows: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
     ).filter(pl.col("ce") > pl.col("cs"))
 
 
-def _chains(host_w: pl.DataFrame, win: pl.DataFrame, main: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+def _chains(
+    host_w: pl.DataFrame, win: pl.DataFrame, main: pl.DataFrame, cats: Mapping[str, pl.DataFrame], dispatchers: pl.DataFrame
+) -> pl.DataFrame:
     """Every host thread's timeline in every window, cut at every event boundary.
 
     One row per instant ``t`` of a thread (rank, step, pid, tid), with the next instant
@@ -706,9 +814,6 @@ def _chains(host_w: pl.DataFrame, win: pl.DataFrame, main: pl.DataFrame, events:
 
     # what each stretch is: the thread-level categories of the timeline analysis (first
     # match wins), then the owner event itself
-    from .timeline import _host_categories
-
-    cats = dict(_host_categories(events, links))
     order = [
         ("data_loading", "data_loading"), ("pageable_memcpy", "pageable_memcpy"), ("host_device_sync", "sync"),
         ("allocator", "allocator"), ("exposed_communication", "collective"),
@@ -728,12 +833,7 @@ def _chains(host_w: pl.DataFrame, win: pl.DataFrame, main: pl.DataFrame, events:
         cat_tag = pl.when(pl.col(f"_in_{tag}")).then(pl.lit(tag)).otherwise(cat_tag)
     chain = chain.with_columns(cat_tag.alias("_cat")).drop([f"_in_{tag}" for _c, tag in order])
     # operators that dispatch a launch (the direct parent of a launch call)
-    gpu_ids = events.filter(pl.col("kind").is_in(_GPU)).select(pl.col("event_id").alias("gpu_event_id"))
-    launchers = links.join(gpu_ids, on="gpu_event_id", how="semi").select(pl.col("launch_event_id").alias("event_id")).unique()
-    dispatch = host_w.join(launchers, on="event_id", how="semi").select(pl.col("parent").alias("owner")).drop_nulls().unique().with_columns(
-        pl.lit(True).alias("_dispatch")
-    )
-    chain = chain.join(dispatch, on="owner", how="left")
+    chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left")
     own_tag = (
         pl.when(pl.col("_okind").is_in(_API)).then(pl.lit("launch"))
         .when(pl.col("_okind") == EventKind.SYNC.value).then(pl.lit("sync"))
@@ -784,6 +884,35 @@ def _inferred_cross(acts: pl.DataFrame, gpu_w: pl.DataFrame) -> pl.DataFrame:
     found = found.sort("cs").join_asof(ends, left_on="cs", right_on="_x", by=[*_WIN, "device", "stream"], strategy="backward", check_sortedness=False)
     found = found.filter(pl.col("_x").is_not_null() & (pl.col("_x") > pl.col("_p")))
     return found.select(*_WIN, "dst_id", "_x", "_x_node", pl.lit(True).alias("inferred"))
+
+
+def _activities(
+    gpu_w: pl.DataFrame, host_w: pl.DataFrame, cross: pl.DataFrame, launch_node: Callable[[pl.DataFrame], pl.DataFrame]
+) -> pl.DataFrame:
+    """What held each activity back: its launch (``_c``, its node from ``launch_node``), the
+    previous activity on its stream (``_p``), a cross-stream wait (``_x``); the latest of them
+    (``_q``) is tight, the others keep a lower bound.  ``_gpu_bound``: the GPU, not the launch,
+    held it."""
+    acts = gpu_w.sort([*_STREAM, "cs", "event_id"]).with_columns(
+        pl.col("ce").shift(1).over(_STREAM).alias("_p"), pl.col("n_end").shift(1).over(_STREAM).alias("_p_node"),
+    )
+    calls = host_w.select(*_WIN, pl.col("event_id").alias("call_id"), pl.col("cs").alias("_c"), pl.col("pid").alias("_cpid"), pl.col("tid").alias("_ctid"))
+    acts = acts.join(calls, on=[*_WIN, "call_id"], how="left")
+    acts = launch_node(acts)
+    # a launch recorded after its activity started (clock skew) explains nothing
+    acts = acts.with_columns(pl.when(pl.col("_c") <= pl.col("cs")).then(pl.col("_c")).otherwise(None).alias("_c"))
+    xs = cross.join(gpu_w.select(*_WIN, pl.col("event_id").alias("src_id"), pl.col("ce").alias("_x"), pl.col("n_end").alias("_x_node")), on="src_id").join(
+        gpu_w.select(*_WIN, pl.col("event_id").alias("dst_id"), pl.col("cs").alias("_ds")), on=[*_WIN, "dst_id"]
+    ).filter(pl.col("_x") <= pl.col("_ds"))
+    xs = pl.concat([xs.select(*_WIN, "dst_id", "_x", "_x_node", "inferred"), _inferred_cross(acts, gpu_w)])
+    x_best = xs.sort("_x", descending=True).unique([*_WIN, "dst_id"], keep="first").select(
+        *_WIN, pl.col("dst_id").alias("event_id"), "_x", "_x_node", pl.col("inferred").alias("_x_inferred")
+    )
+    acts = acts.join(x_best, on=[*_WIN, "event_id"], how="left")
+    q = pl.max_horizontal("_p", "_x")
+    acts = acts.with_columns(q.alias("_q"))
+    gpu_side = pl.col("_q").is_not_null() & (pl.col("_c").is_null() | (pl.col("_q") > pl.col("_c")))
+    return acts.with_columns(gpu_side.alias("_gpu_bound"))
 
 
 def _typical_latency(acts: pl.DataFrame) -> pl.DataFrame:
