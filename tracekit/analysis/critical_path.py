@@ -353,7 +353,6 @@ class _Whole:
 
     #: the events overlapping the windows' overall extent
     events: pl.DataFrame
-    links: pl.DataFrame
     #: every window (:func:`_windows`)
     win: pl.DataFrame
     #: host events of the threads that can be on a path (:func:`_relevant_threads`)
@@ -389,7 +388,6 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
     dispatchers = in_windows.join(launchers, on="event_id", how="semi").select(pl.col("parent").alias("owner")).drop_nulls().unique()
     return _Whole(
         events=events,
-        links=links,
         win=win,
         host=host,
         gpu=gpu,
