@@ -87,7 +87,7 @@ def child(mode: str, archive: str, out: str) -> None:
     elif mode == "overhead":
         # the batch's per-trace function against the bare analysis, file by file, back to back,
         # so that background load weighs on both alike; then the driver's share of a batch
-        from tracekit.batch.work import Task, analyse_file, content_hash
+        from tracekit.batch.work import Task, analyze_file, content_hash
 
         bare = wrapped = 0.0
         for f in files:
@@ -95,7 +95,7 @@ def child(mode: str, archive: str, out: str) -> None:
             diagnose(tracekit.read_trace(f, cache=False))
             t1 = time.perf_counter()
             st = os.stat(f)
-            analyse_file(Task(path=f, content_hash=content_hash(f), size_bytes=st.st_size, mtime_ns=st.st_mtime_ns))
+            analyze_file(Task(path=f, content_hash=content_hash(f), size_bytes=st.st_size, mtime_ns=st.st_mtime_ns))
             t2 = time.perf_counter()
             bare += t1 - t0
             wrapped += t2 - t1

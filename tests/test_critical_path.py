@@ -47,7 +47,7 @@ def _truth(name: str) -> dict[str, Any]:
     return json.loads((SYNTH / f"{name}.expected.json").read_text())
 
 
-def _analyse(path: Path, what_ifs: dict[str, dict[str, float]] | None = None) -> tuple[TraceTables, Any, dict[str, pl.DataFrame]]:
+def _analyze(path: Path, what_ifs: dict[str, dict[str, float]] | None = None) -> tuple[TraceTables, Any, dict[str, pl.DataFrame]]:
     """Tables, critical path, and per what-if label the per-step predictions."""
     t = tracekit.read_trace(path, cache=False)
     steps = find_steps(t.events, t.links).frame
@@ -88,7 +88,7 @@ def _outermost(events: pl.DataFrame, inner: dict[str, Any], pattern: str) -> dic
 def test_path_tiles_every_synthetic_step(name: str, fmt: str) -> None:
     """Every instant of a synthetic step is explained: the path runs from the step's start to
     its end without a hole, so its length is the step's wall time."""
-    _, cp, _ = _analyse(SYNTH / f"{name}.{fmt}")
+    _, cp, _ = _analyze(SYNTH / f"{name}.{fmt}")
     assert cp.steps.height >= 2
     assert (cp.steps["path_ns"] == cp.steps["wall_ns"]).all()
     assert (cp.steps["cycles_broken"] == 0).all()
@@ -107,7 +107,7 @@ def test_dataloader_stall_breakdown_and_what_ifs(fmt: str) -> None:
     expected 40 ms.  After the load the host only launches and waits in .item(), so the 60 ms
     of back-to-back kernels decide the rest: halving them saves exactly 30 ms."""
     truth = _truth("dataloader_stall")["headline"]
-    _, cp, pred = _analyse(SYNTH / f"dataloader_stall.{fmt}", {"dl": {"data_loading": 0}, "k": {"kernels": 0.5}})
+    _, cp, pred = _analyze(SYNTH / f"dataloader_stall.{fmt}", {"dl": {"data_loading": 0}, "k": {"kernels": 0.5}})
     ms = cp.breakdown_per_step()
     assert ms["data_loading"] == pytest.approx(truth["data_loading_idle_ns_per_step"] / 1e6, abs=1e-9)
     assert ms["gpu_compute"] == pytest.approx(truth["kernel_ns_per_step"] / 1e6, abs=1e-9)
@@ -122,7 +122,7 @@ def test_host_sync_what_ifs(fmt: str) -> None:
     the GPU's work (to the end of the .item() copy) and the host's work without the sync
     (the .item() operator in Kineto, only the cudaStreamSynchronize call in Nsight, which
     records no operators)."""
-    t, cp, pred = _analyse(SYNTH / f"host_sync.{fmt}", {"sync": {"host_device_sync": 0}, "cpu": {"cpu_bound": 0}})
+    t, cp, pred = _analyze(SYNTH / f"host_sync.{fmt}", {"sync": {"host_device_sync": 0}, "cpu": {"cpu_bound": 0}})
     ev = t.events
     for w in _windows(cp):
         inside = _in(ev, w)
@@ -144,7 +144,7 @@ def test_pageable_memcpy_what_if(fmt: str) -> None:
     blocking stretch: the copy operator (aten::to, whose duration is exactly the expected
     compute-idle time charged to pageable_memcpy) or, in Nsight, the copy call itself."""
     truth = _truth("pageable_memcpy")["per_step"]
-    t, cp, pred = _analyse(SYNTH / f"pageable_memcpy.{fmt}", {"pg": {"pageable_memcpy": 0}})
+    t, cp, pred = _analyze(SYNTH / f"pageable_memcpy.{fmt}", {"pg": {"pageable_memcpy": 0}})
     for w, want in zip(_windows(cp), truth, strict=True):
         call = _in(t.events, w).filter(pl.col("name") == "cudaMemcpyAsync").sort("dur_ns", descending=True).row(0, named=True)
         blocked = _outermost(t.events, call, r"^aten::to$")
@@ -158,7 +158,7 @@ def test_launch_bound_what_if(fmt: str) -> None:
     """Each tiny kernel runs inside its own 10 µs launch operator, so the host's launch work is
     the whole path; halving it halves the step (Kineto: the operators; Nsight records only
     the cudaLaunchKernel calls, the rest is untraced host time that stays)."""
-    t, cp, pred = _analyse(SYNTH / f"launch_bound.{fmt}", {"half": {"launch_bound": 0.5}})
+    t, cp, pred = _analyze(SYNTH / f"launch_bound.{fmt}", {"half": {"launch_bound": 0.5}})
     for w in _windows(cp):
         calls = _in(t.events, w).filter(pl.col("name") == "cudaLaunchKernel")
         if fmt == "kineto.json":
@@ -226,7 +226,7 @@ def _write(tmp_path: Path, sc: Any, fmt: str) -> Path:
 def test_removing_an_overlapped_stall_saves_nothing(tmp_path: Path, fmt: str) -> None:
     """A 40 ms load that runs while the 60 ms of kernels run: the GPU decides the step, so
     removing the load predicts the same step, not the naive step minus 40 ms."""
-    _, cp, pred = _analyse(_write(tmp_path, _scenario("overlapped_load", _load_after_launch(40)), fmt), {"dl": {"data_loading": 0}})
+    _, cp, pred = _analyze(_write(tmp_path, _scenario("overlapped_load", _load_after_launch(40)), fmt), {"dl": {"data_loading": 0}})
     for w in _windows(cp):
         assert _predicted(pred["dl"], w["step"]) == w["wall_ns"]
         assert w["wall_ns"] > 60 * MS > w["wall_ns"] - 40 * MS
@@ -238,7 +238,7 @@ def test_removing_a_long_stall_predicts_max_of_cpu_and_gpu_paths(tmp_path: Path,
     minus 80 ms; the GPU path is its kernels (unchanged), the .item() copy queued right behind
     them, the sync call's own time after the copy (the whole call: it never waited) and the
     host's tail after the sync.  The prediction is the larger, exactly."""
-    t, cp, pred = _analyse(_write(tmp_path, _scenario("long_load", _load_after_launch(80)), fmt), {"dl": {"data_loading": 0}})
+    t, cp, pred = _analyze(_write(tmp_path, _scenario("long_load", _load_after_launch(80)), fmt), {"dl": {"data_loading": 0}})
     for w in _windows(cp):
         inside = _in(t.events, w)
         copy = inside.filter(pl.col("kind") == "memcpy").row(0, named=True)
@@ -255,7 +255,7 @@ def test_removing_a_long_stall_predicts_max_of_cpu_and_gpu_paths(tmp_path: Path,
 def test_a_sync_after_an_overlapped_copy_costs_nothing(tmp_path: Path, fmt: str) -> None:
     """The event the host waits on completed ~10 ms before it asks: removing the sync saves
     only the call's own duration, not a wait (compare host_sync, where it saves 15 ms)."""
-    t, cp, pred = _analyse(_write(tmp_path, _scenario("late_sync", _late_sync), fmt), {"sync": {"host_device_sync": 0}})
+    t, cp, pred = _analyze(_write(tmp_path, _scenario("late_sync", _late_sync), fmt), {"sync": {"host_device_sync": 0}})
     for w in _windows(cp):
         call = _in(t.events, w).filter(pl.col("name") == "cudaEventSynchronize").row(0, named=True)
         assert call["dur_ns"] < 10_000
@@ -367,7 +367,7 @@ def test_hta_overlay_on_simple_add() -> None:
     overlay = json.loads(gzip.decompress(shared_trace(base + "output/overlaid_critical_path_trace.json.gz").read_bytes()))
     marked = [e for e in overlay["traceEvents"] if e.get("ph") == "X" and e.get("args", {}).get("critical")]
     assert len(marked) == 624
-    t, cp, _ = _analyse(shared_trace(base + "input/trace.json.gz"))
+    t, cp, _ = _analyze(shared_trace(base + "input/trace.json.gz"))
     assert cp.steps["path_ns"][0] == cp.steps["wall_ns"][0]
     ev = t.events.with_columns((pl.col("start_ns") // 1000).alias("ts_us"))
     hta = pl.DataFrame({"name": [e["name"] for e in marked], "ts_us": [int(e["ts"]) for e in marked], "cat": [e["cat"] for e in marked]})

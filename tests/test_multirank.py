@@ -14,15 +14,14 @@ import pytest
 from conftest import SAMPLE_TRACES, shared_trace
 
 import tracekit
-from tracekit.analysis import diagnose
-from tracekit.analysis.multirank import analyse_ranks, collective_op, rank_profiles
+from tracekit.analysis import diagnose, diagnose_job
+from tracekit.analysis.multirank import analyze_ranks, collective_op, rank_profiles
 from tracekit.cli import main
 from tracekit.errors import UsageError
 from tracekit.job import (
     CaptureMetadata,
     FileMeta,
     assign_ranks,
-    diagnose_job,
     group_jobs,
     name_template,
     rank_from_name,
@@ -85,7 +84,7 @@ def test_clock_skew_is_removed_using_collective_ends() -> None:
     skew = 40_000_000  # rank 1's host clock runs 40 ms ahead
     shifted = t1.events.with_columns(pl.col("start_ns") + skew, pl.col("end_ns") + skew)
     t1s = TraceTables(info=t1.info, events=shifted, links=t1.links, devices=t1.devices, threads=t1.threads)
-    m = analyse_ranks([*_profiles(t0), *_profiles(t1s)])
+    m = analyze_ranks([*_profiles(t0), *_profiles(t1s)])
     offsets = dict(m.per_rank.select("rank", "clock_offset_ms").rows())
     assert offsets[1] - offsets[0] == pytest.approx(40.0, abs=1e-6)
     assert m.stragglers == (1,)
@@ -94,7 +93,7 @@ def test_clock_skew_is_removed_using_collective_ends() -> None:
 
 def test_identical_ranks_have_no_straggler_and_no_imbalance() -> None:
     t0 = tracekit.read_trace(SYNTH / "multi_rank.rank0.kineto.json", cache=False)
-    m = analyse_ranks([*_profiles(t0, 0), *_profiles(t0, 1)])
+    m = analyze_ranks([*_profiles(t0, 0), *_profiles(t0, 1)])
     assert m.ranks == (0, 1)
     assert m.stragglers == ()
     assert m.imbalance == pytest.approx(0.0, abs=1e-12)
@@ -104,7 +103,7 @@ def test_identical_ranks_have_no_straggler_and_no_imbalance() -> None:
 
 
 def test_single_rank_job_compares_nothing() -> None:
-    m = analyse_ranks(_profiles(tracekit.read_trace(SYNTH / "healthy.kineto.json", cache=False)))
+    m = analyze_ranks(_profiles(tracekit.read_trace(SYNTH / "healthy.kineto.json", cache=False)))
     assert m.ranks == (0,)
     assert m.stragglers == ()
     assert m.imbalance is None

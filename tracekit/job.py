@@ -19,6 +19,9 @@ tables: files in a folder with ``metadata.json`` are one job; otherwise files of
 format whose names differ only in the rank number (``sampled_rank-0``/``sampled_rank-1``), or
 that say they belong to a job of the same world size, are one job — split by time overlap
 when two captures of the same job share a folder; every other file is a job by itself.
+
+This module only finds and reads a job's files; :func:`tracekit.analysis.diagnose.diagnose_job`
+diagnoses the ranks and compares them.
 """
 
 from __future__ import annotations
@@ -29,16 +32,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from .errors import TraceFormatError, TracekitError, UsageError
 from .schema import TraceTables
-
-if TYPE_CHECKING:
-    from .analysis import Diagnosis
-    from .analysis.multirank import MultiRank
 
 #: file names tracekit treats as traces when it scans a folder
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".qdrep")
@@ -498,33 +497,8 @@ def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureM
     )
 
 
-@dataclass(frozen=True)
-class JobDiagnosis:
-    """Every rank of a job diagnosed, and the comparison across ranks."""
-
-    job: Job
-    #: rank → its diagnosis
-    diagnoses: Mapping[int, Diagnosis]
-    multirank: MultiRank
-
-
-def diagnose_job(job: Job) -> JobDiagnosis:
-    """Diagnose each rank of ``job`` and compare the ranks."""
-    from .analysis import diagnose
-    from .analysis.multirank import analyse_ranks, rank_profiles
-
-    diagnoses = {}
-    profiles = []
-    for r in job.ranks:
-        d = diagnose(r.tables)
-        diagnoses[r.rank] = d
-        profiles.extend(rank_profiles(r.tables.events, d, r.path))
-    multirank = analyse_ranks(profiles, world_size=job.world_size)
-    return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank)
-
-
 __all__ = [
-    "CaptureMetadata", "FileMeta", "Job", "JobDiagnosis", "JobPlan", "RankTrace", "assign_ranks", "diagnose_job",
+    "CaptureMetadata", "FileMeta", "Job", "JobPlan", "RankTrace", "assign_ranks",
     "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job",
     "relabel_rank", "split_ranks",
 ]

@@ -58,12 +58,12 @@ class EventKind(str, Enum):
     OTHER = "other"  #: anything else the format recorded
 
 
-#: Kinds whose intervals make a GPU busy.
-GPU_ACTIVITY_KINDS = (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET)
-#: Kinds that live on a GPU timeline (placed by device and stream).
-GPU_KINDS = (*GPU_ACTIVITY_KINDS, EventKind.GPU_ANNOTATION)
-#: Kinds that may launch GPU work.
-LAUNCH_KINDS = (EventKind.RUNTIME, EventKind.DRIVER)
+#: ``kind`` values whose intervals make a GPU busy.
+GPU_ACTIVITY_KINDS: tuple[str, ...] = (EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value)
+#: ``kind`` values that live on a GPU timeline (placed by device and stream).
+GPU_KINDS: tuple[str, ...] = (*GPU_ACTIVITY_KINDS, EventKind.GPU_ANNOTATION.value)
+#: ``kind`` values of the host calls that may launch GPU work (CUDA/HIP runtime and driver API).
+LAUNCH_KINDS: tuple[str, ...] = (EventKind.RUNTIME.value, EventKind.DRIVER.value)
 
 
 class MemcpyKind(str, Enum):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from . import Diagnosis
-from .timeline import CAUSES
+from .causes import CAUSES
+from .diagnose import Diagnosis
 
 #: step-time changes within this many percent are "unchanged"
 UNCHANGED_PCT = 1.0

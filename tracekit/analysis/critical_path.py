@@ -53,12 +53,13 @@ from typing import Any
 import networkx as nx
 import polars as pl
 
-from ..schema import EventKind
+from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
 from . import patterns
+from .causes import CP_CAUSES
 from .classify import is_blocking_call, is_host_wait_row
 from .intervals import union
 from .timeline import LAUNCH_GAP_NS, LAUNCH_LATENCY_NS
-from .whatif import CP_CAUSES, TAG_CAUSE, TAGS, WhatIf, WhatIfResult, scenario_weights
+from .whatif import TAG_CAUSE, TAGS, WhatIf, WhatIfResult, scenario_weights
 
 #: a helper thread's untraced stretch shorter than this is work (dispatch overhead between its
 #: operators); a longer one is a wait for work (the same bound the timeline analysis uses
@@ -72,9 +73,7 @@ QUEUE_DEPTH = 32
 #: bounded by the group, not the trace (a trace below it is one group)
 BATCH_EVENTS = 500_000
 
-_HOST = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.RUNTIME.value, EventKind.DRIVER.value]
-_API = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
-_GPU = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]
+_HOST = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, *LAUNCH_KINDS]
 _THREAD = ["pid", "tid"]
 _WIN = ["rank", "step"]
 _CHAIN = ["rank", "step", "pid", "tid"]
@@ -377,9 +376,9 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
     gpu = _gpu_activities(events, links, host)
     main = _main_threads(host, events, links)
     host = host.join(_relevant_threads(host, main, links), on=["rank", *_THREAD], how="semi")
-    from .timeline import _host_categories
+    from .timeline import host_categories
 
-    gpu_ids = events.filter(pl.col("kind").is_in(_GPU)).select(pl.col("event_id").alias("gpu_event_id"))
+    gpu_ids = events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS)).select(pl.col("event_id").alias("gpu_event_id"))
     launchers = links.join(gpu_ids, on="gpu_event_id", how="semi").select(pl.col("launch_event_id").alias("event_id")).unique()
     # a property of the operator, not of a window: a launch in one step marks its parent in
     # every step it spans (calls inside some window of their rank count)
@@ -394,7 +393,7 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
         main=main,
         blocking=_sync_sources(events, links, host, gpu),
         cross=_cross_stream(events, links, host, gpu),
-        categories=dict(_host_categories(events, links)),
+        categories=host_categories(events, links),
         dispatchers=dispatchers,
     )
 
@@ -702,7 +701,7 @@ def _host_events(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
 
 
 def _gpu_activities(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
-    gpu = events.filter(pl.col("kind").is_in(_GPU) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0) & pl.col("rank").is_not_null())
+    gpu = events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0) & pl.col("rank").is_not_null())
     name = pl.col("name")
     kernel = pl.col("kind") == EventKind.KERNEL.value
     pageable = (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
@@ -824,7 +823,7 @@ def _chains(
     chain = chain.join(kinds, on=[*_WIN, "owner"], how="left")
     # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
     # allocation): only the copy call and the operators' own time are the copy's cost
-    other_api = pl.col("_okind").is_in(_API) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
+    other_api = pl.col("_okind").is_in(LAUNCH_KINDS) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
     chain = chain.with_columns((pl.col("_in_pageable_memcpy") & ~other_api.fill_null(False)).alias("_in_pageable_memcpy"))
     cat_tag: Any = pl.lit(None, dtype=pl.String)
     for _cat, tag in reversed(order):
@@ -833,7 +832,7 @@ def _chains(
     # operators that dispatch a launch (the direct parent of a launch call)
     chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left")
     own_tag = (
-        pl.when(pl.col("_okind").is_in(_API)).then(pl.lit("launch"))
+        pl.when(pl.col("_okind").is_in(LAUNCH_KINDS)).then(pl.lit("launch"))
         .when(pl.col("_okind") == EventKind.SYNC.value).then(pl.lit("sync"))
         .when(pl.col("_dispatch").fill_null(False) & (pl.col("_okind") == EventKind.CPU_OP.value)).then(pl.lit("launch"))
         # untraced time: work on the driving thread and in a helper's short gaps, a wait otherwise
@@ -950,7 +949,7 @@ def _sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame,
     if gpu.height == 0 or host.height == 0:
         return pl.DataFrame(schema=schema)
     name = pl.col("name")
-    api = host.filter(pl.col("kind").is_in(_API))
+    api = host.filter(pl.col("kind").is_in(LAUNCH_KINDS))
     rows = events.filter(is_host_wait_row()).select(
         pl.col("event_id").alias("_row"), pl.col("sync_kind").cast(pl.String).alias("_skind"), pl.col("device").alias("_sdev"),
         pl.col("stream").alias("_sstream"), pl.col("wait_stream").alias("_swait"), pl.col("wait_event_correlation").alias("_scorr"),
@@ -1057,7 +1056,7 @@ def _cross_stream(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame,
     waits = events.filter((pl.col("kind") == EventKind.SYNC.value) & (pl.col("sync_kind") == "stream_wait_event") & pl.col("stream").is_not_null())
     if waits.height == 0 or gpu.height == 0:
         return pl.DataFrame(schema=schema)
-    api = host.filter(pl.col("kind").is_in(_API))
+    api = host.filter(pl.col("kind").is_in(LAUNCH_KINDS))
     call_of = links.select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id").alias("_call")).unique("event_id")
     waits = waits.select("event_id", "rank", "device", "stream", "wait_stream", "wait_event_correlation", "pid", "tid", "start_ns").join(
         call_of, on="event_id", how="left"

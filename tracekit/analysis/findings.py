@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..schema import EventKind
+from ..schema import LAUNCH_KINDS, EventKind
+from .causes import FINDING_KINDS, FIXES, IDLE_LIKE, MEASURED_FINDINGS, TITLES
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
 
@@ -29,71 +30,6 @@ MIN_SHARE = 0.05
 HEALTHY_UTILIZATION = 0.95
 #: device memory unused at the peak from which a larger batch is recommended
 LARGE_HEADROOM = 0.4
-
-FINDING_KINDS = (
-    "data_loading",
-    "host_device_sync",
-    "pageable_memcpy",
-    "launch_bound",
-    "allocator",
-    "no_tensor_cores",
-    "small_batch",
-    "exposed_communication",
-    "cpu_bound",
-)
-
-TITLES = {
-    "data_loading": "The GPU waits for the DataLoader",
-    "host_device_sync": "Host-device synchronisation stalls the GPU",
-    "pageable_memcpy": "Copies from pageable (unpinned) host memory",
-    "launch_bound": "Launch-bound: kernels finish faster than the host launches them",
-    "allocator": "Allocator calls (cudaMalloc/cudaFree) in the steady state",
-    "no_tensor_cores": "Matrix multiplies run in fp32, without tensor cores",
-    "small_batch": "The batch is too small for this GPU",
-    "exposed_communication": "Communication is not overlapped with compute",
-    "cpu_bound": "The GPU waits for other host code",
-}
-
-FIXES = {
-    "data_loading": (
-        "Load data in parallel and ahead of time: DataLoader(num_workers=N > 0 (start with the CPU cores per GPU), "
-        "pin_memory=True, prefetch_factor=2-4, persistent_workers=True); move slow preprocessing (decode, augment) "
-        "into the workers or onto the GPU; cache decoded samples."
-    ),
-    "host_device_sync": (
-        "Remove synchronisations from the training loop: avoid .item(), .cpu(), .tolist(), print(tensor) and "
-        "torch.cuda.synchronize() every step (accumulate metrics on the GPU and read them every N steps); avoid "
-        "data-dependent ops (nonzero, boolean masks) in the hot path; use .to(device, non_blocking=True)."
-    ),
-    "pageable_memcpy": (
-        "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
-        ".to(device, non_blocking=True) so the copy runs asynchronously and overlaps compute."
-    ),
-    "launch_bound": (
-        "Give the GPU more work per launch: a larger batch, torch.compile (mode='reduce-overhead' adds CUDA graphs), "
-        "CUDA graphs for the step, fused kernels and optimizers (foreach=True / fused=True)."
-    ),
-    "allocator": (
-        "Stop allocating in the steady state: keep shapes stable, reuse buffers, do not call torch.cuda.empty_cache() "
-        "in the loop, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
-    ),
-    "no_tensor_cores": (
-        "Use the tensor cores: mixed precision with torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
-        "(or float16 with a GradScaler), or at least TF32 via torch.set_float32_matmul_precision('high')."
-    ),
-    "small_batch": (
-        "Increase the batch size (scale the learning rate accordingly): kernels are short and most device memory is "
-        "unused, so each step pays fixed launch costs for little work."
-    ),
-    "exposed_communication": (
-        "Overlap communication with compute: tune DDP bucket_cap_mb, use gradient_as_bucket_view=True and no_sync() "
-        "during accumulation; with FSDP enable backward_prefetch/forward_prefetch; check the interconnect."
-    ),
-    "cpu_bound": (
-        "Move host work off the GPU's path: log and compute metrics every N steps, use foreach/fused optimizers, "
-        "avoid Python loops over parameters; profile with with_stack=True to find the lines."
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -143,12 +79,11 @@ def build_findings(
     step_ms = total_ms / n_steps
     healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
     found: list[Finding] = []
-    idle_like = {"data_loading", "host_device_sync", "launch_bound", "allocator", "cpu_bound"}
-    for kind in ("data_loading", "host_device_sync", "pageable_memcpy", "launch_bound", "allocator", "exposed_communication", "cpu_bound"):
+    for kind in MEASURED_FINDINGS:
         col = f"{kind}_ns"
         ms = float(per_step[col].sum()) / 1e6 / n_steps
         share = ms / step_ms if step_ms else 0.0
-        if share < MIN_SHARE or (healthy and kind in idle_like):
+        if share < MIN_SHARE or (healthy and kind in IDLE_LIKE):
             continue
         affected = per_step.filter(pl.col(col) > 0)
         worst = affected.sort(col, descending=True).head(3)["step"].to_list()
@@ -269,7 +204,7 @@ def _evidence(
     elif kind == "allocator":
         from . import patterns
 
-        calls = events.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
+        calls = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
         top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
         ev["calls"] = [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]
     elif kind == "cpu_bound":

@@ -14,8 +14,8 @@ import polars as pl
 
 from ..schema import EventKind
 from . import patterns
+from .causes import CAUSES, IDLE_CAUSES
 from .intervals import clip_to_windows, covered_in, union
-from .timeline import CAUSES, IDLE_CAUSES
 
 #: the device id of host-only rows
 HOST_DEVICE = -1

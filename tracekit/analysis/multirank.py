@@ -3,7 +3,7 @@
 Each rank of a distributed job is first diagnosed on its own (:func:`tracekit.analysis.diagnose`).
 :func:`rank_profiles` condenses a diagnosis into a small :class:`RankProfile` — per-step
 accounting on the rank's primary GPU plus every communication kernel of that GPU, matched
-to its step — and :func:`analyse_ranks` compares the profiles of a job's ranks:
+to its step — and :func:`analyze_ranks` compares the profiles of a job's ranks:
 
 * **Steps are aligned by step number** (``ProfilerStep#N``; the position for index-based step
   sources).  Only complete steps present on every rank are compared.
@@ -35,13 +35,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ..schema import EventKind
-from . import Diagnosis, patterns
-from .findings import FIXES, MIN_SHARE, Finding
+from . import patterns
+from .causes import JOB_FIXES, JOB_TITLES
+from .findings import MIN_SHARE, Finding
 from .intervals import covered_in, union
+
+if TYPE_CHECKING:
+    from .diagnose import Diagnosis
 
 #: a rank straggles when it arrives at least this share of the median step late...
 STRAGGLER_MIN_SHARE = 0.02
@@ -118,23 +123,6 @@ _OPS = (
     ("reduce", r"reduce"),
     ("barrier", r"barrier"),
 )
-
-STRAGGLER_FIX = (
-    "Find out why the late rank(s) are slow: compare their per-rank reports (data loading, host syncs, "
-    "other host work), check the node (a slower or throttling GPU, a noisy neighbour, a slower NIC) and "
-    "the data (uneven shards, longer sequences on some ranks: bucket samples by length)."
-)
-IMBALANCE_FIX = (
-    "Balance the work per rank: equalise batch shapes (pack or bucket variable-length sequences), "
-    "rebalance pipeline stages or expert placement, and shard data evenly (drop_last, equal shard sizes)."
-)
-
-TITLES = {
-    "straggler": "Straggler rank(s): the other ranks wait in their collectives",
-    "load_imbalance": "Load imbalance: ranks do unequal amounts of GPU work",
-    "exposed_communication": "Communication is not overlapped with compute (all ranks)",
-}
-
 
 @dataclass(frozen=True)
 class RankProfile:
@@ -258,7 +246,7 @@ def _collectives(comm: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------- comparison
 
 
-def analyse_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = None) -> MultiRank:
+def analyze_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = None) -> MultiRank:
     """Compare the ranks of one job (profiles of distinct ranks; see the module docstring)."""
     by_rank: dict[int, RankProfile] = {}
     for p in profiles:
@@ -429,7 +417,7 @@ def _findings(m: MultiRank) -> list[Finding]:
             found.append(
                 Finding(
                     kind="straggler",
-                    title=TITLES["straggler"],
+                    title=JOB_TITLES["straggler"],
                     ms_per_step=m.straggle_ms_per_step,
                     share_of_step=share,
                     evidence={
@@ -438,7 +426,7 @@ def _findings(m: MultiRank) -> list[Finding]:
                         "late_ms_per_step": {str(r): _round(v) for r, v in late},
                         "matched_collectives": m.matched_collectives,
                     },
-                    fix=STRAGGLER_FIX,
+                    fix=JOB_FIXES["straggler"],
                     steps_affected=n_steps,
                     worst_steps=tuple(int(s) for s in worst),
                 )
@@ -450,7 +438,7 @@ def _findings(m: MultiRank) -> list[Finding]:
             found.append(
                 Finding(
                     kind="load_imbalance",
-                    title=TITLES["load_imbalance"],
+                    title=JOB_TITLES["load_imbalance"],
                     ms_per_step=m.imbalance_ms_per_step,
                     share_of_step=share,
                     evidence={
@@ -460,7 +448,7 @@ def _findings(m: MultiRank) -> list[Finding]:
                         "compute_spread_ms": _round(m.compute_spread_ms),
                         "compute_ms_per_step": {str(r): _round(v) for r, v in by.select("rank", "compute_ms").head(8).rows()},
                     },
-                    fix=IMBALANCE_FIX,
+                    fix=JOB_FIXES["load_imbalance"],
                     steps_affected=n_steps,
                 )
             )
@@ -471,7 +459,7 @@ def _findings(m: MultiRank) -> list[Finding]:
             found.append(
                 Finding(
                     kind="exposed_communication",
-                    title=TITLES["exposed_communication"],
+                    title=JOB_TITLES["exposed_communication"],
                     ms_per_step=transfer,
                     share_of_step=share,
                     evidence={
@@ -479,7 +467,7 @@ def _findings(m: MultiRank) -> list[Finding]:
                         "waiting_for_stragglers_ms": _round(m.wait_ms),
                         "by_rank": {str(r): _round(v) for r, v in m.per_rank.select("rank", "exposed_communication_ms").rows()},
                     },
-                    fix=FIXES["exposed_communication"],
+                    fix=JOB_FIXES["exposed_communication"],
                     steps_affected=n_steps,
                 )
             )
@@ -499,4 +487,4 @@ def _round(value: float | None, nd: int = 4) -> float | None:
     return None if value is None else round(float(value), nd)
 
 
-__all__ = ["MultiRank", "RankProfile", "analyse_ranks", "collective_op", "communication_kernels", "rank_profiles"]
+__all__ = ["MultiRank", "RankProfile", "analyze_ranks", "collective_op", "communication_kernels", "rank_profiles"]

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..schema import EventKind
+from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
 from . import patterns
+from .causes import CAUSES, IDLE_CAUSES
 from .classify import is_api_call, is_host_sync
 from .intervals import complement, coverage_at, covered_in, enclosing, union
 
@@ -43,31 +44,6 @@ LAUNCH_LATENCY_NS = 50_000
 #: a sync call that returned this close before the GPU went idle caused the idle time after it
 SYNC_SLACK_NS = 20_000
 
-BUSY_CAUSES = ("compute", "exposed_communication", "pageable_memcpy")
-IDLE_CAUSES = (
-    "data_loading",
-    "pageable_memcpy",
-    "host_device_sync",
-    "allocator",
-    "exposed_communication",
-    "launch_bound",
-    "cpu_bound",
-    "unattributed",
-)
-#: every bucket of the step-time breakdown, in display order
-CAUSES = (
-    "compute",
-    "data_loading",
-    "host_device_sync",
-    "pageable_memcpy",
-    "launch_bound",
-    "allocator",
-    "exposed_communication",
-    "cpu_bound",
-    "unattributed",
-)
-
-_GPU = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]
 _CPU_WORK = [
     EventKind.CPU_OP.value,
     EventKind.ANNOTATION.value,
@@ -91,10 +67,10 @@ class Timeline:
 
 
 def gpu_activity(events: pl.DataFrame) -> pl.DataFrame:
-    return events.filter(pl.col("kind").is_in(_GPU) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0))
+    return events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0))
 
 
-def analyse_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> Timeline:
+def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> Timeline:
     """Busy time by label and idle gaps by cause, per (rank, device, step)."""
     gpu = gpu_activity(events)
     key = ["rank", "device"]
@@ -146,8 +122,9 @@ def analyse_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFr
     return Timeline(per_step=per_step, gaps=gaps, primary_device=primary)
 
 
-def _host_categories(events: pl.DataFrame, links: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
-    """Host-thread intervals per category, in priority order (first match wins)."""
+def host_categories(events: pl.DataFrame, links: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Host-thread intervals per category, in priority order (first match wins): the idle
+    causes a host thread can be seen doing, then ``cpu`` (any other host work)."""
     host = events.filter(pl.col("tid").is_not_null() & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0))
     name = pl.col("name")
     not_step = ~name.str.contains(patterns.PROFILER_STEP) & ~name.str.contains(patterns.USER_STEP)
@@ -167,14 +144,14 @@ def _host_categories(events: pl.DataFrame, links: pl.DataFrame) -> list[tuple[st
     alloc = host.filter(is_api_call() & name.str.contains(patterns.ALLOCATOR_API))
     comm = host.filter(pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value]) & name.str.contains(patterns.COMM_OP))
     cpu = host.filter(pl.col("kind").is_in(_CPU_WORK) & not_step)
-    return [
-        ("data_loading", data),
-        ("pageable_memcpy", pageable),
-        ("host_device_sync", sync),
-        ("allocator", alloc),
-        ("exposed_communication", comm),
-        ("cpu", cpu),
-    ]
+    return {
+        "data_loading": data,
+        "pageable_memcpy": pageable,
+        "host_device_sync": sync,
+        "allocator": alloc,
+        "exposed_communication": comm,
+        "cpu": cpu,
+    }
 
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
@@ -199,7 +176,7 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
 
     # fallback host thread: the thread of each rank that issued the most launch calls
     main = (
-        events.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value]) & pl.col("tid").is_not_null())
+        events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("tid").is_not_null())
         .group_by("rank", "pid", "tid")
         .len()
         .sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False])
@@ -238,8 +215,8 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
 
     # A sync explains the idle time after it only until the host turns to something with
     # its own name (a data-loading range): split the host-late part at that point.
-    categories = _host_categories(events, links)
-    data_starts = categories[0][1].select(
+    categories = host_categories(events, links)
+    data_starts = categories["data_loading"].select(
         pl.col("pid").alias("host_pid"), pl.col("tid").alias("host_tid"), pl.col("start_ns").alias("_ds")
     ).sort("_ds")
     gaps = gaps.sort("start_ns").join_asof(
@@ -255,7 +232,7 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
     pool: list[pl.DataFrame] = []
     exclusive: dict[str, pl.Series] = {}
     in_sync_part: dict[str, pl.Series] = {}
-    for name, rows in categories:
+    for name, rows in categories.items():
         pool.append(rows.select("pid", "tid", "start_ns", "end_ns"))
         u = union(pl.concat(pool), ["pid", "tid"])
         c0 = coverage_at(marks, u, ["pid", "tid"], "start_ns")
@@ -279,7 +256,7 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
     short = cpu <= LAUNCH_GAP_NS
     queued = gaps["_queued_ns"]
     # the wait between a call and the GPU starting its work belongs to the call's own cause
-    queued_pageable = gaps["launch_event_id"].is_in(categories[1][1]["event_id"].implode()).fill_null(False)
+    queued_pageable = gaps["launch_event_id"].is_in(categories["pageable_memcpy"]["event_id"].implode()).fill_null(False)
     queued_short = (queued <= LAUNCH_LATENCY_NS) & ~queued_pageable
 
     def where(mask: pl.Series, value: pl.Series) -> pl.Series:

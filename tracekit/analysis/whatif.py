@@ -8,24 +8,9 @@ removing 40 ms of data loading that ran while the GPU was busy saves nothing, an
 it from a step whose GPU work is 60 ms predicts max(CPU path, GPU path), never a plain
 subtraction.
 
-Causes (the names ``tracekit analyze --what-if CAUSE=FACTOR`` accepts) map onto tags:
-
-======================  ========================================================================
-``data_loading``        host time inside DataLoader / collate / data-pipeline ranges
-``host_device_sync``    blocking sync calls, data-dependent operators (``.item()``) and the
-                        GPU → host wait edges; factor 0 also removes the waits themselves
-``pageable_memcpy``     copies from/to pageable memory: the DMA, the launch, the host call that
-                        blocks on it (factor 0 makes the copy asynchronous)
-``launch_bound``        CUDA runtime/driver calls, the operator dispatch around launches, launch
-                        latency and inter-kernel gaps on a stream
-``allocator``           cudaMalloc/cudaFree-style calls
-``exposed_communication``  communication kernels and host-side collective calls
-``communication``       communication kernels only
-``cpu_bound``           other host work, including untraced time of the thread driving the step
-``kernels``             every compute kernel (not communication, not copies)
-``fp32_matmul``         fp32 (SIMT) GEMM/convolution kernels
-``memcpy``              every copy and memset (pinned or pageable)
-======================  ========================================================================
+The causes ``tracekit analyze --what-if CAUSE=FACTOR`` accepts, and the tags each scales, are
+declared in :mod:`tracekit.analysis.causes` (:data:`~tracekit.analysis.causes.KNOBS`; listed
+in docs/critical-path.md).
 
 A factor multiplies the cause's time: ``0`` removes it, ``0.5`` halves it, ``2`` doubles it.
 Waits (GPU → host sync edges) are dependencies, not durations: factor 0 removes the
@@ -41,83 +26,12 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..errors import UsageError
+from .causes import EDGE_TAGS, FINDING_WHAT_IF, WHAT_IF_CAUSES
 
 #: what every edge's time is made of (one tag per edge)
-TAGS = (
-    "kernel",
-    "fp32_matmul",
-    "comm_kernel",
-    "memcpy",
-    "pageable_memcpy",
-    "launch",
-    "data_loading",
-    "sync",
-    "allocator",
-    "collective",
-    "cpu",
-    "wait",
-)
-
-#: the critical-path breakdown's causes, in display order
-CP_CAUSES = (
-    "gpu_compute",
-    "communication",
-    "memcpy",
-    "launch_overhead",
-    "data_loading",
-    "host_device_sync",
-    "allocator",
-    "cpu_other",
-)
-
+TAGS: tuple[str, ...] = tuple(EDGE_TAGS)
 #: tag → breakdown cause
-TAG_CAUSE = {
-    "kernel": "gpu_compute",
-    "fp32_matmul": "gpu_compute",
-    "comm_kernel": "communication",
-    "collective": "communication",
-    "memcpy": "memcpy",
-    "pageable_memcpy": "memcpy",
-    "launch": "launch_overhead",
-    "data_loading": "data_loading",
-    "sync": "host_device_sync",
-    "allocator": "allocator",
-    "cpu": "cpu_other",
-    "wait": "cpu_other",
-}
-
-#: what-if cause name → the tags it scales
-WHAT_IF_CAUSES: dict[str, frozenset[str]] = {
-    "data_loading": frozenset({"data_loading"}),
-    "host_device_sync": frozenset({"sync"}),
-    "pageable_memcpy": frozenset({"pageable_memcpy"}),
-    "launch_bound": frozenset({"launch"}),
-    "allocator": frozenset({"allocator"}),
-    "exposed_communication": frozenset({"comm_kernel", "collective"}),
-    "communication": frozenset({"comm_kernel"}),
-    "cpu_bound": frozenset({"cpu"}),
-    "kernels": frozenset({"kernel", "fp32_matmul"}),
-    "fp32_matmul": frozenset({"fp32_matmul"}),
-    "memcpy": frozenset({"memcpy", "pageable_memcpy"}),
-}
-
-#: assumed speed-up of fp32 GEMMs once they run on tensor cores (TF32/bf16); conservative:
-#: the hardware peak ratio is 8x or more, real models see 2-3x end to end on matmuls
-TENSOR_CORE_SPEEDUP = 2.0
-
-#: finding kind → the what-if that models fixing it
-FINDING_WHAT_IF: dict[str, dict[str, float]] = {
-    "data_loading": {"data_loading": 0.0},
-    "host_device_sync": {"host_device_sync": 0.0},
-    "pageable_memcpy": {"pageable_memcpy": 0.0},
-    "launch_bound": {"launch_bound": 0.0},
-    # a larger batch amortises the per-launch cost: the step loses its launch overhead
-    "small_batch": {"launch_bound": 0.0},
-    "allocator": {"allocator": 0.0},
-    "exposed_communication": {"exposed_communication": 0.0},
-    "cpu_bound": {"cpu_bound": 0.0},
-    "no_tensor_cores": {"fp32_matmul": 1.0 / TENSOR_CORE_SPEEDUP},
-}
+TAG_CAUSE: Mapping[str, str] = EDGE_TAGS
 
 #: weight given to a removed dependency: far below any real path, so it is never taken
 REMOVED = -(10**15)

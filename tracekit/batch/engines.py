@@ -1,6 +1,6 @@
 """Where the per-trace work runs: in this process, a local process pool, or a Ray cluster.
 
-Every engine runs the same function (:func:`tracekit.batch.work.analyse_file`) on the same
+Every engine runs the same function (:func:`tracekit.batch.work.analyze_file`) on the same
 tasks and hands each :class:`FileResult` to ``on_result`` as it completes, so the tables a
 batch writes do not depend on the engine.  ``on_result`` returns False to stop early
 (``--fail-fast``); tasks not started then are left out.
@@ -24,7 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ..errors import MissingDependencyError, UsageError
-from .work import FileResult, Task, analyse_file
+from .work import FileResult, Task, analyze_file
 
 OnResult = Callable[[FileResult], bool]
 
@@ -47,7 +47,7 @@ def run_tasks(tasks: Sequence[Task], on_result: OnResult, *, engine: str = "loca
 
 def _run_inline(tasks: Sequence[Task], on_result: OnResult) -> None:
     for task in tasks:
-        if not on_result(analyse_file(task)):
+        if not on_result(analyze_file(task)):
             return
 
 
@@ -78,7 +78,7 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int) -> None:
                 while queue or running:
                     while queue and len(running) < limit:
                         task = queue.pop()
-                        running[pool.submit(analyse_file, task)] = task
+                        running[pool.submit(analyze_file, task)] = task
                     done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                     for fut in done:
                         result = fut.result()  # raises BrokenProcessPool while fut is still in `running`
@@ -114,7 +114,7 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int) -> None:
 def _run_isolated(task: Task, ctx: Any) -> FileResult:
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         try:
-            return pool.submit(analyse_file, task).result()
+            return pool.submit(analyze_file, task).result()
         except BrokenProcessPool as exc:
             return _crashed(task, str(exc) or "killed")
 
@@ -146,7 +146,7 @@ def _run_ray(tasks: Sequence[Task], on_result: OnResult, *, workers: int, addres
             raise UsageError(f"could not start or reach Ray{' at ' + address if address else ''}: {exc}") from exc
         started = True
     try:
-        remote = ray.remote(num_cpus=1, max_retries=1)(analyse_file)
+        remote = ray.remote(num_cpus=1, max_retries=1)(analyze_file)
         cpus = int(ray.cluster_resources().get("CPU", workers) or workers)
         limit = max(2 * cpus, 2)
         queue = list(reversed(tasks))

@@ -5,7 +5,7 @@ them (a file whose size and modification time match the previous run keeps its o
 restores results of content analysed before by the same tracekit version, analyses each
 distinct content once on the chosen engine, groups files into jobs
 (:func:`tracekit.job.group_jobs`), compares the ranks of each job
-(:func:`tracekit.analysis.multirank.analyse_ranks`) and writes the tables atomically.
+(:func:`tracekit.analysis.multirank.analyze_ranks`) and writes the tables atomically.
 While the batch runs, the tables are checkpointed every ``checkpoint_s`` seconds and on
 Ctrl-C, so an interrupted batch resumes where it stopped.
 """
@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..analysis.multirank import MultiRank, RankProfile, analyse_ranks
+from ..analysis.multirank import MultiRank, RankProfile, analyze_ranks
 from ..errors import UsageError
 from ..job import JobPlan, group_jobs
 from .discover import Discovered, discover
@@ -281,7 +281,7 @@ def build_tables(results: dict[str, FileResult], found: Discovered, *, complete:
         profiles: list[RankProfile] = []
         for r in files:
             profiles.extend(r.profiles(dict(plan.members[r.path])))
-        m = analyse_ranks(profiles, world_size=plan.world_size)
+        m = analyze_ranks(profiles, world_size=plan.world_size)
         for r in files:
             mapping = plan.members[r.path]
             job_ranks = sorted(mapping.values())

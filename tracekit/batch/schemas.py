@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..analysis.timeline import CAUSES
+from ..analysis.causes import CAUSES
 from ..schema import Column, TableSchema
 
 #: version of the batch tables; stored in batch.json and checked before reusing old results

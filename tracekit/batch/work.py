@@ -1,6 +1,6 @@
 """The per-trace work of a batch: one file in, one small picklable :class:`FileResult` out.
 
-:func:`analyse_file` runs in a worker process (local pool or Ray): it reads the trace with
+:func:`analyze_file` runs in a worker process (local pool or Ray): it reads the trace with
 :func:`tracekit.read_trace`, diagnoses it with :func:`tracekit.analysis.diagnose`, splits a
 file of several ranks into its ranks (each diagnosed on its own) and condenses everything
 into rows and two small frames.  It never raises for a bad file: the reason becomes the
@@ -18,8 +18,8 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA, RankProfile, rank_profiles
-from ..analysis.timeline import CAUSES
+from ..analysis.causes import CAUSES
+from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA, RankProfile
 from ..cache import file_digest
 from ..errors import TracekitError
 from ..job import FileMeta
@@ -107,12 +107,12 @@ def content_hash(path: str) -> str:
     return file_digest(path)
 
 
-def analyse_file(task: Task) -> FileResult:
+def analyze_file(task: Task) -> FileResult:
     """Analyse one trace file; failures become ``error`` (never raised)."""
     t0 = time.perf_counter()
     result = FileResult(path=task.path, content_hash=task.content_hash, size_bytes=task.size_bytes, mtime_ns=task.mtime_ns)
     try:
-        _analyse(task, result)
+        _analyze(task, result)
     except TracekitError as exc:
         result.error, result.error_kind = exc.message, type(exc).__name__
     except MemoryError:
@@ -127,8 +127,8 @@ def analyse_file(task: Task) -> FileResult:
     return result
 
 
-def _analyse(task: Task, result: FileResult) -> None:
-    from ..analysis import diagnose
+def _analyze(task: Task, result: FileResult) -> None:
+    from ..analysis.diagnose import diagnose, diagnose_ranks
     from ..job import split_ranks
     from ..reader import read_trace
 
@@ -138,18 +138,13 @@ def _analyse(task: Task, result: FileResult) -> None:
     meta = FileMeta.from_tables(task.path, tables)
 
     parts = split_ranks(tables)
-    profiles: list[RankProfile] = []
+    per_rank, profiles = diagnose_ranks(parts, d, tables, task.path)
     if len(parts) == 1:
-        profiles = rank_profiles(tables.events, d, task.path)
         tops = {p.rank: (d.findings[0].kind if d.findings else None) for p in profiles}
         if not profiles:  # no steps at all: still one rank
             tops = {next(iter(parts)): None}
     else:
-        tops = {}
-        for r, part in parts.items():
-            dr = diagnose(part)
-            profiles.extend(rank_profiles(part.events, dr, task.path))
-            tops[r] = dr.findings[0].kind if dr.findings else None
+        tops = {r: (dr.findings[0].kind if dr.findings else None) for r, dr in per_rank.items()}
     sources = {p.rank: p.step_source for p in profiles}
     result.ranks = [{"file_rank": r, "step_source": sources.get(r), "top_finding": tops[r]} for r in sorted(tops)]
     steps = [p.steps for p in profiles if p.steps.height]
@@ -218,4 +213,4 @@ def finding_row(f: Any, position: int) -> dict[str, Any]:
     }
 
 
-__all__ = ["FileResult", "Task", "analyse_file", "content_hash", "finding_row"]
+__all__ = ["FileResult", "Task", "analyze_file", "content_hash", "finding_row"]

@@ -9,6 +9,18 @@ import click
 from ._common import demo_trace, write_output
 
 
+class _WhatIfOption(click.Option):
+    """``--what-if``, whose help lists the cause registry's knobs when help is shown (so
+    that starting the CLI does not import the analyses)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from ..analysis.causes import WHAT_IF_CAUSES
+
+        if self.help is not None and "{causes}" in self.help:
+            self.help = self.help.replace("{causes}", ", ".join(WHAT_IF_CAUSES))
+        return super().get_help_record(ctx)
+
+
 @click.command("analyze")
 @click.argument("trace", required=False, type=click.Path(path_type=Path))
 @click.option(
@@ -21,10 +33,9 @@ from ._common import demo_trace, write_output
 @click.option("--image", "image", metavar="URL", help="Markdown only: show this image (e.g. a screenshot of the HTML report).")
 @click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists.")
 @click.option(
-    "--what-if", "what_if", metavar="CAUSE=FACTOR", multiple=True,
+    "--what-if", "what_if", metavar="CAUSE=FACTOR", multiple=True, cls=_WhatIfOption,
     help="Predict the step time with a cause scaled on the critical path (0 removes it, 0.5 halves it); repeat "
-    "for several, which are also combined. Causes: data_loading, host_device_sync, pageable_memcpy, launch_bound, "
-    "allocator, exposed_communication, communication, cpu_bound, kernels, fp32_matmul, memcpy (docs/critical-path.md).",
+    "for several, which are also combined. Causes: {causes} (docs/critical-path.md).",
 )
 def analyze_cmd(
     trace: Path | None, fmt: str, out: Path | None, image: str | None, no_cache: bool, what_if: tuple[str, ...]
@@ -86,8 +97,9 @@ def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
     """The report of a folder of one job's traces (every rank, and the comparison across ranks)."""
     import json
 
+    from ..analysis.diagnose import diagnose_job
     from ..errors import UsageError
-    from ..job import diagnose_job, read_job
+    from ..job import read_job
     from ..report import job_to_json_dict, render_job_markdown, render_job_text
 
     if fmt == "html":

@@ -29,12 +29,12 @@ import msgspec
 import polars as pl
 
 from ..analysis import Diagnosis
+from ..analysis.causes import PATH
 from ..errors import UsageError
-from ..schema import EventKind, TraceTables
+from ..schema import GPU_KINDS, EventKind, TraceTables
 
 _HOST = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value, EventKind.RUNTIME.value,
          EventKind.DRIVER.value, EventKind.SYNC.value, EventKind.OS_CALL.value]
-_GPU = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value, EventKind.GPU_ANNOTATION.value]
 #: Chrome process ids of the lanes tracekit adds (far from real pids)
 PATH_PID = 2_000_000_000
 FINDINGS_PID = 2_000_000_001
@@ -47,16 +47,8 @@ _CATEGORY = {
     "driver": "cuda_driver", "sync": "cuda_sync", "os_call": "os_call", "kernel": "kernel", "memcpy": "gpu_memcpy",
     "memset": "gpu_memset", "gpu_annotation": "gpu_user_annotation",
 }
-_CAUSE_COLOURS = {
-    "gpu_compute": "good",
-    "communication": "olive",
-    "memcpy": "yellow",
-    "launch_overhead": "bad",
-    "data_loading": "terrible",
-    "host_device_sync": "terrible",
-    "allocator": "bad",
-    "cpu_other": "grey",
-}
+#: Chrome colour name of each critical-path cause
+_CAUSE_COLOURS = {c.name: c.chrome_color for c in PATH}
 
 
 def annotated_trace(
@@ -139,12 +131,12 @@ def _gpu_pid(device: pl.Expr) -> pl.Expr:
 
 def _events_in(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Host and GPU events overlapping any of the windows (each once)."""
-    ev = events.filter(pl.col("kind").is_in([*_HOST, *_GPU]) & (pl.col("dur_ns") >= 0))
+    ev = events.filter(pl.col("kind").is_in([*_HOST, *GPU_KINDS]) & (pl.col("dur_ns") >= 0))
     keep = []
     for r, w0, w1 in windows.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max()).iter_rows():
         keep.append(ev.filter((pl.col("rank") == r) & (pl.col("start_ns") < w1) & (pl.col("end_ns") > w0)))
     ev = pl.concat(keep) if keep else ev.clear()
-    gpu = pl.col("kind").is_in(_GPU) & pl.col("device").is_not_null()
+    gpu = pl.col("kind").is_in(GPU_KINDS) & pl.col("device").is_not_null()
     return ev.with_columns(
         pl.when(gpu).then(_gpu_pid(pl.col("device"))).otherwise(pl.col("pid")).alias("_pid"),
         pl.when(gpu).then(pl.col("stream").fill_null(-1)).otherwise(pl.col("tid")).alias("_tid"),
@@ -153,7 +145,7 @@ def _events_in(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 def _metadata(tables: TraceTables, events: pl.DataFrame, segments: pl.DataFrame, d: Diagnosis) -> Iterator[dict[str, Any]]:
     names = tables.threads
-    host = events.filter(~pl.col("kind").is_in(_GPU)).select("_pid", "_tid").unique().sort("_pid", "_tid")
+    host = events.filter(~pl.col("kind").is_in(GPU_KINDS)).select("_pid", "_tid").unique().sort("_pid", "_tid")
     procs = {
         int(p): n
         for p, n in names.filter(pl.col("pid").is_not_null() & pl.col("process_name").is_not_null()).select("pid", "process_name").unique("pid").iter_rows()
@@ -168,7 +160,7 @@ def _metadata(tables: TraceTables, events: pl.DataFrame, segments: pl.DataFrame,
         yield _meta("process_sort_index", pid, 0, None, sort_index=0)
     for pid, tid in host.iter_rows():
         yield _meta("thread_name", pid, tid, threads.get((pid, tid), f"thread {tid}"))
-    gpu = events.filter(pl.col("kind").is_in(_GPU)).select("device", "_pid", "_tid").unique().sort("device", "_tid")
+    gpu = events.filter(pl.col("kind").is_in(GPU_KINDS)).select("device", "_pid", "_tid").unique().sort("device", "_tid")
     for device in gpu["device"].unique().sort().to_list():
         pid = GPU_PID_BASE + int(device)
         yield _meta("process_name", pid, 0, f"GPU {device}")
@@ -202,7 +194,7 @@ def _slices(events: pl.DataFrame, origin: int) -> Iterator[dict[str, Any]]:
         if crit is not None:
             args["critical_ns"] = crit
             args["cause"] = cause
-        if kind in _GPU or kind == EventKind.SYNC.value:
+        if kind in GPU_KINDS or kind == EventKind.SYNC.value:
             args["device"] = device
             args["stream"] = stream
         if corr is not None:

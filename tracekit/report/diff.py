@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._version import __version__
+from ..analysis.causes import cause_label
 from ..analysis.compare import Change, DiffResult, DiffSide
-from .text import CAUSE_LABELS
 
 DIFF_SCHEMA_VERSION = "tracekit.diff/1"
 
@@ -164,7 +164,7 @@ def render_diff_text(r: DiffResult) -> str:
     out.append(f"  {'':<24} {'before':>12} {'after':>12}  delta")
     for c in _shown_causes(r):
         m = c.ms_per_step
-        out.append(f"  {CAUSE_LABELS[c.cause]:<24} {_num(m.before):>12} {_num(m.after):>12}  {_signed(m.delta)}")
+        out.append(f"  {cause_label(c.cause):<24} {_num(m.before):>12} {_num(m.after):>12}  {_signed(m.delta)}")
     out.append("")
     if r.findings:
         out.append("Findings (ms per step)")
@@ -204,7 +204,7 @@ def render_diff_markdown(r: DiffResult) -> str:
     out += ["", "### Where the step time goes (ms per step)", "", "| cause | before | after | delta |", "|---|---:|---:|---:|"]
     for c in _shown_causes(r):
         m = c.ms_per_step
-        out.append(f"| {CAUSE_LABELS[c.cause]} | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} |")
+        out.append(f"| {cause_label(c.cause)} | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} |")
     out += ["", "### Findings", ""]
     if r.findings:
         out += ["| status | finding | before ms/step | after ms/step | delta | predicted step if fixed (before → after) |",

@@ -16,12 +16,14 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..analysis import CAUSES, Diagnosis
+from ..analysis import Diagnosis
+from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_label
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
+from . import formatting
+from .formatting import evidence_text, fmt_pct, headline
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
-from .svg import CAUSE_COLORS, breakdown_svg, fmt_ms, steps_svg, timeline_svg
-from .text import CAUSE_LABELS, _evidence_text, _headline
+from .svg import breakdown_svg, fmt_ms, steps_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -69,21 +71,13 @@ def _e(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:,.2f} ms"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
 def render_html(d: Diagnosis, view: StepView | None = None) -> str:
     """The whole report as one HTML document (see the module docstring)."""
     data = to_json_dict(d)
     s = data["summary"]
     path = data["trace"]["path"]
     body: list[str] = []
-    head_lines = _headline(d, data)
+    head_lines = headline(d, data)
     body.append(
         f'<header><h1>tracekit diagnosis</h1><p class="path">{_e(path)}</p>'
         f'<p class="meta">{_e(head_lines[0])}</p></header>'
@@ -126,12 +120,12 @@ def _cards(d: Diagnosis, data: dict[str, Any]) -> str:
     s = data["summary"]
     top = d.findings[0] if d.findings else None
     cards = [
-        ("step time (median)", _ms(s["step_ms_median"]), f"mean {_ms(s['step_ms_mean'])}"),
-        ("GPU utilization", _pct(s["gpu_utilization"]), "busy share of step time"),
+        ("step time (median)", formatting.fmt_ms(s["step_ms_median"]), f"mean {formatting.fmt_ms(s['step_ms_mean'])}"),
+        ("GPU utilization", fmt_pct(s["gpu_utilization"]), "busy share of step time"),
         ("steps", f"{s['complete_steps']}", f"complete, of {s['steps']} windows" + (f" · from {s['step_source']}" if s["step_source"] else "")),
         (
             "largest cost",
-            _e(CAUSE_LABELS.get(top.kind, top.kind)) if top else "none",
+            _e(cause_label(top.kind)) if top else "none",
             f"{top.ms_per_step:,.2f} ms per step ({100 * top.share_of_step:.1f}%)" if top else "nothing costs 5% or more",
         ),
     ]
@@ -157,7 +151,7 @@ def _steps_section(d: Diagnosis, view: StepView | None) -> str:
     util = {int(r["step"]): r["utilization"] for r in steps.iter_rows(named=True)}
     rows = "".join(
         f'<tr><td class="n">{r["step"]}</td><td class="n">{r["dur_ns"] / 1e6:,.2f}</td>'
-        f'<td class="n">{_pct(r["utilization"])}</td><td>{"yes" if r["complete"] else "no (partial window)"}</td></tr>'
+        f'<td class="n">{fmt_pct(r["utilization"])}</td><td>{"yes" if r["complete"] else "no (partial window)"}</td></tr>'
         for r in steps.sort("step").iter_rows(named=True)
     )
     return (
@@ -222,7 +216,7 @@ def _finding_html(i: int, f: Finding) -> str:
     ]
     if f.predicted_step_ms is not None:
         parts.append(f"<p>Predicted step time if fixed: <b>{f.predicted_step_ms:,.2f} ms</b></p>")
-    summary = _evidence_text(f)
+    summary = evidence_text(f)
     if summary:
         parts.append(f"<p><b>Evidence:</b> {_e(summary)}</p>")
     if f.evidence:
@@ -298,7 +292,7 @@ def _memory_section(data: dict[str, Any]) -> str:
     rows = "".join(
         f'<tr><td class="n">{m["device"]}</td><td class="n">{_gib(m["peak_allocated_bytes"])}</td>'
         f'<td class="n">{_gib(m["peak_reserved_bytes"])}</td><td class="n">{_gib(m["total_bytes"])}</td>'
-        f'<td class="n">{_pct(m["headroom"])}</td></tr>'
+        f'<td class="n">{fmt_pct(m["headroom"])}</td></tr>'
         for m in mem
     )
     return (

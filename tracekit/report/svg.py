@@ -23,23 +23,8 @@ from xml.sax.saxutils import escape
 
 import polars as pl
 
-from ..analysis.timeline import CAUSES
+from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_color, cause_label
 from ..analysis.view import StepView
-from .text import CAUSE_LABELS
-
-#: one colour per cause of the step-time breakdown (also used for idle gaps)
-CAUSE_COLORS: dict[str, str] = {
-    "compute": "#4c78a8",
-    "data_loading": "#f58518",
-    "host_device_sync": "#e45756",
-    "pageable_memcpy": "#b279a2",
-    "launch_bound": "#eeca3b",
-    "allocator": "#9d755d",
-    "exposed_communication": "#72b7b2",
-    "cpu_bound": "#54a24b",
-    "unattributed": "#bab0ac",
-}
-
 
 #: event fill colours in the timeline, by event kind (muted, so idle gaps stand out)
 KIND_COLORS: dict[str, str] = {
@@ -357,9 +342,9 @@ def timeline_svg(view: StepView, *, critical_path: Any = None, width: float = 11
     for g in view.gaps.sort(["device", "start_ns", "end_ns"]).iter_rows(named=True):
         device = int(g["device"])
         x0, x1 = x_of(max(g["start_ns"], view.start_ns)), x_of(min(g["end_ns"], view.end_ns))
-        color = CAUSE_COLORS.get(str(g["cause"]), CAUSE_COLORS["unattributed"])
+        color = cause_color(str(g["cause"]))
         dur_ms = (g["end_ns"] - g["start_ns"]) / 1e6
-        tip = (f"GPU {device} idle {fmt_ms(dur_ms)}: {CAUSE_LABELS.get(str(g['cause']), str(g['cause']))} "
+        tip = (f"GPU {device} idle {fmt_ms(dur_ms)}: {cause_label(str(g['cause']))} "
                f"(at {(g['start_ns'] - view.start_ns) / 1e6:,.3f} ms)")
         iy, ih = track_y[f"idle {device}"]
         svg.rect(x0, iy, max(x1 - x0, 0.8), ih, color, title=tip)
@@ -458,7 +443,7 @@ def timeline_svg(view: StepView, *, critical_path: Any = None, width: float = 11
     ly = _legend(svg, plot_x, ly, kind_items, max_x=width) + 10
     if gap_causes:
         svg.text(8, ly, "idle gaps", size=10.5, fill=MUTED)
-        ly = _legend(svg, plot_x, ly, [(CAUSE_COLORS.get(c, "#bab0ac"), CAUSE_LABELS.get(c, c)) for c in gap_causes],
+        ly = _legend(svg, plot_x, ly, [(cause_color(c), cause_label(c)) for c in gap_causes],
                      max_x=width) + 10
     svg.text(8, ly, "marks", size=10.5, fill=MUTED)
     marks = [(SYNC_COLOR, f"sync point ({view.syncs.height})")]

@@ -6,90 +6,21 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis import CAUSES, Diagnosis
+from ..analysis import Diagnosis
+from ..analysis.causes import CAUSE_LABELS, CAUSES, PATH_LABELS
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
+from .formatting import evidence_text, fmt_ms, fmt_pct, headline
 from .json_report import to_json_dict
 
 BAR_WIDTH = 30
 
-CAUSE_LABELS = {
-    "compute": "compute",
-    "data_loading": "data loading",
-    "host_device_sync": "host-device sync",
-    "pageable_memcpy": "pageable copies",
-    "launch_bound": "launch overhead",
-    "allocator": "allocator",
-    "exposed_communication": "exposed communication",
-    "cpu_bound": "other host work",
-    "unattributed": "unattributed idle",
-}
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:,.2f} ms"
-
-
-def _headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
-    t, s = data["trace"], data["summary"]
-    parts = [t["format"] + (f" {t['format_version']}" if t["format_version"] else "")]
-    if t["world_size"]:
-        parts.append(f"rank {t['rank']}/{t['world_size']}")
-    names = sorted({dev["name"] for dev in t["devices"] if dev["name"]})
-    if names:
-        parts.append(", ".join(names))
-    steps = f"{s['complete_steps']} steps" + (f" (from {s['step_source']})" if s["step_source"] else "")
-    parts.append(steps)
-    lines = [" · ".join(parts)]
-    lines.append(f"step time {_ms(s['step_ms_median'])} (median) · GPU utilization {_pct(s['gpu_utilization'])}")
-    return lines
-
-
-def _evidence_text(f: Finding) -> str:
-    ev = f.evidence
-    bits: list[str] = []
-    if f.kind == "data_loading":
-        for r in ev.get("ranges", [])[:2]:
-            bits.append(f"{r['name']} ×{r['count']} ({r['total_ms']:,.1f} ms)")
-        if ev.get("single_process_dataloader"):
-            bits.append("single-process DataLoader (num_workers=0)")
-    elif f.kind == "host_device_sync":
-        for c in ev.get("sync_calls", [])[:3]:
-            where = f" in {c['op']}" if c.get("op") else ""
-            bits.append(f"{c['api']}{where} ×{c['count']} (blocked {c['blocked_ms']:,.1f} ms)")
-        if ev.get("python_frames"):
-            bits.append("from " + "; ".join(ev["python_frames"][:2]))
-    elif f.kind == "pageable_memcpy":
-        bits.append(f"{ev.get('pageable_copies', 0)} copies, {ev.get('pageable_bytes', 0) / 2**20:,.1f} MiB from/to pageable memory")
-    elif f.kind in ("launch_bound", "small_batch"):
-        if ev.get("median_kernel_us") is not None:
-            bits.append(f"median kernel {ev['median_kernel_us']} µs")
-        if ev.get("kernels_per_step") is not None:
-            bits.append(f"{ev['kernels_per_step']} kernels per step")
-        if ev.get("memory_headroom") is not None:
-            bits.append(f"{100 * ev['memory_headroom']:.0f}% of device memory unused at peak")
-    elif f.kind == "exposed_communication":
-        bits.extend(ev.get("communication_kernels", [])[:2])
-    elif f.kind == "no_tensor_cores":
-        bits.extend(ev.get("fp32_matmul_kernels", [])[:2])
-    elif f.kind == "allocator":
-        bits.extend(f"{c['api']} ×{c['count']}" for c in ev.get("calls", []))
-    elif f.kind == "cpu_bound":
-        bits.extend(f"{o['name']} ({o['ms_in_gaps']:,.1f} ms)" for o in ev.get("top_host_ops", [])[:3])
-    if ev.get("largest_gap"):
-        g = ev["largest_gap"]
-        bits.append(f"largest gap {g['dur_ms']:,.2f} ms in step {g['step']}")
-    return "; ".join(bits)
 
 
 def render_text(d: Diagnosis) -> str:
     data = to_json_dict(d)
     s = data["summary"]
-    out = [f"tracekit · {data['trace']['path']}", *_headline(d, data), ""]
+    out = [f"tracekit · {data['trace']['path']}", *headline(d, data), ""]
     if s["breakdown"]:
         out.append("Where the step time goes (ms per step, share of step)")
         for cause in CAUSES:
@@ -111,7 +42,7 @@ def render_text(d: Diagnosis) -> str:
             out.append(cost)
             if f.predicted_step_ms is not None:
                 out.append(f"    predicted step time if fixed: {f.predicted_step_ms:,.2f} ms{_saving(s, f.predicted_step_ms)}")
-            ev = _evidence_text(f)
+            ev = evidence_text(f)
             if ev:
                 out.append(f"    evidence: {ev}")
             out.append(f"    fix: {f.fix}")
@@ -137,17 +68,6 @@ def render_text(d: Diagnosis) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-#: labels of the critical path's causes (tracekit.analysis.whatif.CP_CAUSES)
-PATH_LABELS = {
-    "gpu_compute": "GPU compute",
-    "communication": "communication",
-    "memcpy": "copies",
-    "launch_overhead": "launch overhead",
-    "data_loading": "data loading",
-    "host_device_sync": "host-device sync",
-    "allocator": "allocator",
-    "cpu_other": "other host work",
-}
 
 
 def _saving(summary: dict[str, Any], predicted_ms: float) -> str:
@@ -215,7 +135,7 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
     data = to_json_dict(d)
     s = data["summary"]
     out = [f"## tracekit diagnosis: `{data['trace']['path']}`", ""]
-    out.extend(f"{line}  " for line in _headline(d, data))
+    out.extend(f"{line}  " for line in headline(d, data))
     out.append("")
     if image:
         out += [f"![tracekit report]({image})", ""]
@@ -231,7 +151,7 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
         out += ["<details><summary>Step time and GPU utilization per step</summary>", "",
                 "| rank | step | ms | GPU busy | complete |", "|---:|---:|---:|---:|---|"]
         for st in data["steps"]:
-            out.append(f"| {st['rank']} | {st['step']} | {st['dur_ns'] / 1e6:,.2f} | {_pct(st['utilization'])} | "
+            out.append(f"| {st['rank']} | {st['step']} | {st['dur_ns'] / 1e6:,.2f} | {fmt_pct(st['utilization'])} | "
                        f"{'yes' if st['complete'] else 'no (partial)'} |")
         out += ["", "</details>", ""]
     if view is not None:
@@ -248,7 +168,7 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
             where = f" In {f.steps_affected} steps" + (
                 f" (worst: {', '.join(str(x) for x in f.worst_steps)})." if f.worst_steps else "."
             )
-            out.append(f"{i}. **{f.title}**.{where} Evidence: {_evidence_text(f) or 'see JSON report'}. Fix: {f.fix}")
+            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}. Fix: {f.fix}")
         out.append("")
     else:
         out += ["No findings.", ""]
@@ -279,7 +199,7 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
                 "|---:|---:|---:|---:|---:|"]
         for m in mem:
             out.append(f"| {m['device']} | {_gib(m['peak_allocated_bytes'])} | {_gib(m['peak_reserved_bytes'])} | "
-                       f"{_gib(m['total_bytes'])} | {_pct(m['headroom'])} |")
+                       f"{_gib(m['total_bytes'])} | {fmt_pct(m['headroom'])} |")
         out.append("")
     if data["data_quality"] or data["warnings"]:
         out += ["### Notes", ""]
@@ -360,7 +280,7 @@ def _job_evidence(f: Finding) -> str:
     if f.kind == "exposed_communication":
         return (f"{ev.get('exposed_ms_per_step') or 0:,.2f} ms per step exposed on average, "
                 f"{ev.get('waiting_for_stragglers_ms') or 0:,.2f} ms of it waiting for late ranks")
-    return _evidence_text(f)
+    return evidence_text(f)
 
 
 def _job_lines(jd: Any) -> tuple[list[str], dict[str, Any]]:
@@ -372,7 +292,7 @@ def _job_lines(jd: Any) -> tuple[list[str], dict[str, Any]]:
     head = [
         f"tracekit · job {j['name']}",
         f"{len(j['ranks'])} rank{'s' if len(j['ranks']) != 1 else ''}{ws} · {len(j['files'])} file{'s' if len(j['files']) != 1 else ''}"
-        f" · {j['aligned_steps']} aligned steps · step time {_ms(j['step_ms_median'])} (median)",
+        f" · {j['aligned_steps']} aligned steps · step time {fmt_ms(j['step_ms_median'])} (median)",
     ]
     return head, data
 
@@ -387,7 +307,7 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
     out.append(f"  {'rank':>5} {'steps':>5} {'step':>10} {'GPU util':>8} {'compute':>9} {'exposed comm':>12} {'late':>8} {'wait':>8}  top finding · file")
     for r in j["per_rank"]:
         mark = "*" if r["straggler"] else " "
-        util = _pct(r["gpu_utilization"])
+        util = fmt_pct(r["gpu_utilization"])
 
         def num(x: float | None) -> str:
             return "n/a" if x is None else f"{x:,.2f}"
@@ -444,7 +364,7 @@ def render_job_markdown(jd: Any) -> str:
         cells = [f"**{r['rank']}** (straggler)" if r["straggler"] else str(r["rank"]), str(r["steps"])]
         for key in ("step_ms_median", "gpu_utilization", "compute_ms", "exposed_communication_ms", "late_ms", "wait_ms"):
             v = r[key]
-            cells.append("n/a" if v is None else (_pct(v) if key == "gpu_utilization" else f"{v:,.2f}"))
+            cells.append("n/a" if v is None else (fmt_pct(v) if key == "gpu_utilization" else f"{v:,.2f}"))
         cells.append(f"`{r['top_finding']}`" if r["top_finding"] else "")
         out.append("| " + " | ".join(cells) + " |")
     out.append("")

@@ -33,6 +33,7 @@ from .screens.loading import ErrorScreen, LoadingScreen
 from .screens.overview import OverviewScreen
 from .screens.tables import TablesScreen
 from .screens.timeline import TimelineScreen
+from .styles import cause_css, cause_variables
 
 #: the app's modes, in the order of their keys (1, 2, 3)
 MODES: tuple[tuple[str, Callable[[], SessionScreen]], ...] = (
@@ -46,6 +47,8 @@ class TracekitApp(App[int]):
     """Browse the diagnosis of a trace, a capture folder or a batch output."""
 
     CSS_PATH = "app.tcss"
+    #: the rules that colour each cause, generated from the cause registry
+    CSS = cause_css()
     TITLE = "tracekit"
     BINDINGS: ClassVar[list[BindingType]] = bindings(GLOBAL)  # type: ignore[assignment]
 
@@ -61,6 +64,10 @@ class TracekitApp(App[int]):
         self._screens: dict[str, SessionScreen] = {}
 
     # ------------------------------------------------------------ state
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """The theme's variables plus the cause colours (``$cause-<name>``, ``$on-cause``)."""
+        return {**super().get_theme_variable_defaults(), **cause_variables()}
+
     @property
     def session(self) -> Session:
         if self.session_data is None:

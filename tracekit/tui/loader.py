@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis import Diagnosis, diagnose
+from ..analysis.diagnose import Diagnosis, diagnose, diagnose_job
 from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
 from ..job import is_trace_name
 from ..schema import TraceTables
@@ -163,11 +163,11 @@ def _load_capture(folder: Path, report: Progress, cache: bool) -> Session:
 
     report(0.02, f"reading the traces in {folder.name}")
     job = read_job(folder, cache=cache)
-    traces = []
     n = max(1, len(job.ranks))
-    for i, r in enumerate(job.ranks):
-        report(0.5 + 0.5 * i / n, f"analysing rank {r.rank} ({r.tables.events.height:,} events)")
-        traces.append(prepare_trace(f"rank {r.rank}", r.path, r.tables, diagnose(r.tables)))
+    jd = diagnose_job(
+        job, on_rank=lambda i, r: report(0.5 + 0.5 * i / n, f"analyzing rank {r.rank} ({r.tables.events.height:,} events)")
+    )
+    traces = [prepare_trace(f"rank {r.rank}", r.path, r.tables, jd.diagnoses[r.rank]) for r in job.ranks]
     report(1.0, "ready")
     notes = list(job.notes) + [f"{Path(p).name}: skipped ({why})" for p, why in job.skipped]
     metadata = {"job": job.name, "world_size": job.world_size, **dict(job.metadata)}

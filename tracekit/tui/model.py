@@ -14,15 +14,17 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..analysis import CAUSES, Diagnosis
+from ..analysis import Diagnosis
+from ..analysis.causes import CAUSES, IDLE_CAUSES
 from ..analysis.findings import Finding
-from ..analysis.timeline import IDLE_CAUSES
 from ..schema import EventKind, TraceTables
-from .loader import LoadedTrace
+
+if TYPE_CHECKING:
+    from .loader import LoadedTrace
 
 
 @dataclass(frozen=True)

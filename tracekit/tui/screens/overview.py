@@ -12,7 +12,6 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Label, Static
 
 from ...analysis import Diagnosis
-from ...report.text import CAUSE_LABELS
 from ..bindings import OVERVIEW, bindings
 from ..loader import InputKind
 from ..model import breakdown_rows, findings_frame, first_occurrence, utilization_per_step
@@ -121,4 +120,4 @@ def findings_frame_empty() -> pl.DataFrame:
     return pl.DataFrame(schema={c.key: pl.String for c in FINDING_COLUMNS})
 
 
-__all__ = ["CAUSE_LABELS", "OverviewScreen", "summary_text"]
+__all__ = ["OverviewScreen", "summary_text"]

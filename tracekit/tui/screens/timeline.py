@@ -16,9 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 from textual.worker import Worker, WorkerState
 
-from ...analysis.timeline import IDLE_CAUSES
 from ...analysis.view import StepView, representative_step, step_view
-from ...report.text import CAUSE_LABELS
+from ...report.formatting import IDLE_CAUSES, cause_label
 from ..bindings import TIMELINE, bindings
 from ..loader import LoadedTrace
 from ..model import Focus, critical_segments, event_args, event_row, fmt_ns, linked_events
@@ -247,7 +246,7 @@ class TimelineScreen(SessionScreen):
                 return text
             g = gap.row(0, named=True)
             text.append(f"Idle gap on GPU {g['device']}", "bold")
-            text.append(f" · {CAUSE_LABELS.get(g['cause'], g['cause'])} · {fmt_ns(g['dur_ns'])} at +{fmt_ns(start)}\n")
+            text.append(f" · {cause_label(g['cause'])} · {fmt_ns(g['dur_ns'])} at +{fmt_ns(start)}\n")
             parts = [f"{c} {fmt_ns(g[f'{c}_ns'])}" for c in IDLE_CAUSES if g.get(f"{c}_ns")]
             text.append("made of: " + (", ".join(parts) or "—") + "\n")
             if g.get("host_tid") is not None:

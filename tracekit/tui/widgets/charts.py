@@ -12,22 +12,9 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual.widget import Widget
 
-from ...analysis import CAUSES
-from ...analysis.timeline import IDLE_CAUSES
-from ...report.text import CAUSE_LABELS
+from ...report.formatting import CAUSES, IDLE_CAUSES, SHORT_LABELS, cause_label
 
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
-#: short names of the idle causes, so the legend fits one line of a 100-column terminal
-LEGEND_LABELS = {
-    "data_loading": "data loading",
-    "pageable_memcpy": "pageable",
-    "host_device_sync": "host sync",
-    "allocator": "allocator",
-    "exposed_communication": "communication",
-    "launch_bound": "launch",
-    "cpu_bound": "host work",
-    "unattributed": "unattributed",
-}
 
 
 class BreakdownChart(Widget):
@@ -54,7 +41,7 @@ class BreakdownChart(Widget):
             return text
         bar_width = max(4, self.size.width - 40)
         for cause, ms, share in self.rows:
-            label = CAUSE_LABELS.get(cause, cause)
+            label = cause_label(cause)
             text.append(f"{label:<22}{ms:>9,.2f} {100 * share:5.1f}% ", self.get_component_rich_style("breakdown--label"))
             cells = share * bar_width
             full = int(cells)
@@ -131,7 +118,7 @@ class GapLegend(Widget):
     def render(self) -> RenderableType:
         text = Text("idle gaps: ", self.get_component_rich_style("legend--title"))
         for cause in IDLE_CAUSES:
-            text.append(f" {LEGEND_LABELS.get(cause, cause)} ", self.get_component_rich_style(f"legend--{cause}"))
+            text.append(f" {SHORT_LABELS[cause]} ", self.get_component_rich_style(f"legend--{cause}"))
             text.append(" ")
         return text
 

@@ -24,9 +24,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ...analysis.timeline import IDLE_CAUSES
+from ...analysis.causes import CP_CAUSES, IDLE_CAUSES
 from ...analysis.view import StepView
-from ...analysis.whatif import CP_CAUSES
 from ..model import fmt_ns
 
 #: width of the lane labels on the left, in cells

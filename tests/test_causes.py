@@ -1,0 +1,181 @@
+"""The cause registry (tracekit.analysis.causes) is the one vocabulary: every declared cause,
+path category, what-if knob and finding kind reaches the analyses, every renderer, the TUI's
+stylesheet, the CLI help and the docs; and the declarations agree with each other."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tracekit import read_trace
+from tracekit.analysis import causes, diagnose
+from tracekit.analysis.causes import (
+    BREAKDOWN,
+    BY_NAME,
+    CAUSES,
+    CP_CAUSES,
+    EDGE_TAGS,
+    FINDINGS,
+    IDLE_CAUSES,
+    KNOBS,
+    PATH,
+)
+from tracekit.analysis.findings import Finding
+from tracekit.analysis.whatif import TAGS, WhatIf
+from tracekit.report import formatting, svg
+
+REPO = Path(__file__).resolve().parents[1]
+SYNTH = REPO / "sample_traces" / "synthetic"
+DOCS = REPO / "docs"
+
+
+def test_declarations_agree() -> None:
+    names = [c.name for c in BREAKDOWN]
+    assert len(set(names)) == len(names)
+    assert len({c.color for c in BREAKDOWN}) == len(BREAKDOWN), "two causes share an HTML colour"
+    assert len({c.term_color for c in BREAKDOWN}) == len(BREAKDOWN), "two causes share a TUI colour"
+    priorities = [c.idle_priority for c in BREAKDOWN if c.idle_priority is not None]
+    assert sorted(priorities) == list(range(len(priorities))), "idle priorities must be 0..n-1"
+    for p in PATH:
+        assert p.colour_of in BY_NAME, p
+    assert set(EDGE_TAGS.values()) == set(CP_CAUSES), "every path cause is made of some tag"
+    for k in KNOBS:
+        assert k.tags, k
+        assert k.tags <= set(EDGE_TAGS), k
+    knobs = {k.name for k in KNOBS}
+    for f in FINDINGS:
+        if f.what_if is not None:
+            assert set(f.what_if) <= knobs, f.name
+            WhatIf.of(f.what_if)  # valid factors
+        if f.measured:
+            assert f.name in CAUSES, f"{f.name}: a measured finding reads the breakdown column of its name"
+            assert f.what_if_doc or f.what_if == {f.name: 0.0}, f"{f.name}: its docs row says 'that cause at 0'"
+        if f.idle_like:
+            assert f.name in IDLE_CAUSES, f.name
+
+
+@pytest.mark.parametrize("fmt", ["kineto.json", "nsys.sqlite"])
+def test_analyses_produce_every_declared_cause(fmt: str) -> None:
+    d = diagnose(read_trace(SYNTH / f"host_sync.{fmt}", cache=False))
+    assert [c.removesuffix("_ns") for c in d.timeline.per_step.columns if c.endswith("_ns")][-len(CAUSES):] == list(CAUSES)
+    assert {f"{c}_ns" for c in IDLE_CAUSES} <= set(d.timeline.gaps.columns)
+    assert set(d.timeline.gaps["cause"].unique().to_list()) <= set(IDLE_CAUSES)
+    assert list(d.breakdown) == list(CAUSES)
+    assert d.critical_path is not None
+    assert set(TAGS) == set(EDGE_TAGS)
+    assert set(d.critical_path.breakdown_per_step()) == set(CP_CAUSES)
+
+
+def test_svg_and_html_have_every_cause() -> None:
+    share = {c: 1.0 / len(CAUSES) for c in CAUSES}
+    ms = dict.fromkeys(CAUSES, 1.0)
+    bar = svg.breakdown_svg(share, ms)
+    for c in BREAKDOWN:
+        assert c.color in bar, c.name
+        assert c.label in bar, c.name
+    # an undeclared cause (a newer analysis, an older renderer) is drawn, never a KeyError
+    assert causes.cause_color("not_a_cause") == BY_NAME["unattributed"].color
+    assert causes.cause_label("not_a_cause") == "not_a_cause"
+
+
+def test_text_formatting_has_every_cause_and_finding() -> None:
+    for c in BREAKDOWN:
+        assert formatting.cause_label(c.name) == c.label
+        assert formatting.SHORT_LABELS[c.name] == c.short_label
+    for p in PATH:
+        assert formatting.path_label(p.name) == p.label
+    for f in FINDINGS:
+        # every kind renders its evidence, even an empty one
+        finding = Finding(kind=f.name, title=f.title, ms_per_step=1.0, share_of_step=0.1, evidence={}, fix=f.fix)
+        assert isinstance(formatting.evidence_text(finding), str)
+
+
+def test_annotated_trace_colours_every_path_cause() -> None:
+    from tracekit.report import annotate
+
+    # the Chrome trace viewer's reserved colour names
+    chrome = {"good", "bad", "terrible", "yellow", "olive", "grey", "black", "white", "generic_work", "thread_state_running",
+              "rail_response", "rail_animation", "rail_idle", "rail_load", "startup", "heap_dump_stack_frame",
+              "cq_build_running", "cq_build_passed", "cq_build_failed", "cq_build_abandoned"}
+    for p in PATH:
+        assert annotate._CAUSE_COLOURS[p.name] in chrome, p.name
+
+
+def test_tui_stylesheet_styles_every_component_class() -> None:
+    pytest.importorskip("textual")
+    from textual.css.stylesheet import Stylesheet
+
+    from tracekit.tui.styles import cause_css, cause_variables
+    from tracekit.tui.widgets.charts import BreakdownChart, GapLegend
+    from tracekit.tui.widgets.timeline import TimelineView
+
+    css = cause_css()
+    tcss = (REPO / "tracekit" / "tui" / "app.tcss").read_text(encoding="utf-8")
+    # every $cause-* the hand-written stylesheet uses is a generated variable
+    for var in set(re.findall(r"\$(cause-[a-z-]+|on-cause)\b", tcss)):
+        assert var in cause_variables(), var
+    wanted = {
+        *(f"BreakdownChart > .breakdown--{c}" for c in CAUSES),
+        *(f"TimelineView > .timeline--gap-{c}" for c in IDLE_CAUSES),
+        *(f"TimelineView > .timeline--path-{c}" for c in CP_CAUSES),
+        *(f"GapLegend > .legend--{c}" for c in IDLE_CAUSES),
+    }
+    for selector in wanted:
+        assert selector + " {" in css, selector
+    # the widgets declare the classes the rules style
+    declared = BreakdownChart.COMPONENT_CLASSES | GapLegend.COMPONENT_CLASSES | TimelineView.COMPONENT_CLASSES
+    for selector in wanted:
+        assert selector.split(" > .")[1] in declared, selector
+    # and it parses, with the theme's variables and ours
+    from textual.app import App
+
+    variables = {**App().get_css_variables(), **cause_variables()}
+    sheet = Stylesheet(variables=variables)
+    sheet.add_source(tcss, read_from=("app.tcss", ""))
+    sheet.add_source(css, read_from=("cause_css", ""))
+    sheet.parse()
+    assert len(sheet.rules) > len(wanted)
+
+
+def test_cli_help_lists_every_knob() -> None:
+    from click.testing import CliRunner
+
+    from tracekit.cli.app import cli
+
+    out = CliRunner().invoke(cli, ["analyze", "--help"], terminal_width=400).output
+    listed = re.search(r"Causes: (.*?) \(docs/critical-path\.md\)", " ".join(out.split()))
+    assert listed is not None, out
+    assert [n.strip() for n in listed.group(1).split(",")] == [k.name for k in KNOBS]
+
+
+def test_docs_have_every_kind() -> None:
+    analysis = (DOCS / "analysis.md").read_text(encoding="utf-8")
+    report = (DOCS / "json-report.md").read_text(encoding="utf-8")
+    path = (DOCS / "critical-path.md").read_text(encoding="utf-8")
+    for n in IDLE_CAUSES:
+        assert f"| `{n}` |" in analysis, n
+    for c in BREAKDOWN:
+        assert f"| `{c.name}` | {c.label} |" in report, c.name
+    for f in FINDINGS:
+        assert f"| `{f.name}` |" in report, f.name
+    for p in PATH:
+        assert f"| `{p.name}` |" in path, p.name
+    for k in KNOBS:
+        assert f"| `{k.name}` |" in path, k.name
+    with_what_if = [f.name for f in FINDINGS if f.what_if is not None]
+    table = path.split("<!-- generated:finding-what-if:start -->")[1].split("<!-- generated:finding-what-if:end -->")[0]
+    for name in with_what_if:
+        assert re.search(rf"\b{name}\b", table), name
+
+
+def test_job_findings_use_the_registry() -> None:
+    from tracekit.analysis.causes import JOB_FIXES, JOB_TITLES
+
+    for f in FINDINGS:
+        if f.job:
+            assert JOB_TITLES[f.name] == f.title
+            assert JOB_FIXES[f.name] == f.fix
+    assert pl.Series(list(JOB_TITLES)).is_unique().all()

@@ -1,0 +1,89 @@
+"""Headless formatting shared by every front end: the text report, the HTML report and the TUI.
+
+Labels of causes and findings come from :mod:`tracekit.analysis.causes`; this module turns a
+diagnosis' numbers and a finding's evidence into short strings.  It imports neither rich nor
+textual, so the terminal UI and the static reports can share it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis import Diagnosis
+from ..analysis.causes import CAUSE_LABELS, CAUSES, IDLE_CAUSES, PATH_LABELS, SHORT_LABELS, cause_label, path_label
+from ..analysis.findings import Finding
+
+
+def fmt_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def fmt_ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.2f} ms"
+
+
+def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
+    t, s = data["trace"], data["summary"]
+    parts = [t["format"] + (f" {t['format_version']}" if t["format_version"] else "")]
+    if t["world_size"]:
+        parts.append(f"rank {t['rank']}/{t['world_size']}")
+    names = sorted({dev["name"] for dev in t["devices"] if dev["name"]})
+    if names:
+        parts.append(", ".join(names))
+    steps = f"{s['complete_steps']} steps" + (f" (from {s['step_source']})" if s["step_source"] else "")
+    parts.append(steps)
+    lines = [" · ".join(parts)]
+    lines.append(f"step time {fmt_ms(s['step_ms_median'])} (median) · GPU utilization {fmt_pct(s['gpu_utilization'])}")
+    return lines
+
+
+def evidence_text(f: Finding) -> str:
+    ev = f.evidence
+    bits: list[str] = []
+    if f.kind == "data_loading":
+        for r in ev.get("ranges", [])[:2]:
+            bits.append(f"{r['name']} ×{r['count']} ({r['total_ms']:,.1f} ms)")
+        if ev.get("single_process_dataloader"):
+            bits.append("single-process DataLoader (num_workers=0)")
+    elif f.kind == "host_device_sync":
+        for c in ev.get("sync_calls", [])[:3]:
+            where = f" in {c['op']}" if c.get("op") else ""
+            bits.append(f"{c['api']}{where} ×{c['count']} (blocked {c['blocked_ms']:,.1f} ms)")
+        if ev.get("python_frames"):
+            bits.append("from " + "; ".join(ev["python_frames"][:2]))
+    elif f.kind == "pageable_memcpy":
+        bits.append(f"{ev.get('pageable_copies', 0)} copies, {ev.get('pageable_bytes', 0) / 2**20:,.1f} MiB from/to pageable memory")
+    elif f.kind in ("launch_bound", "small_batch"):
+        if ev.get("median_kernel_us") is not None:
+            bits.append(f"median kernel {ev['median_kernel_us']} µs")
+        if ev.get("kernels_per_step") is not None:
+            bits.append(f"{ev['kernels_per_step']} kernels per step")
+        if ev.get("memory_headroom") is not None:
+            bits.append(f"{100 * ev['memory_headroom']:.0f}% of device memory unused at peak")
+    elif f.kind == "exposed_communication":
+        bits.extend(ev.get("communication_kernels", [])[:2])
+    elif f.kind == "no_tensor_cores":
+        bits.extend(ev.get("fp32_matmul_kernels", [])[:2])
+    elif f.kind == "allocator":
+        bits.extend(f"{c['api']} ×{c['count']}" for c in ev.get("calls", []))
+    elif f.kind == "cpu_bound":
+        bits.extend(f"{o['name']} ({o['ms_in_gaps']:,.1f} ms)" for o in ev.get("top_host_ops", [])[:3])
+    if ev.get("largest_gap"):
+        g = ev["largest_gap"]
+        bits.append(f"largest gap {g['dur_ms']:,.2f} ms in step {g['step']}")
+    return "; ".join(bits)
+
+
+__all__ = [
+    "CAUSES",
+    "CAUSE_LABELS",
+    "IDLE_CAUSES",
+    "PATH_LABELS",
+    "SHORT_LABELS",
+    "cause_label",
+    "evidence_text",
+    "fmt_ms",
+    "fmt_pct",
+    "headline",
+    "path_label",
+]
