@@ -36,61 +36,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from .backend import Backend, NullBackend, ProcessFacts, Ranges
 from .config import CaptureConfig, trace_name
-
-
-class Backend(Protocol):
-    """What a profiler backend does at the session's step boundaries."""
-
-    name: str
-
-    def start(self) -> None: ...
-
-    def step(self, step: int) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-class Ranges(Protocol):
-    """Named ranges (NVTX and, while a torch profiler records, record_function)."""
-
-    def push(self, name: str) -> Any: ...
-
-    def pop(self, handle: Any) -> None: ...
-
-    def start_step(self, step: int) -> Any: ...
-
-    def end_step(self, handle: Any) -> None: ...
-
-
-class NullBackend:
-    """Backend ``none``: ranges only, no profiler."""
-
-    name = "none"
-
-    def start(self) -> None:
-        pass
-
-    def step(self, step: int) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-@dataclass
-class ProcessFacts:
-    """How the session learns about its process (torch-dependent parts come from hooks)."""
-
-    #: (rank, world_size, local_rank, where the rank came from)
-    rank_info: Callable[[], tuple[int, int, int | None, str]] = lambda: (0, 1, None, "default")
-    #: versions, devices and capabilities, for the process report
-    describe: Callable[[], dict[str, Any]] = dict
-    #: True inside a DataLoader worker process (never instrumented)
-    is_worker: Callable[[], bool] = lambda: False
-
 
 #: phase names, as recognised by tracekit's analyses (tracekit/analysis/patterns.py)
 DATA_LOADING = "tracekit.data_loading"
@@ -511,7 +460,7 @@ def activate(torch: Any) -> Session | None:
         config,
         backend=torch_hooks.make_backend(torch, config, lambda: _SESSION),
         ranges=torch_hooks.TorchRanges(torch),
-        facts=torch_hooks.process_facts(torch),
+        facts=torch_hooks.process_facts(torch, current),
     )
     torch_hooks.install(torch, current)
     _SESSION = session

@@ -25,10 +25,13 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .backend import NullBackend, ProcessFacts
 from .config import NONE, RECORD, RECORD_AND_SAVE, WARMUP, CaptureConfig
-from .runtime import NullBackend, ProcessFacts, Session
+
+if TYPE_CHECKING:
+    from .runtime import Session
 
 GetSession = Callable[[], "Session | None"]
 
@@ -368,7 +371,10 @@ def env_rank_info(environ: Mapping[str, str]) -> tuple[int, int, int | None, str
     return 0, 1, local, "default"
 
 
-def process_facts(torch: Any) -> ProcessFacts:
+def process_facts(torch: Any, get_session: GetSession = lambda: None) -> ProcessFacts:
+    """How a session learns about this process; ``get_session`` returns the session once it exists
+    (the process report says whether its backend records sync events)."""
+
     def rank_info() -> tuple[int, int, int | None, str]:
         try:
             dist = torch.distributed
@@ -380,7 +386,7 @@ def process_facts(torch: Any) -> ProcessFacts:
         return env_rank_info(os.environ)
 
     def describe() -> dict[str, Any]:
-        return describe_process(torch)
+        return describe_process(torch, get_session)
 
     def is_worker() -> bool:
         try:
@@ -391,7 +397,7 @@ def process_facts(torch: Any) -> ProcessFacts:
     return ProcessFacts(rank_info=rank_info, describe=describe, is_worker=is_worker)
 
 
-def describe_process(torch: Any) -> dict[str, Any]:
+def describe_process(torch: Any, get_session: GetSession = lambda: None) -> dict[str, Any]:
     """Versions and devices of this process, without initialising CUDA."""
     version = getattr(torch, "version", None)
     out: dict[str, Any] = {
@@ -413,9 +419,7 @@ def describe_process(torch: Any) -> dict[str, Any]:
             out["gpus"] = [str(cuda.get_device_name(i)) for i in range(int(cuda.device_count()))]
     except Exception:
         pass
-    from . import runtime
-
-    session = runtime.current()
+    session = get_session()
     backend = session.backend if session is not None else None
     out["cuda_sync_events"] = getattr(backend, "sync_events", None)
     ranges = session.ranges if session is not None else None

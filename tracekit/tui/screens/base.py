@@ -20,9 +20,7 @@ class SessionScreen(Screen[None]):
 
     @property
     def tk(self) -> TracekitApp:
-        from ..app import TracekitApp
-
-        return cast(TracekitApp, self.app)
+        return cast("TracekitApp", self.app)
 
     def selection_changed(self) -> None:
         """The rank or trace shown changed; redraw what depends on it."""
