@@ -39,6 +39,8 @@ from tracekit.schema import (
     EVENT_KIND,
     FLOW_KIND,
     FLOWS,
+    GPU_KINDS,
+    LAUNCH_KINDS,
     LINK_SOURCE,
     LINKS,
     MEMCPY_KIND,
@@ -247,7 +249,6 @@ _EVENT_SOURCE_COLUMNS = [
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
 ]
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
-_ON_GPU_KINDS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.GPU_ANNOTATION)]
 
 
 def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> TraceTables:
@@ -586,7 +587,6 @@ def _explain_not_a_trace(path: Path, head: bytes) -> TraceFormatError:
 #: temporary ids of non-numeric pid/tid labels while chunks arrive; the final ids are
 #: given by sorted label once every label is known (so they do not depend on event order)
 _TEMP_LABEL_BASE = -(2**62)
-_LAUNCH_KINDS = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
 
 
 class _Parts:
@@ -653,8 +653,8 @@ class _Parts:
         timed = pl.concat([complete, instants], how="vertical_relaxed", rechunk=False)
         del complete, instants
         self.launchers.append(
-            timed.filter(pl.col("kind").is_in([*_LAUNCH_KINDS, EventKind.CPU_OP.value]))
-            .group_by("pid", pl.col("kind").is_in(_LAUNCH_KINDS).alias("launch"))
+            timed.filter(pl.col("kind").is_in([*LAUNCH_KINDS, EventKind.CPU_OP.value]))
+            .group_by("pid", pl.col("kind").is_in(LAUNCH_KINDS).alias("launch"))
             .len()
         )
         self.timed.append(_event_columns(timed))
@@ -790,7 +790,7 @@ def _main_pid(counts: pl.DataFrame) -> int | None:
 def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
     (GPU rows get the main process in :func:`_final_event_columns`)."""
-    on_gpu = pl.col("kind").is_in(_ON_GPU_KINDS)
+    on_gpu = pl.col("kind").is_in(GPU_KINDS)
     is_sync = pl.col("kind") == EventKind.SYNC.value
     tid_stream = pl.coalesce(
         pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False)
@@ -850,7 +850,7 @@ def _final_event_columns(
 ) -> pl.DataFrame:
     """What needs the whole trace: final string ids, the main process on GPU rows (the
     track's ids are kept for flow binding), the rank and the base time."""
-    on_gpu = pl.col("kind").is_in(_ON_GPU_KINDS)
+    on_gpu = pl.col("kind").is_in(GPU_KINDS)
     is_sync = pl.col("kind") == EventKind.SYNC.value
     pid = pl.col("pid").replace(ids) if ids else pl.col("pid")
     tid = pl.col("tid").replace(ids) if ids else pl.col("tid")
@@ -949,7 +949,7 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     kinds = events.select("event_id", "kind")
     launch = kinds.with_columns(events["correlation"]).filter(
-        pl.col("kind").is_in(_LAUNCH_KINDS) & pl.col("correlation").is_not_null()
+        pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null()
     )
     # a correlation id must name exactly one launch call to be trusted
     unique_launch = (
@@ -967,7 +967,7 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
         flows.filter((pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null())
         .select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
         .join(kinds, left_on="launch_event_id", right_on="event_id")
-        .filter(pl.col("kind").is_in(_LAUNCH_KINDS))
+        .filter(pl.col("kind").is_in(LAUNCH_KINDS))
         .drop("kind")
         .join(kinds, left_on="gpu_event_id", right_on="event_id")
         .filter(pl.col("kind").is_in(_LINK_TARGETS))

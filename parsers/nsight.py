@@ -53,6 +53,8 @@ from tracekit.errors import ExternalToolError, TraceCorruptError, TraceFormatErr
 from tracekit.schema import (
     DEVICES,
     EVENT_KIND,
+    GPU_ACTIVITY_KINDS,
+    LAUNCH_KINDS,
     LINKS,
     THREADS,
     EventKind,
@@ -157,8 +159,7 @@ _COLLECTIVE_NAMES = {
 _NVTX_SEQ = r"(?:^|, )(?:stashed )?seq = (\d+)"
 _RANK_THREAD_NAME = r"^(?:MPI |NCCL )?[Rr]ank (\d+)$"
 
-_GPU_LINK_KINDS = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value, EventKind.SYNC.value]
-_LAUNCH_KINDS = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
+_GPU_LINK_KINDS = [*GPU_ACTIVITY_KINDS, EventKind.SYNC.value]
 
 
 # ----------------------------------------------------------------------------------------
@@ -868,7 +869,7 @@ class _Reader:
         """pid → rank for the processes with CUDA or NVTX activity, and how it was decided."""
         if not events.height:
             return {}, "none"
-        active_kinds = [*_LAUNCH_KINDS, *_GPU_LINK_KINDS, EventKind.ANNOTATION.value, EventKind.INSTANT.value]
+        active_kinds = [*LAUNCH_KINDS, *_GPU_LINK_KINDS, EventKind.ANNOTATION.value, EventKind.INSTANT.value]
         active = (
             events.filter(pl.col("kind").is_in(active_kinds) & pl.col("pid").is_not_null())
             .select(pl.col("pid").unique().sort())["pid"]
@@ -893,7 +894,7 @@ class _Reader:
         keyed = events.select("event_id", "kind", "pid", "correlation").filter(
             pl.col("correlation").is_not_null() & pl.col("pid").is_not_null()
         )
-        launches = keyed.filter(pl.col("kind").is_in(_LAUNCH_KINDS)).select(
+        launches = keyed.filter(pl.col("kind").is_in(LAUNCH_KINDS)).select(
             "pid", "correlation", pl.col("event_id").alias("launch_event_id")
         )
         targets = keyed.filter(pl.col("kind").is_in(_GPU_LINK_KINDS)).select(
@@ -906,7 +907,7 @@ class _Reader:
 
     def _orphan_warning(self, events: pl.DataFrame, links: pl.DataFrame) -> None:
         gpu = events.select("event_id", "kind").filter(
-            pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value])
+            pl.col("kind").is_in(GPU_ACTIVITY_KINDS)
         )
         if not gpu.height:
             return

@@ -64,6 +64,11 @@ GPU_ACTIVITY_KINDS: tuple[str, ...] = (EventKind.KERNEL.value, EventKind.MEMCPY.
 GPU_KINDS: tuple[str, ...] = (*GPU_ACTIVITY_KINDS, EventKind.GPU_ANNOTATION.value)
 #: ``kind`` values of the host calls that may launch GPU work (CUDA/HIP runtime and driver API).
 LAUNCH_KINDS: tuple[str, ...] = (EventKind.RUNTIME.value, EventKind.DRIVER.value)
+#: ``kind`` values that live on a host thread's timeline (placed by pid and tid).
+HOST_KINDS: tuple[str, ...] = (
+    EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value, *LAUNCH_KINDS, EventKind.SYNC.value,
+    EventKind.OS_CALL.value,
+)
 
 
 class MemcpyKind(str, Enum):

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from ..schema import EventKind
+from ..schema import LAUNCH_KINDS, EventKind
 from . import patterns
-
-_API_KINDS = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
 
 
 def is_api_call() -> pl.Expr:
     """A CUDA/HIP runtime or driver call."""
-    return pl.col("kind").is_in(_API_KINDS)
+    return pl.col("kind").is_in(LAUNCH_KINDS)
 
 
 def is_blocking_call() -> pl.Expr:

@@ -13,11 +13,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..schema import EventKind, TraceTables
-
-_CPU_KINDS = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value, EventKind.RUNTIME.value,
-              EventKind.DRIVER.value, EventKind.SYNC.value, EventKind.OS_CALL.value]
-_GPU_KINDS = [EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value, EventKind.GPU_ANNOTATION.value]
+from ..schema import GPU_KINDS, HOST_KINDS, TraceTables
 
 
 @dataclass(frozen=True)
@@ -61,10 +57,10 @@ def step_view(
     ev = tables.events.filter(
         (pl.col("rank") == rank) & (pl.col("start_ns") < w1) & (pl.col("end_ns") > w0) & (pl.col("dur_ns") > 0)
     )
-    cpu = ev.filter(pl.col("kind").is_in(_CPU_KINDS) & pl.col("tid").is_not_null()).with_columns(
+    cpu = ev.filter(pl.col("kind").is_in(HOST_KINDS) & pl.col("tid").is_not_null()).with_columns(
         pl.format("cpu {}/{}", "pid", "tid").alias("track")
     )
-    gpu = ev.filter(pl.col("kind").is_in(_GPU_KINDS) & pl.col("device").is_not_null()).with_columns(
+    gpu = ev.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("device").is_not_null()).with_columns(
         pl.format("gpu {}/{}", "device", pl.col("stream").fill_null(-1)).alias("track")
     )
     both = pl.concat([cpu, gpu])

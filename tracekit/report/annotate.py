@@ -31,10 +31,8 @@ import polars as pl
 from ..analysis import Diagnosis
 from ..analysis.causes import PATH
 from ..errors import UsageError
-from ..schema import GPU_KINDS, EventKind, TraceTables
+from ..schema import GPU_KINDS, HOST_KINDS, EventKind, TraceTables
 
-_HOST = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value, EventKind.RUNTIME.value,
-         EventKind.DRIVER.value, EventKind.SYNC.value, EventKind.OS_CALL.value]
 #: Chrome process ids of the lanes tracekit adds (far from real pids)
 PATH_PID = 2_000_000_000
 FINDINGS_PID = 2_000_000_001
@@ -131,7 +129,7 @@ def _gpu_pid(device: pl.Expr) -> pl.Expr:
 
 def _events_in(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """Host and GPU events overlapping any of the windows (each once)."""
-    ev = events.filter(pl.col("kind").is_in([*_HOST, *GPU_KINDS]) & (pl.col("dur_ns") >= 0))
+    ev = events.filter(pl.col("kind").is_in([*HOST_KINDS, *GPU_KINDS]) & (pl.col("dur_ns") >= 0))
     keep = []
     for r, w0, w1 in windows.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max()).iter_rows():
         keep.append(ev.filter((pl.col("rank") == r) & (pl.col("start_ns") < w1) & (pl.col("end_ns") > w0)))
