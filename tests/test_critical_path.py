@@ -22,7 +22,7 @@ from typing import Any
 import networkx as nx
 import polars as pl
 import pytest
-import synthetic
+import synth
 from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -174,16 +174,16 @@ def test_launch_bound_what_if(fmt: str) -> None:
 
 
 def _scenario(name: str, body: Callable[[Any], None]) -> Any:
-    b = synthetic._Builder(pid=synthetic.MAIN_PID, device=0)
+    b = synth.Builder(pid=synth.MAIN_PID, device=0)
     body(b)
-    synthetic._finish(b)
-    return synthetic.Scenario(
+    synth.finish(b)
+    return synth.Scenario(
         name=name, stem=name, description=name, rank=0, world_size=1, pid=b.pid, tid=b.tid, device=b.device,
         stream=b.stream, n_devices=1, steps=sorted(b.steps, key=lambda s: s.start),
         cpu_ops=sorted(b.cpu_ops, key=lambda o: (o.start, -o.end, o.ext_id)), runtime=b.runtime, gpu_ops=b.gpu_ops,
         syncs=b.syncs, nvtx=sorted(b.nvtx, key=lambda r: (r.start, -r.end)), segments=b.segments,
-        profiler_start=synthetic.FIRST_STEP_NS - synthetic.PROFILER_MARGIN_NS,
-        profiler_end=max(b.now, b.tail) + synthetic.PROFILER_MARGIN_NS,
+        profiler_start=synth.FIRST_STEP_NS - synth.PROFILER_MARGIN_NS,
+        profiler_end=max(b.now, b.tail) + synth.PROFILER_MARGIN_NS,
     )
 
 
@@ -193,11 +193,11 @@ def _load_after_launch(load_ms: int) -> Callable[[Any], None]:
     def body(b: Any) -> None:
         for n in range(1, 5):
             with b.step(n):
-                synthetic._launch_body(b, synthetic.BODY_60MS)
-                with b.cause("data_loading"), b.nvtx_range("data loading"), b.op(synthetic.DATALOADER_SINGLE, "user_annotation"):
+                synth.launch_body(b, synth.BODY_60MS)
+                with b.cause("data_loading"), b.nvtx_range("data loading"), b.op(synth.DATALOADER_SINGLE, "user_annotation"):
                     b.advance(load_ms * MS)
                 with b.cause("host_device_sync"):
-                    synthetic._item_sync(b)
+                    synth.item_sync(b)
 
     return body
 
@@ -206,11 +206,11 @@ def _late_sync(b: Any) -> None:
     """A copy recorded after the kernels, 70 ms of host work, then a sync on its event."""
     for n in range(1, 5):
         with b.step(n):
-            synthetic._launch_body(b, synthetic.BODY_60MS)
+            synth.launch_body(b, synth.BODY_60MS)
             with b.op("aten::to"), b.op("aten::_to_copy"), b.op("aten::copy_"):
-                b.memcpy(4, 1_500, copy_kind=synthetic.COPY_DTOH, src=synthetic.MEM_DEVICE, dst=synthetic.MEM_PINNED, blocking=False)
+                b.memcpy(4, 1_500, copy_kind=synth.COPY_DTOH, src=synth.MEM_DEVICE, dst=synth.MEM_PINNED, blocking=False)
             ev = b.event_record()
-            with b.cause("cpu_work"), b.op("log_metrics", "user_annotation"):
+            with b.cause("cpu_bound"), b.op("log_metrics", "user_annotation"):
                 b.advance(70 * MS)
             with b.cause("host_device_sync"):
                 b.event_sync(ev)
@@ -218,7 +218,7 @@ def _late_sync(b: Any) -> None:
 
 def _write(tmp_path: Path, sc: Any, fmt: str) -> Path:
     path = tmp_path / f"{sc.stem}.{fmt}"
-    (synthetic.write_kineto if fmt == "kineto.json" else synthetic.write_nsys)(sc, path)
+    (synth.write_kineto if fmt == "kineto.json" else synth.write_nsys)(sc, path)
     return path
 
 

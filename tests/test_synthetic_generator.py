@@ -1,4 +1,4 @@
-"""The synthetic-trace generator (scripts/synthetic.py): determinism, format shape, ground truth.
+"""The synthetic-trace generator (tests/synth, CLI scripts/synthetic.py): determinism, format shape, ground truth.
 
 These tests check the generator and its files only; tracekit's parsers and analyses are tested
 elsewhere against these files.
@@ -19,7 +19,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
-import synthetic  # noqa: E402
+import synth  # noqa: E402  (tests/synth, the generator)
+import synthetic  # noqa: E402  (scripts/synthetic.py, its command line)
 
 SAMPLES = REPO / "sample_traces" / "synthetic"
 MS = 1_000_000
@@ -60,14 +61,14 @@ REAL_COLUMNS = {
 
 
 @pytest.fixture(scope="module")
-def scenarios() -> dict[str, synthetic.Scenario]:
-    return {sc.stem: sc for sc in synthetic.build_all()}
+def scenarios() -> dict[str, synth.Scenario]:
+    return {sc.stem: sc for sc in synth.build_all()}
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("synthetic")
-    synthetic.write_all(out)
+    synth.write_all(out)
     return out
 
 
@@ -83,23 +84,23 @@ def _ns(us: float) -> int:
 
 
 def test_generation_is_byte_identical(generated: Path, tmp_path: Path) -> None:
-    again = synthetic.write_all(tmp_path)
+    again = synth.write_all(tmp_path)
     assert again, "nothing written"
     for path in again:
         assert path.read_bytes() == (generated / path.name).read_bytes(), path.name
 
 
 def test_build_is_pure() -> None:
-    a, b = synthetic.build("host_sync"), synthetic.build("host_sync")
-    assert synthetic.kineto_json(a) == synthetic.kineto_json(b)
-    assert synthetic.expected_json(a) == synthetic.expected_json(b)
+    a, b = synth.build("host_sync"), synth.build("host_sync")
+    assert synth.kineto_json(a) == synth.kineto_json(b)
+    assert synth.expected_json(a) == synth.expected_json(b)
 
 
-def test_every_scenario_has_three_files(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_every_scenario_has_three_files(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     names = sorted(p.name for p in generated.iterdir())
     want = sorted(f"{stem}.{kind}" for stem in scenarios for kind in ("kineto.json", "nsys.sqlite", "expected.json"))
     assert names == want
-    assert set(scenarios) == {*(n for n in synthetic.SCENARIO_NAMES if n != "multi_rank"),
+    assert set(scenarios) == {*(n for n in synth.SCENARIO_NAMES if n != "multi_rank"),
                               "multi_rank.rank0", "multi_rank.rank1"}
 
 
@@ -127,7 +128,7 @@ def _dump_sqlite(path: Path) -> list[Any]:
         con.close()
 
 
-def test_expected_file_is_the_truth(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_expected_file_is_the_truth(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem, sc in scenarios.items():
         assert json.loads((generated / f"{stem}.expected.json").read_text(encoding="utf-8")) == sc.truth
 
@@ -135,7 +136,7 @@ def test_expected_file_is_the_truth(generated: Path, scenarios: dict[str, synthe
 # -- Kineto files -------------------------------------------------------------------------------
 
 
-def test_kineto_top_level_shape(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_kineto_top_level_shape(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem, sc in scenarios.items():
         path = generated / f"{stem}.kineto.json"
         assert path.stat().st_size < 900_000, f"{path.name} is too big for the repository"
@@ -144,7 +145,7 @@ def test_kineto_top_level_shape(generated: Path, scenarios: dict[str, synthetic.
         assert list(doc)[-2:] == ["traceEvents", "traceName"]
         assert doc["schemaVersion"] == 1
         assert doc["displayTimeUnit"] == "ms"
-        assert doc["baseTimeNanoseconds"] == synthetic.SESSION_EPOCH_NS
+        assert doc["baseTimeNanoseconds"] == synth.SESSION_EPOCH_NS
         props = doc["deviceProperties"]
         assert len(props) == sc.n_devices
         assert all(p["name"].startswith("NVIDIA H100") and p["computeMajor"] == 9 and p["numSms"] == 132
@@ -153,7 +154,7 @@ def test_kineto_top_level_shape(generated: Path, scenarios: dict[str, synthetic.
         assert (info["backend"], info["rank"], info["world_size"]) == ("nccl", sc.rank, sc.world_size)
 
 
-def test_kineto_counts_match_truth(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_kineto_counts_match_truth(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem, sc in scenarios.items():
         events = _kineto(generated / f"{stem}.kineto.json")["traceEvents"]
         counts = Counter(f"{e['ph']}/{e['cat']}" if "cat" in e else e["ph"] for e in events)
@@ -178,7 +179,7 @@ def test_kineto_timestamps_are_microseconds_with_three_decimals(generated: Path)
     assert any(not s.endswith(".000") for s in stamps), "some times must carry a nanosecond fraction"
 
 
-def test_kineto_event_shapes(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_kineto_event_shapes(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem, sc in scenarios.items():
         events = _kineto(generated / f"{stem}.kineto.json")["traceEvents"]
         gpu_cats = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -186,7 +187,7 @@ def test_kineto_event_shapes(generated: Path, scenarios: dict[str, synthetic.Sce
         for e in events:
             cat = e.get("cat")
             if cat in gpu_cats:
-                assert (e["pid"], e["tid"]) == (sc.device, synthetic.STREAM)
+                assert (e["pid"], e["tid"]) == (sc.device, synth.STREAM)
                 assert {"External id", "correlation", "device", "stream"} <= set(e["args"])
                 correlations.add(e["args"]["correlation"])
             if cat == "kernel":
@@ -222,7 +223,7 @@ def test_kineto_event_shapes(generated: Path, scenarios: dict[str, synthetic.Sce
         assert {"process_name", "thread_name"} <= names
 
 
-def test_kineto_annotations(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_kineto_annotations(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem, sc in scenarios.items():
         events = _kineto(generated / f"{stem}.kineto.json")["traceEvents"]
         steps = sorted((e for e in events if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
@@ -238,7 +239,7 @@ def test_kineto_annotations(generated: Path, scenarios: dict[str, synthetic.Scen
     assert [_ns(e["dur"]) for e in loads] == [40 * MS] * 8
 
 
-def test_kineto_and_nsys_agree_on_gpu_times(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_kineto_and_nsys_agree_on_gpu_times(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem in scenarios:
         events = _kineto(generated / f"{stem}.kineto.json")["traceEvents"]
         k = sorted((e["args"]["correlation"], _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]))
@@ -254,7 +255,7 @@ def test_kineto_and_nsys_agree_on_gpu_times(generated: Path, scenarios: dict[str
 # -- Nsight files -------------------------------------------------------------------------------
 
 
-def test_nsys_tables_and_row_counts(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_nsys_tables_and_row_counts(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     core = {"StringIds", "ThreadNames", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL",
             "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND",
             "ENUM_CUPTI_SYNC_TYPE", "META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME"}
@@ -279,7 +280,7 @@ def test_nsys_tables_and_row_counts(generated: Path, scenarios: dict[str, synthe
             meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
             assert meta["EXPORT_SCHEMA_VERSION"] == "3.13.2"
             assert con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0] == (
-                synthetic.SESSION_EPOCH_NS)
+                synth.SESSION_EPOCH_NS)
             gpu = con.execute("SELECT name, computeMajor, smCount FROM TARGET_INFO_GPU").fetchall()
             assert len(gpu) == sc.n_devices
             assert all(g[0].startswith("NVIDIA H100") and g[1:] == (9, 132) for g in gpu)
@@ -287,7 +288,7 @@ def test_nsys_tables_and_row_counts(generated: Path, scenarios: dict[str, synthe
             con.close()
 
 
-def test_nsys_ids_names_and_nvtx(generated: Path, scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_nsys_ids_names_and_nvtx(generated: Path, scenarios: dict[str, synth.Scenario]) -> None:
     for stem, sc in scenarios.items():
         con = sqlite3.connect(f"file:{generated / f'{stem}.nsys.sqlite'}?mode=ro", uri=True)
         try:
@@ -341,11 +342,11 @@ def test_nsys_pageable_copy_rows(generated: Path) -> None:
 # -- ground truth: the obvious numbers ------------------------------------------------------------
 
 
-def _per_step(sc: synthetic.Scenario, key: str, cause: str) -> list[int]:
+def _per_step(sc: synth.Scenario, key: str, cause: str) -> list[int]:
     return [r[key].get(cause, 0) for r in sc.truth["per_step"]]
 
 
-def test_healthy_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_healthy_truth(scenarios: dict[str, synth.Scenario]) -> None:
     t = scenarios["healthy"].truth
     assert t["expected_top_cause"] is None
     assert t["steps"]["count"] == 8
@@ -354,7 +355,7 @@ def test_healthy_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
 
 
 @pytest.mark.parametrize(("name", "ms"), [("dataloader_stall", 40), ("dataloader_fixed", 2)])
-def test_dataloader_truth(scenarios: dict[str, synthetic.Scenario], name: str, ms: int) -> None:
+def test_dataloader_truth(scenarios: dict[str, synth.Scenario], name: str, ms: int) -> None:
     sc = scenarios[name]
     assert sc.truth["expected_top_cause"] == "data_loading"
     assert sc.truth["steps"]["count"] == 8
@@ -362,7 +363,7 @@ def test_dataloader_truth(scenarios: dict[str, synthetic.Scenario], name: str, m
     assert [r["kernel_busy_ns"] for r in sc.truth["per_step"]] == [60 * MS] * 8
 
 
-def test_host_sync_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_host_sync_truth(scenarios: dict[str, synth.Scenario]) -> None:
     sc = scenarios["host_sync"]
     assert sc.truth["expected_top_cause"] == "host_device_sync"
     idle = _per_step(sc, "idle_by_cause", "host_device_sync")
@@ -375,7 +376,7 @@ def test_host_sync_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
     assert "Stream Sync" not in fixed.truth["sync"]["by_kind"]
 
 
-def test_launch_bound_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_launch_bound_truth(scenarios: dict[str, synth.Scenario]) -> None:
     sc = scenarios["launch_bound"]
     t = sc.truth
     assert t["expected_top_cause"] == "launch_bound"
@@ -388,7 +389,7 @@ def test_launch_bound_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
     assert _per_step(sc, "idle_by_cause", "launch_bound") == [3_200_000] * steps
 
 
-def test_pageable_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_pageable_truth(scenarios: dict[str, synth.Scenario]) -> None:
     t = scenarios["pageable_memcpy"].truth
     assert t["expected_top_cause"] == "pageable_memcpy"
     copies = t["memcpy"]["by_name"]["Memcpy HtoD (Pageable -> Device)"]
@@ -396,7 +397,7 @@ def test_pageable_truth(scenarios: dict[str, synthetic.Scenario]) -> None:
     assert all(25 * MS < r["compute_idle_by_cause"]["pageable_memcpy"] < 25 * MS + 50_000 for r in t["per_step"])
 
 
-def test_multi_rank_truth(scenarios: dict[str, synthetic.Scenario], generated: Path) -> None:
+def test_multi_rank_truth(scenarios: dict[str, synth.Scenario], generated: Path) -> None:
     r0, r1 = scenarios["multi_rank.rank0"], scenarios["multi_rank.rank1"]
     assert (r0.world_size, r1.world_size, r0.rank, r1.rank) == (2, 2, 0, 1)
     assert r0.truth["headline"]["straggler_rank"] == r1.truth["headline"]["straggler_rank"] == 1
@@ -415,16 +416,16 @@ def test_multi_rank_truth(scenarios: dict[str, synthetic.Scenario], generated: P
     assert r0.truth["per_step"] == r1.truth["per_step"]
 
 
-def test_causes_tile_idle_time(scenarios: dict[str, synthetic.Scenario]) -> None:
+def test_causes_tile_idle_time(scenarios: dict[str, synth.Scenario]) -> None:
     for sc in scenarios.values():
         for r in sc.truth["per_step"]:
             assert sum(r["idle_by_cause"].values()) == r["gpu_idle_ns"] == r["duration_ns"] - r["gpu_busy_ns"]
             assert sum(r["compute_idle_by_cause"].values()) == r["compute_idle_ns"]
-            assert set(r["compute_idle_by_cause"]) <= set(synthetic.CAUSES)
+            assert set(r["compute_idle_by_cause"]) <= set(synth.CAUSES)
 
 
-def test_diff_pairs_share_kernels(scenarios: dict[str, synthetic.Scenario]) -> None:
-    for before, after in synthetic.DIFF_PAIRS.values():
+def test_diff_pairs_share_kernels(scenarios: dict[str, synth.Scenario]) -> None:
+    for before, after in synth.DIFF_PAIRS.values():
         b, a = scenarios[before].truth, scenarios[after].truth
         assert b["kernels"] == a["kernels"]
         assert a["totals"]["gpu_idle_ns"] < b["totals"]["gpu_idle_ns"]
@@ -432,9 +433,9 @@ def test_diff_pairs_share_kernels(scenarios: dict[str, synthetic.Scenario]) -> N
 
 def test_unknown_names_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
-        synthetic.build("nope")
+        synth.build("nope")
     with pytest.raises(ValueError, match="single rank"):
-        synthetic.build("healthy", rank=1)
+        synth.build("healthy", rank=1)
 
 
 def test_cli_check_reports_stale_files(generated: Path, tmp_path: Path) -> None:
