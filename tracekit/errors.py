@@ -93,13 +93,6 @@ class MissingDependencyError(TracekitError):
     title = "missing dependency"
 
 
-class CacheError(TracekitError):
-    """The Parquet cache could not be read or written (never fatal for a parse)."""
-
-    exit_code = 5
-    title = "cache"
-
-
 class AnalysisError(TracekitError):
     """An analysis cannot answer because the trace lacks what it needs."""
 

@@ -119,7 +119,7 @@ class FlowKind(str, Enum):
 
 
 def _enum(values: type[Enum]) -> pl.Enum:
-    return pl.Enum([m.value for m in values])  # type: ignore[attr-defined]
+    return pl.Enum([m.value for m in values])
 
 
 EVENT_KIND = _enum(EventKind)
@@ -359,6 +359,19 @@ class TraceInfo:
     warnings: tuple[str, ...] = ()
     #: top-level metadata of the file (JSON-compatible), for display and provenance
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        """What the file is (path, format and version, producer, rank, world size, ranks): the
+        first keys of ``tracekit info --json`` and of the JSON report's ``trace``."""
+        return {
+            "path": self.path,
+            "format": self.format,
+            "format_version": self.format_version,
+            "producer": self.producer,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "ranks": list(self.ranks),
+        }
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

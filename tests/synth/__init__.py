@@ -72,39 +72,6 @@ def build(name: str, rank: int = 0) -> Scenario:
     return sc
 
 
-# One function per scenario, for readers who prefer calling them by name.
-def healthy() -> Scenario:
-    return build("healthy")
-
-
-def dataloader_stall() -> Scenario:
-    return build("dataloader_stall")
-
-
-def dataloader_fixed() -> Scenario:
-    return build("dataloader_fixed")
-
-
-def host_sync() -> Scenario:
-    return build("host_sync")
-
-
-def host_sync_fixed() -> Scenario:
-    return build("host_sync_fixed")
-
-
-def launch_bound() -> Scenario:
-    return build("launch_bound")
-
-
-def pageable_memcpy() -> Scenario:
-    return build("pageable_memcpy")
-
-
-def multi_rank(rank: int) -> Scenario:
-    return build("multi_rank", rank)
-
-
 def build_all() -> list[Scenario]:
     """Every scenario in SCENARIO_NAMES order; multi_rank contributes rank 0 then rank 1."""
     out: list[Scenario] = []
@@ -150,20 +117,12 @@ __all__ = [
     "Scenario",
     "build",
     "build_all",
-    "dataloader_fixed",
-    "dataloader_stall",
     "expected_json",
     "finish",
-    "healthy",
-    "host_sync",
-    "host_sync_fixed",
     "item_sync",
     "kineto_json",
     "launch_body",
-    "launch_bound",
-    "multi_rank",
     "nsys_rows",
-    "pageable_memcpy",
     "write_all",
     "write_expected",
     "write_kineto",

@@ -1121,9 +1121,9 @@ def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFr
             inferred_sync_edges=int(syncs["inferred"].sum() or 0), cycles_broken=broken,
         )
         step_rows.append(info)
-    steps = pl.DataFrame(step_rows, schema=STEP_SCHEMA) if step_rows else pl.DataFrame(schema=STEP_SCHEMA)  # type: ignore[arg-type]
+    steps = pl.DataFrame(step_rows, schema=STEP_SCHEMA) if step_rows else pl.DataFrame(schema=STEP_SCHEMA)
     if not seg_parts:
-        return pl.DataFrame(schema=SEGMENT_SCHEMA), steps  # type: ignore[arg-type]
+        return pl.DataFrame(schema=SEGMENT_SCHEMA), steps
     path_edges = pl.concat(seg_parts).select("seq", *EDGE_SCHEMA, "run").with_columns(pl.col("seq").cast(pl.Int64))
     # a contracted run of a thread's stretches stands for its stretches, in time order
     single = path_edges.filter(pl.col("run").is_null()).with_columns(pl.lit(0, dtype=pl.Int64).alias("_sub")).drop("run")
@@ -1214,7 +1214,7 @@ def _contract(edges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         ])
         gone = pl.concat([pairs.select("src", "dst"), pairs.select(pl.col("dst").alias("src"), pl.col("dst_s").alias("dst"))])
         compact = pl.concat([compact.join(gone, on=["src", "dst"], how="anti"), merged.select(cols)], how="vertical_relaxed")
-        members = pl.concat([members, fine.select(members.columns).cast(members.schema)])  # type: ignore[arg-type]
+        members = pl.concat([members, fine.select(members.columns).cast(members.schema)])
     compact = compact.with_columns(pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio")).sort(
         ["rank", "step", "_prio", "dst", "src"]
     ).drop("_prio")
@@ -1227,7 +1227,7 @@ def _path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:
 
 def _breakdown(segments: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if segments.height == 0:
-        return pl.DataFrame(schema=BREAKDOWN_SCHEMA)  # type: ignore[arg-type]
+        return pl.DataFrame(schema=BREAKDOWN_SCHEMA)
     b = segments.group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
     b = b.join(steps.select(*_WIN, "path_ns"), on=_WIN).with_columns(
         (pl.col("ns") / pl.when(pl.col("path_ns") > 0).then(pl.col("path_ns")).otherwise(None)).fill_null(0.0).alias("share")

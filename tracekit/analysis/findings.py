@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..schema import LAUNCH_KINDS, EventKind
-from .causes import FINDING_KINDS, FIXES, IDLE_LIKE, MEASURED_FINDINGS, TITLES
+from .causes import FINDING_KINDS, FIXES, IDLE_LIKE, JOB_FIXES, JOB_TITLES, MEASURED_FINDINGS, TITLES
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
 
@@ -46,6 +46,26 @@ class Finding:
     predicted_step_ms: float | None = None
     steps_affected: int = 0
     worst_steps: tuple[int, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of(
+        cls,
+        kind: str,
+        *,
+        ms_per_step: float,
+        share_of_step: float,
+        evidence: dict[str, Any],
+        steps_affected: int = 0,
+        worst_steps: tuple[int, ...] = (),
+        job: bool = False,
+    ) -> Finding:
+        """A finding of a declared kind, titled and with the fix of the cause registry
+        (:mod:`tracekit.analysis.causes`; ``job`` for the cross-rank wording)."""
+        titles, fixes = (JOB_TITLES, JOB_FIXES) if job else (TITLES, FIXES)
+        return cls(
+            kind=kind, title=titles[kind], ms_per_step=ms_per_step, share_of_step=share_of_step, evidence=evidence,
+            fix=fixes[kind], steps_affected=steps_affected, worst_steps=worst_steps,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,15 +108,9 @@ def build_findings(
         affected = per_step.filter(pl.col(col) > 0)
         worst = affected.sort(col, descending=True).head(3)["step"].to_list()
         found.append(
-            Finding(
-                kind=kind,
-                title=TITLES[kind],
-                ms_per_step=ms,
-                share_of_step=share,
-                evidence=_evidence(kind, per_step, gaps, syncs, kernels, events),
-                fix=FIXES[kind],
-                steps_affected=affected.height,
-                worst_steps=tuple(int(s) for s in worst),
+            Finding.of(
+                kind, ms_per_step=ms, share_of_step=share, evidence=_evidence(kind, per_step, gaps, syncs, kernels, events),
+                steps_affected=affected.height, worst_steps=tuple(int(s) for s in worst),
             )
         )
     # fp32 matrix multiplies on a tensor-core GPU

@@ -30,7 +30,6 @@ class KernelStats:
     kernel_count: int
     kernel_time_ns: int
     short_kernel_count: int
-    short_kernel_time_ns: int
     median_kernel_ns: float | None
     #: launch delay percentiles in ns (None when no launches are linked)
     launch_delay_ns: dict[str, float | None]
@@ -74,7 +73,6 @@ def kernel_stats(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFram
         kernel_count=kernels.height,
         kernel_time_ns=total,
         short_kernel_count=short.height,
-        short_kernel_time_ns=int(short["dur_ns"].sum() or 0),
         median_kernel_ns=float(median) if median is not None else None,  # type: ignore[arg-type]
         launch_delay_ns=delays,
         fp32_matmul_time_ns=int(fp32["total_ns"].sum() or 0) if tc_gpu else 0,

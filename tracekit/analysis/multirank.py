@@ -41,7 +41,6 @@ import polars as pl
 
 from ..schema import EventKind
 from . import patterns
-from .causes import JOB_FIXES, JOB_TITLES
 from .findings import MIN_SHARE, Finding
 from .intervals import covered_in, union
 
@@ -415,9 +414,9 @@ def _findings(m: MultiRank) -> list[Finding]:
                 .sort([col, "step"], descending=[True, False]).head(3)["step"].to_list()
             )
             found.append(
-                Finding(
-                    kind="straggler",
-                    title=JOB_TITLES["straggler"],
+                Finding.of(
+                    "straggler",
+                    job=True,
                     ms_per_step=m.straggle_ms_per_step,
                     share_of_step=share,
                     evidence={
@@ -426,7 +425,6 @@ def _findings(m: MultiRank) -> list[Finding]:
                         "late_ms_per_step": {str(r): _round(v) for r, v in late},
                         "matched_collectives": m.matched_collectives,
                     },
-                    fix=JOB_FIXES["straggler"],
                     steps_affected=n_steps,
                     worst_steps=tuple(int(s) for s in worst),
                 )
@@ -436,9 +434,9 @@ def _findings(m: MultiRank) -> list[Finding]:
         if share >= MIN_SHARE:
             by = m.per_rank.filter(pl.col("compute_ms").is_not_null()).sort("compute_ms", descending=True)
             found.append(
-                Finding(
-                    kind="load_imbalance",
-                    title=JOB_TITLES["load_imbalance"],
+                Finding.of(
+                    "load_imbalance",
+                    job=True,
                     ms_per_step=m.imbalance_ms_per_step,
                     share_of_step=share,
                     evidence={
@@ -448,7 +446,6 @@ def _findings(m: MultiRank) -> list[Finding]:
                         "compute_spread_ms": _round(m.compute_spread_ms),
                         "compute_ms_per_step": {str(r): _round(v) for r, v in by.select("rank", "compute_ms").head(8).rows()},
                     },
-                    fix=JOB_FIXES["load_imbalance"],
                     steps_affected=n_steps,
                 )
             )
@@ -457,9 +454,9 @@ def _findings(m: MultiRank) -> list[Finding]:
         share = transfer / step
         if share >= MIN_SHARE:
             found.append(
-                Finding(
-                    kind="exposed_communication",
-                    title=JOB_TITLES["exposed_communication"],
+                Finding.of(
+                    "exposed_communication",
+                    job=True,
                     ms_per_step=transfer,
                     share_of_step=share,
                     evidence={
@@ -467,7 +464,6 @@ def _findings(m: MultiRank) -> list[Finding]:
                         "waiting_for_stragglers_ms": _round(m.wait_ms),
                         "by_rank": {str(r): _round(v) for r, v in m.per_rank.select("rank", "exposed_communication_ms").rows()},
                     },
-                    fix=JOB_FIXES["exposed_communication"],
                     steps_affected=n_steps,
                 )
             )

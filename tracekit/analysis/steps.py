@@ -25,8 +25,6 @@ import polars as pl
 from ..schema import EventKind
 from . import patterns
 
-STEP_SOURCES = ("profiler_step", "user_step", "optimizer", "dataloader", "periodicity", "whole_trace")
-
 STEPS_SCHEMA = {
     "rank": pl.Int32(),
     "step": pl.Int64(),

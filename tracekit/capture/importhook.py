@@ -27,7 +27,7 @@ class _ActivatingLoader:
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         create = getattr(self._inner, "create_module", None)
-        return None if create is None else create(spec)  # type: ignore[no-any-return]
+        return None if create is None else create(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._inner.exec_module(module)

@@ -5,7 +5,6 @@ headless core and hands the result to a renderer, computing nothing itself."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import click
 
@@ -36,7 +35,4 @@ def cli() -> None:
 
 
 for _module, _attr in COMMANDS:
-    _name = f"{__package__}.{_module}"
-    if importlib.util.find_spec(_name) is None:
-        continue
-    cli.add_command(getattr(importlib.import_module(_name), _attr))
+    cli.add_command(getattr(importlib.import_module(f"{__package__}.{_module}"), _attr))

@@ -42,13 +42,7 @@ def info_cmd(trace: Path, no_cache: bool, as_json: bool) -> None:
     info = tables.info
     span_ms = (info.end_ns - info.start_ns) / 1e6 if info.start_ns is not None and info.end_ns is not None else None
     summary: dict[str, Any] = {
-        "path": info.path,
-        "format": info.format,
-        "format_version": info.format_version,
-        "producer": info.producer,
-        "rank": info.rank,
-        "world_size": info.world_size,
-        "ranks": list(info.ranks),
+        **info.identity(),
         "span_ms": span_ms,
         "events": tables.kind_counts(),
         "links": tables.links.height,

@@ -22,6 +22,18 @@ def fmt_ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.2f} ms"
 
 
+#: units of a duration in nanoseconds, largest first: (nanoseconds per unit, unit)
+_NS_UNITS = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs"))
+
+
+def scale_ns(ns: float) -> tuple[float, str]:
+    """A duration in the unit that reads best: ``(value, unit)``, unit ``ns``, ``µs``, ``ms`` or ``s``."""
+    for size, unit in _NS_UNITS:
+        if abs(ns) >= size:
+            return ns / size, unit
+    return ns, "ns"
+
+
 def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     t, s = data["trace"], data["summary"]
     parts = [t["format"] + (f" {t['format_version']}" if t["format_version"] else "")]
@@ -86,4 +98,5 @@ __all__ = [
     "fmt_pct",
     "headline",
     "path_label",
+    "scale_ns",
 ]

@@ -50,13 +50,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
         "schema": JSON_SCHEMA_VERSION,
         "tracekit_version": __version__,
         "trace": {
-            "path": info.path,
-            "format": info.format,
-            "format_version": info.format_version,
-            "producer": info.producer,
-            "rank": info.rank,
-            "world_size": info.world_size,
-            "ranks": list(info.ranks),
+            **info.identity(),
             "truncated": info.truncated,
             "devices": [
                 {"device": row["device"], "name": row["name"], "vendor": row["vendor"], "total_memory_bytes": row["total_memory_bytes"]}

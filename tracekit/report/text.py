@@ -126,6 +126,11 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _md_section(title: str, intro: str, head: str, align: str, rows: list[str]) -> list[str]:
+    """A Markdown report section: its heading, one paragraph, then a table."""
+    return [f"### {title}", "", intro, "", head, align, *rows, ""]
+
+
 def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | None = None) -> str:
     """The report for a pull-request comment: the HTML report's content as tables.
 
@@ -174,25 +179,25 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
         out += ["No findings.", ""]
     sp = data["sync_points"]
     if sp["count"]:
-        out += ["### Sync points", "",
-                f"{sp['count']} sync points ({sp['per_step']} per step, {sp['explicit']} from explicit sync events); "
-                f"the host was blocked {sp['blocked_ms']:,.1f} ms in them.", "",
-                "| call | operator | kind | count | blocked ms |", "|---|---|---|---:|---:|"]
-        for t in sp["top"]:
-            out.append(f"| `{_cell(t['api'])}` | {('`' + _cell(t['op']) + '`') if t['op'] else ''} | {t['sync_kind'] or ''} | "
-                       f"{t['count']} | {t['blocked_ms']:,.3f} |")
-        out.append("")
+        out += _md_section(
+            "Sync points",
+            f"{sp['count']} sync points ({sp['per_step']} per step, {sp['explicit']} from explicit sync events); "
+            f"the host was blocked {sp['blocked_ms']:,.1f} ms in them.",
+            "| call | operator | kind | count | blocked ms |", "|---|---|---|---:|---:|",
+            [f"| `{_cell(t['api'])}` | {('`' + _cell(t['op']) + '`') if t['op'] else ''} | {t['sync_kind'] or ''} | "
+             f"{t['count']} | {t['blocked_ms']:,.3f} |" for t in sp["top"]],
+        )
     k = data["kernels"]
     if k["top"]:
-        out += ["### Top kernels", "",
-                f"{k['count']:,} kernels, {k['time_ms']:,.1f} ms in all; median {k['median_us']} µs; "
-                f"{100 * (k['short_kernel_share'] or 0):.0f}% shorter than 10 µs.", "",
-                "| kernel | category | count | total ms | share | tensor cores |", "|---|---|---:|---:|---:|---|"]
-        for r in k["top"][:10]:
-            tc = {True: "yes", False: "no (fp32)"}.get(r["tensor_cores"], "?")
-            out.append(f"| `{_cell(_short(r['name'], 70))}` | {r['category']} | {r['count']} | {r['total_ms']:,.2f} | "
-                       f"{100 * (r['share'] or 0):.1f}% | {tc} |")
-        out.append("")
+        tensor_cores = {True: "yes", False: "no (fp32)"}
+        out += _md_section(
+            "Top kernels",
+            f"{k['count']:,} kernels, {k['time_ms']:,.1f} ms in all; median {k['median_us']} µs; "
+            f"{100 * (k['short_kernel_share'] or 0):.0f}% shorter than 10 µs.",
+            "| kernel | category | count | total ms | share | tensor cores |", "|---|---|---:|---:|---:|---|",
+            [f"| `{_cell(_short(r['name'], 70))}` | {r['category']} | {r['count']} | {r['total_ms']:,.2f} | "
+             f"{100 * (r['share'] or 0):.1f}% | {tensor_cores.get(r['tensor_cores'], '?')} |" for r in k["top"][:10]],
+        )
     mem = [m for m in data["memory"] if m["peak_reserved_bytes"] or m["peak_allocated_bytes"]]
     if mem:
         out += ["### Device memory", "", "| device | peak allocated | peak reserved | total | unused at peak |",

@@ -21,6 +21,7 @@ import polars as pl
 from ..analysis import Diagnosis
 from ..analysis.causes import CAUSES, IDLE_CAUSES
 from ..analysis.findings import Finding
+from ..report.formatting import scale_ns
 from ..schema import EventKind, TraceTables
 
 if TYPE_CHECKING:
@@ -274,14 +275,9 @@ def fmt_ns(ns: float | None) -> str:
     """A duration in the unit that reads best (ns, µs, ms, s)."""
     if ns is None:
         return "n/a"
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f} ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.1f} µs"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.2f} s"
+    value, unit = scale_ns(ns)
+    digits = {"ns": 0, "µs": 1}.get(unit, 2)
+    return f"{value:.{digits}f} {unit}"
 
 
 __all__ = [

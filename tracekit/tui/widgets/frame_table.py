@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..bindings import FRAME_TABLE, bindings
+from .styles_cache import StyleCache
 
 #: rows formatted at a time (one page is fetched from the frame per cache miss)
 _PAGE = 64
@@ -123,7 +124,7 @@ class FrameTable(ScrollView, can_focus=True):
         self._base = frame
         self._view = frame
         self._pages: dict[int, list[tuple[str, ...]]] = {}
-        self._styles: dict[tuple[str, bool], Style] = {}
+        self._styles = StyleCache(self)
         self.set_frame(frame)
 
     # ------------------------------------------------------------------ data
@@ -252,11 +253,7 @@ class FrameTable(ScrollView, can_focus=True):
 
     def _style(self, name: str, *, partial: bool = False) -> Style:
         """A component style from app.tcss, cached until the styles change."""
-        key = (name, partial)
-        style = self._styles.get(key)
-        if style is None:
-            style = self._styles[key] = self.get_component_rich_style(name, partial=partial)
-        return style
+        return self._styles.get(name, partial=partial)
 
     def notify_style_update(self) -> None:
         self._styles.clear()

@@ -26,7 +26,9 @@ from textual.widget import Widget
 
 from ...analysis.causes import CP_CAUSES, IDLE_CAUSES
 from ...analysis.view import StepView
+from ...report.formatting import scale_ns
 from ..model import fmt_ns
+from .styles_cache import StyleCache
 
 #: width of the lane labels on the left, in cells
 LABEL_WIDTH = 24
@@ -179,7 +181,7 @@ class TimelineView(Widget, can_focus=True):
         self._critical: pl.DataFrame | None = None
         self._critical_ids: set[int] = set()
         self._drag_x: int | None = None
-        self._styles: dict[tuple[str, bool], Style] = {}
+        self._styles = StyleCache(self)
         #: lanes and the window hold times relative to the step start (absolute ns do not fit a float)
         self.origin = 0
 
@@ -476,11 +478,7 @@ class TimelineView(Widget, can_focus=True):
     # --------------------------------------------------------- drawing
     def _style(self, name: str, *, partial: bool = False) -> Style:
         """A component style from app.tcss, cached until the styles change (each lookup builds caches)."""
-        key = (name, partial)
-        style = self._styles.get(key)
-        if style is None:
-            style = self._styles[key] = self.get_component_rich_style(name, partial=partial)
-        return style
+        return self._styles.get(name, partial=partial)
 
     def notify_style_update(self) -> None:
         self._styles.clear()
@@ -607,7 +605,7 @@ def build_lanes(view: StepView, gaps: pl.DataFrame, critical: pl.DataFrame | Non
     by_lane: dict[tuple[str, int], pl.DataFrame] = {}
     if events.height:
         for (track, depth), part in events.partition_by(["track", "depth"], as_dict=True).items():
-            by_lane[(str(track), int(depth))] = part  # type: ignore[call-overload]
+            by_lane[(str(track), int(depth))] = part
     max_depth: dict[str, int] = {}
     for track, depth in by_lane:
         max_depth[track] = max(max_depth.get(track, 0), depth)
@@ -675,16 +673,10 @@ def _nice_step(ns: float) -> float:
 
 
 def _short(ns: float) -> str:
-    a = abs(ns)
-    if a == 0:
+    if ns == 0:
         return "0"
-    if a < 1_000:
-        return f"{ns:.0f}ns"
-    if a < 1_000_000:
-        return f"{round(ns / 1e3, 6):g}µs"
-    if a < 1_000_000_000:
-        return f"{round(ns / 1e6, 6):g}ms"
-    return f"{round(ns / 1e9, 6):g}s"
+    value, unit = scale_ns(ns)
+    return f"{ns:.0f}ns" if unit == "ns" else f"{round(value, 6):g}{unit}"
 
 
 __all__ = ["DEPTH_CHOICES", "LABEL_WIDTH", "Lane", "Pick", "TimelineView", "build_lanes"]
