@@ -37,10 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfdoc import write_section
+
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH = ROOT / "sample_traces" / "synthetic"
-DOCS = ROOT / "docs" / "performance.md"
-START, END = "<!-- bench_batch:start -->", "<!-- bench_batch:end -->"
 RESULT = "BENCH_RESULT "
 TARGET_SPEEDUP = 1.8
 TARGET_OVERHEAD = 0.10
@@ -222,19 +222,12 @@ def main() -> int:
 
 
 def update_docs(body: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Performance\n"
-    section = (
-        f"{START}\n## Batch analysis (`tracekit batch`)\n\n"
+    write_section(
+        "bench_batch",
+        "## Batch analysis (`tracekit batch`)\n\n"
         "Throughput of `tracekit batch` on a synthetic archive, measured with `python scripts/bench_batch.py`.\n\n"
-        f"{body}\n{END}"
+        f"{body}",
     )
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    DOCS.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import perfdoc
+
 REPO = Path(__file__).resolve().parents[1]
-DOC = REPO / "docs" / "performance.md"
-START, END = "<!-- capture:start -->", "<!-- capture:end -->"
+
 
 WORKLOAD = textwrap.dedent(
     """
@@ -265,15 +266,8 @@ def main() -> int:
                 f"`with tracekit.step()` {marks['step_ns']:.0f} ns more than an empty loop iteration.",
             ]
         )
-        text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Performance\n"
-        block = f"{START}\n{body}\n{END}"
-        if START in text and END in text:
-            head, rest = text.split(START, 1)
-            text = head + block + rest.split(END, 1)[1]
-        else:
-            text = text.rstrip() + "\n\n" + block + "\n"
-        DOC.write_text(text, encoding="utf-8")
-        print(f"wrote {DOC}")
+        perfdoc.write_section("capture", body)
+        print(f"wrote {perfdoc.DOC}")
     return 0
 
 

@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import perfdoc
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
-DOC = ROOT / "docs" / "performance.md"
-START, END = "<!-- critical-path:start -->", "<!-- critical-path:end -->"
+
 
 #: (trace folder under shared/traces, rank, annotation, instances): HTA loads every file of a folder
 CASES: list[tuple[str, int, str, int]] = [
@@ -271,15 +272,7 @@ def markdown(rows: list[dict[str, Any]], whole: list[dict[str, Any]], repeat: in
 
 
 def write_section(text: str) -> None:
-    doc = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Performance\n"
-    block = f"{START}\n{text.rstrip()}\n{END}"
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        doc = head + block + tail
-    else:
-        doc = doc.rstrip() + "\n\n" + block + "\n"
-    DOC.write_text(doc, encoding="utf-8")
+    perfdoc.write_section("critical-path", text)
 
 
 def main() -> int:
@@ -297,7 +290,7 @@ def main() -> int:
     print(text)
     if not args.no_write:
         write_section(text)
-        print(f"updated {DOC.relative_to(ROOT)}", file=sys.stderr)
+        print(f"updated {perfdoc.DOC.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
 
