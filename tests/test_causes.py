@@ -91,6 +91,12 @@ def test_text_formatting_has_every_cause_and_finding() -> None:
         # every kind renders its evidence, even an empty one
         finding = Finding(kind=f.name, title=f.title, ms_per_step=1.0, share_of_step=0.1, evidence={}, fix=f.fix)
         assert isinstance(formatting.evidence_text(finding), str)
+        if f.job:
+            assert isinstance(formatting.job_evidence_text(finding), str)
+    # a kind the formatter has no wording for (a newly declared one) still shows its plain facts
+    new = Finding(kind="small_gemms", title="t", ms_per_step=1.0, share_of_step=0.1, fix="f",
+                  evidence={"total_ms": 3.0, "gemms_per_step": 120, "median_gemm_us": 4.5, "names": ["a"]})
+    assert formatting.evidence_text(new) == "gemms per step 120; median gemm us 4.5"
 
 
 def test_annotated_trace_colours_every_path_cause() -> None:

@@ -23,13 +23,18 @@ How to add a kind
   labels, colours, ``idle_priority`` (its place among the idle causes: a gap's cause is the
   first of the largest) and a one-line ``doc``; write its detector in
   :mod:`tracekit.analysis.timeline` (a ``<name>_ns`` column of the gaps); add a :class:`Knob`
-  and, when it should be reported, a :class:`FindingKind` with ``measured=True`` (its
-  ms per step is read from the breakdown column) and, if it has one, an evidence builder in
-  :mod:`tracekit.analysis.findings`.  Renderers, the TUI stylesheet, the CLI help and the docs
-  tables (``python scripts/gen_docs.py``) follow from the declaration.
+  and, when it should be reported, a :class:`FindingKind` with ``measured=True``: its ms per
+  step, steps affected and common evidence (total, gaps, largest gap) are read from the
+  breakdown column.  Evidence of its own is optional: a branch in
+  ``tracekit.analysis.findings._evidence`` and its wording in
+  :func:`tracekit.report.formatting.evidence_text` (without one, its plain facts are shown).
+  Renderers, the TUI stylesheet, the CLI help and the docs tables
+  (``python scripts/gen_docs.py``) follow from the declaration.  The breakdown, the gaps and
+  the TUI's tables pick the new column up by name.
 * **A new finding from another measurement** (an efficiency finding such as small GEMMs):
   add a :class:`FindingKind` (``measured=False``) and its detector in
-  :mod:`tracekit.analysis.findings`; give it a ``what_if`` when a knob models the fix.
+  :mod:`tracekit.analysis.findings` (``Finding.of(kind, ...)`` takes the title and the fix from
+  here); give it a ``what_if`` when a knob models the fix.
 * **A new kind of critical-path time**: add the edge tag to :data:`EDGE_TAGS` (mapped to its
   :class:`PathCause`), then tag the edges in :mod:`tracekit.analysis.critical_path`.
 

@@ -49,7 +49,12 @@ def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: evidence keys every measured finding has (rendered by :func:`evidence_text` for all kinds)
+_COMMON_EVIDENCE = frozenset({"total_ms", "gaps", "largest_gap"})
+
+
 def evidence_text(f: Finding) -> str:
+    """A single-trace finding's evidence in one line (the JSON report has all of it)."""
     ev = f.evidence
     bits: list[str] = []
     if f.kind == "data_loading":
@@ -80,10 +85,30 @@ def evidence_text(f: Finding) -> str:
         bits.extend(f"{c['api']} ×{c['count']}" for c in ev.get("calls", []))
     elif f.kind == "cpu_bound":
         bits.extend(f"{o['name']} ({o['ms_in_gaps']:,.1f} ms)" for o in ev.get("top_host_ops", [])[:3])
+    else:
+        # a kind without its own wording here: its first plain facts, so a newly declared kind reads
+        facts = [(k, v) for k, v in ev.items() if k not in _COMMON_EVIDENCE and isinstance(v, (int, float, str))]
+        bits.extend(f"{k.replace('_', ' ')} {v}" for k, v in facts[:3])
     if ev.get("largest_gap"):
         g = ev["largest_gap"]
         bits.append(f"largest gap {g['dur_ms']:,.2f} ms in step {g['step']}")
     return "; ".join(bits)
+
+
+def job_evidence_text(f: Finding) -> str:
+    """A cross-rank finding's evidence in one line (single-trace kinds: :func:`evidence_text`)."""
+    ev = f.evidence
+    if f.kind == "straggler":
+        late = ", ".join(f"rank {r} {v:,.2f} ms" for r, v in (ev.get("late_ms_per_step") or {}).items())
+        basis = "at collectives" if ev.get("basis") == "collective_start" else "at step starts"
+        return f"late {basis} per step: {late}; {ev.get('matched_collectives', 0)} collectives matched across ranks"
+    if f.kind == "load_imbalance":
+        return (f"compute per step: busiest rank {ev.get('busiest_rank')}, least busy rank {ev.get('least_busy_rank')}, "
+                f"spread {ev.get('compute_spread_ms') or 0:,.2f} ms")
+    if f.kind == "exposed_communication":
+        return (f"{ev.get('exposed_ms_per_step') or 0:,.2f} ms per step exposed on average, "
+                f"{ev.get('waiting_for_stragglers_ms') or 0:,.2f} ms of it waiting for late ranks")
+    return evidence_text(f)
 
 
 __all__ = [
@@ -97,6 +122,7 @@ __all__ = [
     "fmt_ms",
     "fmt_pct",
     "headline",
+    "job_evidence_text",
     "path_label",
     "scale_ns",
 ]

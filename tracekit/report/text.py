@@ -8,9 +8,8 @@ import polars as pl
 
 from ..analysis import Diagnosis
 from ..analysis.causes import CAUSE_LABELS, CAUSES, PATH_LABELS
-from ..analysis.findings import Finding
 from ..analysis.view import StepView
-from .formatting import evidence_text, fmt_ms, fmt_pct, headline
+from .formatting import evidence_text, fmt_ms, fmt_pct, headline, job_evidence_text
 from .json_report import to_json_dict
 
 BAR_WIDTH = 30
@@ -273,21 +272,6 @@ def _markdown_view(d: Diagnosis, view: StepView) -> list[str]:
     return out
 
 
-def _job_evidence(f: Finding) -> str:
-    ev = f.evidence
-    if f.kind == "straggler":
-        late = ", ".join(f"rank {r} {v:,.2f} ms" for r, v in (ev.get("late_ms_per_step") or {}).items())
-        basis = "at collectives" if ev.get("basis") == "collective_start" else "at step starts"
-        return f"late {basis} per step: {late}; {ev.get('matched_collectives', 0)} collectives matched across ranks"
-    if f.kind == "load_imbalance":
-        return (f"compute per step: busiest rank {ev.get('busiest_rank')}, least busy rank {ev.get('least_busy_rank')}, "
-                f"spread {ev.get('compute_spread_ms') or 0:,.2f} ms")
-    if f.kind == "exposed_communication":
-        return (f"{ev.get('exposed_ms_per_step') or 0:,.2f} ms per step exposed on average, "
-                f"{ev.get('waiting_for_stragglers_ms') or 0:,.2f} ms of it waiting for late ranks")
-    return evidence_text(f)
-
-
 def _job_lines(jd: Any) -> tuple[list[str], dict[str, Any]]:
     from .json_report import job_to_json_dict
 
@@ -342,7 +326,7 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
         for i, f in enumerate(jd.multirank.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
             out.append(f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)")
-            out.append(f"    evidence: {_job_evidence(f)}")
+            out.append(f"    evidence: {job_evidence_text(f)}")
             out.append(f"    fix: {f.fix}")
         out.append("")
     notes = [*j["notes"], *(f"skipped {s['path']}: {s['reason']}" for s in j["skipped"])]
@@ -377,7 +361,7 @@ def render_job_markdown(jd: Any) -> str:
         out += ["### Findings across ranks", ""]
         for i, f in enumerate(jd.multirank.findings, 1):
             out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%). "
-                       f"Evidence: {_cell(_job_evidence(f))}. Fix: {f.fix}")
+                       f"Evidence: {_cell(job_evidence_text(f))}. Fix: {f.fix}")
         out.append("")
     elif len(j["ranks"]) > 1:
         out += ["No findings across ranks: no straggler, imbalance or exposed communication costs 5% of the step.", ""]
