@@ -280,7 +280,7 @@ def _open_arrow(uri: str) -> Any:
         return None
     try:
         from adbc_driver_sqlite import dbapi
-    except ImportError:
+    except Exception:  # not installed (ImportError), or its native library does not load
         return None
     try:
         return dbapi.connect(uri)
