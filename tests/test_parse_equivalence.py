@@ -37,6 +37,22 @@ def test_tables_match_recorded_digest(key: str) -> None:
     assert not diff, f"{key}: " + "; ".join(diff)
 
 
+def _sqlite_params() -> list[object]:
+    return [p for p in _params() if getattr(p, "id", "").endswith(".sqlite")]
+
+
+@pytest.mark.parametrize("key", _sqlite_params())
+def test_nsight_sqlite3_fallback_matches_recorded_digest(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Nsight reader's sqlite3 path (used without adbc-driver-sqlite, and per query when
+    an Arrow read is not exact) gives the same tables as the Arrow path."""
+    path = _FILES.get(key)
+    if path is None:
+        pytest.skip(f"trace not available: {key}")
+    monkeypatch.setenv("TRACEKIT_NSIGHT_ARROW", "0")
+    diff = parse_digests.differences(_RECORDED[key], parse_digests.file_digest(path))
+    assert not diff, f"{key}: " + "; ".join(diff)
+
+
 def test_every_repository_trace_has_a_digest() -> None:
     """A new trace in the repository gets a digest too (run scripts/parse_digests.py --write)."""
     missing = [key for key in _FILES if key not in _RECORDED and not key.startswith("shared/")]
