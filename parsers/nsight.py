@@ -4,6 +4,9 @@ Reads exports written by nsys 2020.x–2026.x (export schema 2.x–3.30).  The s
 with every release and ``--lazy`` exports create only non-empty tables, so every table
 and column is looked up by name and anything absent reads as null.  Each table is read
 with one query; all decoding and joining happens in polars, never row by row in Python.
+With the optional ``adbc-driver-sqlite`` (``pip install tracekit[nsight]``) a query's
+result arrives as Arrow columns; a query the Arrow driver cannot answer exactly (damaged
+text, a type it rejects) and every query without the package go through :mod:`sqlite3`.
 
 What goes where:
 
@@ -37,6 +40,7 @@ are used instead.  Rows of other processes (OS calls of helper processes) get ra
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -46,6 +50,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -175,20 +180,24 @@ def read_nsight(path: str | Path) -> TraceTables:
         TraceCorruptError: the SQLite file is damaged.
     """
     p = check_path(path)
+    uri = p.resolve().as_uri() + "?mode=ro&immutable=1"
     try:
-        con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+        con = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:  # pragma: no cover - connect is lazy; failures surface on first query
         raise TraceNotFoundError(f"cannot open SQLite file: {exc}", path=path) from exc
     # text is decoded leniently: a damaged byte in a name must not cost the whole export
     con.text_factory = _lenient_text
+    arrow = _open_arrow(uri)
     try:
-        return _Reader(_Db(con), str(path)).read()
+        return _Reader(_Db(con, arrow), str(path)).read()
     except sqlite3.DatabaseError as exc:
         raise _database_error(exc, path) from exc
     except UnicodeDecodeError as exc:  # damaged schema text (table or column names)
         raise TraceCorruptError(f"the SQLite schema is damaged ({exc.reason} at byte {exc.start})", path=path) from exc
     finally:
         con.close()
+        if arrow is not None:
+            _close_quietly(arrow)
 
 
 def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None) -> TraceTables:
@@ -259,12 +268,46 @@ def _lenient_text(raw: bytes) -> str:
 # SQLite access
 
 
+#: set to "0" to read every table through Python's sqlite3 (the fallback path)
+ARROW_ENV = "TRACEKIT_NSIGHT_ARROW"
+
+
+def _open_arrow(uri: str) -> Any:
+    """A second, read-only connection through ADBC's SQLite driver, which hands query
+    results over as Arrow columns (no Python object per value); None when the optional
+    ``adbc-driver-sqlite`` package (extra ``tracekit[nsight]``) is not installed or the
+    connection fails: every query then goes through :mod:`sqlite3`."""
+    if os.environ.get(ARROW_ENV, "1") == "0":
+        return None
+    try:
+        from adbc_driver_sqlite import dbapi
+    except Exception:  # not installed (ImportError), or its native library does not load
+        return None
+    try:
+        return dbapi.connect(uri)
+    except Exception:  # any driver failure: the sqlite3 path reads the file
+        return None
+
+
+def _close_quietly(con: Any) -> None:
+    # closing a read-only connection has nothing to lose
+    with contextlib.suppress(Exception):
+        con.close()
+
+
 @dataclass
 class _Db:
-    """A read-only export: which tables and columns it has, and bulk reads of them."""
+    """A read-only export: which tables and columns it has, and bulk reads of them.
+
+    Bulk reads go through the Arrow connection when there is one and fall back, query by
+    query, to :mod:`sqlite3` (whose text decoding is lenient) when the Arrow read fails or
+    returns text that is not valid UTF-8."""
 
     con: sqlite3.Connection
+    arrow: Any = None
     _columns: dict[str, list[str]] = field(default_factory=dict)
+    #: queries answered by each path (for tests and benchmarks)
+    paths: dict[str, int] = field(default_factory=lambda: {"arrow": 0, "sqlite3": 0})
 
     def __post_init__(self) -> None:
         rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
@@ -308,6 +351,12 @@ class _Db:
         return frame.with_columns(missing).select(list(spec)) if missing else frame
 
     def _query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame:
+        if self.arrow is not None:
+            frame = self._arrow_query(sql, chosen)
+            if frame is not None:
+                self.paths["arrow"] += 1
+                return frame
+        self.paths["sqlite3"] += 1
         cursor = self.con.execute(sql)
         parts = []
         while rows := cursor.fetchmany(_CHUNK_ROWS):
@@ -322,6 +371,29 @@ class _Db:
         if not parts:
             return pl.DataFrame(schema={name: dtype for name, _, dtype in chosen})
         return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
+
+    def _arrow_query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame | None:
+        """The query's result as polars columns through Arrow, or None (use sqlite3)."""
+        import pyarrow as pa
+
+        try:
+            cursor = self.arrow.cursor()
+            try:
+                cursor.execute(sql)
+                table = cursor.fetch_arrow_table()
+            finally:
+                cursor.close()
+            # SQLite stores whatever bytes it was given; the Arrow driver does not check
+            # them, and damaged text must be replaced, not passed on as invalid strings
+            if any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types):
+                table.validate(full=True)
+            if table.num_columns != len(chosen):
+                return None
+            frame = pl.from_arrow(table.rename_columns([name for name, _, _ in chosen]), rechunk=True)
+            assert isinstance(frame, pl.DataFrame)
+            return frame.select(pl.col(name).cast(dtype, strict=False) for name, _, dtype in chosen)
+        except Exception:  # a type the driver rejects, mixed column types, damaged text...
+            return None
 
     def key_values(self, table: str) -> dict[str, str]:
         """A (name, value) table such as META_DATA_EXPORT as a dict."""

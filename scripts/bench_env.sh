@@ -19,7 +19,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e .
+"$VENV/bin/python" -m pip install --quiet -e ".[nsight]"  # the Arrow SQLite reader for Nsight exports
 # HTA 0.5.0 asks only for pandas>=1.5.2, so pip would pick pandas 3, on which HTA's parser
 # crashes for some traces: it writes correlation row numbers into an int8-downcast column,
 # which pandas 2 only warns about (FutureWarning) and pandas 3 refuses ("TypeError: Invalid

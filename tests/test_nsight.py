@@ -534,6 +534,66 @@ def test_text_that_is_not_utf8(tmp_path: Path) -> None:
     assert "AB\ufffd" in t.events["name"].to_list()
 
 
+def _read_counting_paths(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceTables, dict[str, int]]:
+    """Read ``path`` and return which path (arrow, sqlite3) answered its bulk queries."""
+    from tracekit.parsers import nsight
+
+    seen: list[Any] = []
+    init = nsight._Db.__post_init__
+
+    def spy(self: Any) -> None:
+        seen.append(self)
+        init(self)
+
+    monkeypatch.setattr(nsight._Db, "__post_init__", spy)
+    tables = read_nsight(path)
+    return tables, seen[0].paths
+
+
+def _assert_same_tables(a: TraceTables, b: TraceTables) -> None:
+    for name in ("events", "links", "flows", "devices", "threads", "counters", "memory"):
+        assert a.table(name).equals(b.table(name), null_equal=True), name
+    assert a.info == b.info
+
+
+def test_arrow_reads_equal_sqlite3_reads(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("adbc_driver_sqlite")
+    arrow, paths = _read_counting_paths(export, monkeypatch)
+    assert paths["arrow"] > 0
+    assert paths["sqlite3"] == 0
+    monkeypatch.setenv("TRACEKIT_NSIGHT_ARROW", "0")
+    plain, paths = _read_counting_paths(export, monkeypatch)
+    assert paths["arrow"] == 0
+    assert paths["sqlite3"] > 0
+    _assert_same_tables(arrow, plain)
+
+
+def test_damaged_text_falls_back_to_lenient_sqlite3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Invalid UTF-8 in a table makes its Arrow read fail validation; that table is read
+    through sqlite3 (bytes replaced), the others stay on the Arrow path."""
+    pytest.importorskip("adbc_driver_sqlite")
+    path = build_export(tmp_path / "u.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE StringIds SET value = CAST(X'696F63FF746C' AS TEXT) WHERE id = 11")  # ioctl
+    con.close()
+    t, paths = _read_counting_paths(path, monkeypatch)
+    assert paths["sqlite3"] >= 1
+    assert paths["arrow"] >= 1
+    assert "ioc\ufffdtl" in t.events["name"].to_list()
+
+
+def test_mixed_column_types_read_like_sqlite3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite lets a column hold text in an INTEGER column; both paths give the same result."""
+    path = build_export(tmp_path / "m.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'seven' WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.close()
+    arrow, _ = _read_counting_paths(path, monkeypatch)
+    monkeypatch.setenv("TRACEKIT_NSIGHT_ARROW", "0")
+    plain, _ = _read_counting_paths(path, monkeypatch)
+    _assert_same_tables(arrow, plain)
+
+
 def test_empty_export(tmp_path: Path) -> None:
     path = tmp_path / "empty.sqlite"
     with sqlite3.connect(path) as con:
