@@ -64,7 +64,7 @@ from tracekit.schema import (
     finalize_events,
 )
 
-from ._source import check_path
+from ._source import ProgressSink, check_path
 
 __all__ = ["read_nsight", "read_nsys_rep"]
 
@@ -165,7 +165,7 @@ _LAUNCH_KINDS = [EventKind.RUNTIME.value, EventKind.DRIVER.value]
 # entry points
 
 
-def read_nsight(path: str | Path) -> TraceTables:
+def read_nsight(path: str | Path, *, progress: ProgressSink | None = None) -> TraceTables:
     """Read an Nsight Systems SQLite export into canonical tables.
 
     Raises:
@@ -174,6 +174,8 @@ def read_nsight(path: str | Path) -> TraceTables:
         TraceCorruptError: the SQLite file is damaged.
     """
     p = check_path(path)
+    if progress is not None:  # SQLite reads the file itself: no byte count, the phase only
+        progress.phase("reading")
     try:
         con = sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:  # pragma: no cover - connect is lazy; failures surface on first query
@@ -190,7 +192,7 @@ def read_nsight(path: str | Path) -> TraceTables:
         con.close()
 
 
-def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None) -> TraceTables:
+def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None, *, progress: ProgressSink | None = None) -> TraceTables:
     """Read a binary Nsight Systems report (``.nsys-rep``, ``.qdrep``) through ``nsys export``.
 
     The report is exported to ``<work_dir or a temporary folder>/<stem>.sqlite`` with
@@ -214,9 +216,13 @@ def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None) -> Trace
     if work_dir is not None:
         out_dir = Path(work_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        return read_nsight(_export(nsys, p, out_dir / (p.stem + ".sqlite"), path))
+        if progress is not None:
+            progress.phase("exporting with nsys")
+        return read_nsight(_export(nsys, p, out_dir / (p.stem + ".sqlite"), path), progress=progress)
     with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as tmp:
-        return read_nsight(_export(nsys, p, Path(tmp) / (p.stem + ".sqlite"), path))
+        if progress is not None:
+            progress.phase("exporting with nsys")
+        return read_nsight(_export(nsys, p, Path(tmp) / (p.stem + ".sqlite"), path), progress=progress)
 
 
 def _export(nsys: str, report: Path, out: Path, shown: str | Path) -> Path:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import demo_trace, write_output
+from ._progress import phase, progress_line
 
 
 @click.command("analyze")
@@ -26,8 +27,10 @@ from ._common import demo_trace, write_output
     "for several, which are also combined. Causes: data_loading, host_device_sync, pageable_memcpy, launch_bound, "
     "allocator, exposed_communication, communication, cpu_bound, kernels, fp32_matmul, memcpy (docs/critical-path.md).",
 )
+@click.option("--quiet", "-q", is_flag=True, help="No progress line on stderr (it is shown only on a terminal anyway).")
 def analyze_cmd(
-    trace: Path | None, fmt: str, out: Path | None, image: str | None, no_cache: bool, what_if: tuple[str, ...]
+    trace: Path | None, fmt: str, out: Path | None, image: str | None, no_cache: bool, what_if: tuple[str, ...],
+    quiet: bool = False,
 ) -> None:
     """Explain why the GPU is idle in TRACE: steps, utilization, causes, fixes.
 
@@ -54,20 +57,24 @@ def analyze_cmd(
             raise UsageError("--what-if answers for one trace", path=trace, hint="analyze one rank's file with --what-if")
         write_output(_analyze_job(trace, fmt, no_cache), out)
         return
-    tables = read_trace(trace, cache=not no_cache)
-    diagnosis = diagnose(tables, what_if=questions)
-    if fmt == "json":
-        text = json.dumps(to_json_dict(diagnosis), indent=2) + "\n"
-    elif fmt in ("markdown", "html"):
-        from ..analysis.view import representative_step, step_view
-        from ..report.html import render_html
+    with progress_line(quiet) as progress:
+        if progress is not None:
+            progress.subject(trace.name)
+        tables = read_trace(trace, cache=not no_cache, progress=progress)
+        diagnosis = diagnose(tables, what_if=questions, progress=progress)
+        phase(progress, "report")
+        if fmt == "json":
+            text = json.dumps(to_json_dict(diagnosis), indent=2) + "\n"
+        elif fmt in ("markdown", "html"):
+            from ..analysis.view import representative_step, step_view
+            from ..report.html import render_html
 
-        pick = representative_step(diagnosis.steps)
-        d = diagnosis
-        view = None if pick is None else step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
-        text = render_html(d, view) if fmt == "html" else render_markdown(d, view=view, image=image)
-    else:
-        text = render_text(diagnosis)
+            pick = representative_step(diagnosis.steps)
+            d = diagnosis
+            view = None if pick is None else step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
+            text = render_html(d, view) if fmt == "html" else render_markdown(d, view=view, image=image)
+        else:
+            text = render_text(diagnosis)
     write_output(text, out)
 
 
