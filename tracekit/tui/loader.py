@@ -28,9 +28,9 @@ import polars as pl
 
 from ..analysis import Diagnosis, diagnose
 from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
+from ..job import is_trace_name
 from ..progress import Progress as PhaseProgress
 from ..progress import ProgressState, describe
-from ..job import is_trace_name
 from ..schema import TraceTables
 
 #: progress callback: fraction done in [0, 1] and what is happening, in words
