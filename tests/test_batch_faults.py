@@ -173,3 +173,28 @@ def test_memory_sizes_and_the_cli_option(tmp_path: Path, capsys: pytest.CaptureF
     assert "not a size: 'many'" in capsys.readouterr().err
     assert main(["batch", str(a / "job1"), "--out", str(tmp_path / "o"), "--engine", "ray", "--max-memory-per-file", "4G"]) == 2
     assert "applies to the local engine" in capsys.readouterr().err
+
+
+def test_a_file_that_kills_the_single_process_batch_is_isolated_on_the_rerun(
+    tmp_path: Path, truth: tuple[Path, dict[str, pl.DataFrame]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one worker the batch analyses files in its own process: a file that gets it killed must not
+    kill every rerun too (largest first, it would come first again)."""
+    a, expected = truth
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env[FAULT_ENV] = "kill:train_rank0.json"
+    script = "import sys\nfrom tracekit.batch import run_batch\nrun_batch([sys.argv[1]], sys.argv[2], workers=1)\n"
+    killed = subprocess.run([sys.executable, "-c", script, str(a), str(out)], env=env, cwd=REPO, timeout=300, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    monkeypatch.setenv(FAULT_ENV, "kill:train_rank0.json")  # the file still kills whatever analyses it
+    res = run_batch([str(a)], out, workers=1)
+    victim = res.tables["traces"].filter(pl.col("path").str.ends_with("train_rank0.json")).row(0, named=True)
+    assert victim["error_kind"] == "worker_crash"
+    assert "killed by SIGKILL" in victim["error"]
+    assert res.tables["traces"].filter(pl.col("error").is_null()).height == 4
+    # the rank-1 file now forms a job of its own: compare the files that are not of that job
+    for name in ("traces", "findings", "steps"):
+        got = res.tables[name].filter(pl.col("path").is_not_null() & ~pl.col("path").str.contains("train_rank"))
+        want = expected[name].filter(pl.col("path").is_not_null() & ~pl.col("path").str.contains("train_rank"))
+        assert _without(got, "-").equals(_without(want, "-")), name

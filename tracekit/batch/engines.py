@@ -28,7 +28,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as mp_wait
@@ -44,13 +44,22 @@ ENGINES = ("local", "ray")
 
 def run_tasks(
     tasks: Sequence[Task], on_result: OnResult, *, engine: str = "local", workers: int = 1, ray_address: str | None = None,
-    max_memory: int | None = None,
+    max_memory: int | None = None, on_start: Callable[[Task], None] | None = None, isolate: Collection[str] = (),
 ) -> None:
-    """Run ``tasks`` on ``engine`` and report each result (see the module docstring)."""
+    """Run ``tasks`` on ``engine`` and report each result (see the module docstring).
+
+    In this process (local, one worker, no memory limit), ``on_start`` is called before each
+    file, and the files whose content hash is in ``isolate`` (those a previous run died
+    on) run first, each in a worker process of its own, so a file that kills its process
+    becomes an error row instead of ending the batch again.
+    """
     ordered = sorted(tasks, key=lambda t: (-t.size_bytes, t.path))
     if engine == "local":
         if workers <= 1 and max_memory is None:
-            _run_inline(ordered, on_result)
+            suspects = [t for t in ordered if t.content_hash in isolate]
+            if suspects and not _run_pool(suspects, on_result, 1):
+                return
+            _run_inline([t for t in ordered if t.content_hash not in isolate], on_result, on_start)
         else:
             _run_pool(ordered, on_result, workers, max_memory)
     elif engine == "ray":
@@ -64,8 +73,11 @@ def run_tasks(
         raise UsageError(f"unknown engine {engine!r} (expected one of {', '.join(ENGINES)})")
 
 
-def _run_inline(tasks: Sequence[Task], on_result: OnResult) -> None:
+def _run_inline(tasks: Sequence[Task], on_result: OnResult, on_start: Callable[[Task], None] | None = None) -> None:
     for task in tasks:
+        if on_start is not None:
+            on_start(task)
+        _fault_hook(task)
         if not on_result(analyse_file(task)):
             return
 
@@ -135,7 +147,8 @@ FAULT_ENV = "TRACEKIT_BATCH_TEST_FAULT"
 def _fault_hook(task: Task) -> None:
     """Test-only faults, set with ``TRACEKIT_BATCH_TEST_FAULT=ACTION:PART[:MB]`` for files whose path contains PART.
 
-    ``kill``: the worker SIGKILLs itself (as the out-of-memory killer would); ``balloon``:
+    ``kill``: the process analysing the file (a worker, or the batch itself with one
+    worker) SIGKILLs itself, as the out-of-memory killer would; ``balloon``:
     it holds MB mebibytes of memory for a minute; ``stall``: it sleeps ten minutes.
     """
     spec = os.environ.get(FAULT_ENV)
@@ -191,7 +204,7 @@ def _death(process: Any) -> str:
     return f"exit status {code}"
 
 
-def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memory: int | None = None) -> None:
+def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memory: int | None = None) -> bool:
     """Run ``tasks`` on ``workers`` worker processes, each analysing one file at a time.
 
     The driver knows which file each worker holds, so a worker that dies (killed by the OS,
@@ -262,7 +275,7 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
                         continue
                     w.task = None
                     if not on_result(payload):
-                        return
+                        return False
                     if max_memory is not None and (resident_bytes(w.process.pid) or 0) > max_memory // 2:
                         retire(w)
                         alive = False
@@ -274,7 +287,7 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
                     retire(w, kill=True)
                     if task is not None:
                         if not on_result(_crashed(task, _death(w.process))):
-                            return
+                            return False
                     elif not ready:
                         failed_starts += 1
                         if failed_starts >= max(2, workers):
@@ -290,8 +303,9 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
                         task = w.task
                         retire(w, kill=True)
                         if not on_result(_over_memory(task, rss, max_memory)):
-                            return
+                            return False
             top_up()
+        return True
     finally:
         for w in list(pool):
             retire(w, kill=w.task is not None)

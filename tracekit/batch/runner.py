@@ -120,6 +120,7 @@ def run_batch(
     if not found.files:
         raise UsageError("no trace files found in the inputs", hint="inputs are trace files, folders, globs or manifests")
     journal = Journal(out_path)
+    suspects = journal.interrupted()  # files a killed run was analysing in its own process
     if not incremental:
         journal.clear()
     prev, prev_note = load_previous(out_path) if incremental else (None, None)
@@ -201,7 +202,7 @@ def run_batch(
     if tasks and not stopped:
         try:
             run_tasks(list(tasks.values()), on_result, engine=engine, workers=n_workers, ray_address=ray_address,
-                      max_memory=max_memory_per_file)
+                      max_memory=max_memory_per_file, on_start=journal.start, isolate=suspects)
         except KeyboardInterrupt:
             checkpoint(complete=False)  # keep what was done: the next run resumes from it
             raise

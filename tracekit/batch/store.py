@@ -13,6 +13,7 @@ starts afresh.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import io
 import json
@@ -29,7 +30,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
 from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, RANKS, STEPS, TRACES
-from .work import FileResult
+from .work import FileResult, Task
 
 SUMMARY_FILE = "batch.json"
 #: failures that depend only on the file's bytes (reused like results); others are retried
@@ -175,6 +176,8 @@ def _load_tables(out: Path) -> tuple[Previous, str | None]:
 
 #: the journal's folder inside the output folder
 JOURNAL_DIR = ".tracekit-partial"
+#: name prefix of the marker of a file being analysed in the batch's own process
+_RUNNING = ".running-"
 
 
 class Journal:
@@ -187,6 +190,10 @@ class Journal:
     and renamed into place, so an entry is whole or absent.  The next run restores them like
     results from the tables (same tracekit version, same rules for errors); each checkpoint
     that writes the tables empties the journal.
+
+    With one worker, files are analysed in the batch's own process; a marker names the file
+    under way, so when that process is killed (out of memory) the next run knows which file
+    did it and analyses it in a worker process of its own (:func:`~.engines.run_tasks`).
     """
 
     def __init__(self, out: Path) -> None:
@@ -215,10 +222,23 @@ class Journal:
             result.steps.write_ipc(tmp / "steps.arrow")
             result.collectives.write_ipc(tmp / "collectives.arrow")
             os.rename(tmp, entry)
+            (self.root / f"{_RUNNING}{result.content_hash}").unlink(missing_ok=True)
             return True
         except (OSError, TypeError, ValueError):
             shutil.rmtree(tmp, ignore_errors=True)
             return False
+
+    def start(self, task: Task) -> None:
+        """Mark ``task`` as being analysed in the batch's own process (cleared when its result is added)."""
+        with contextlib.suppress(OSError):
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / f"{_RUNNING}{task.content_hash}").touch()
+
+    def interrupted(self) -> set[str]:
+        """Content hashes of files a previous run was analysing in its own process when it died."""
+        if not self.root.is_dir():
+            return set()
+        return {p.name[len(_RUNNING):] for p in self.root.glob(f"{_RUNNING}*")}
 
     def load(self) -> dict[str, FileResult]:
         """Every whole entry written by this tracekit version, by content hash (damaged ones are skipped)."""
