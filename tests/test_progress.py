@@ -230,3 +230,27 @@ def test_the_tui_loading_bar_hears_phases_and_bytes() -> None:
     texts = [t for _, t in seen]
     assert any(t.startswith(f"{TRACE.name} · reading") and "of" in t for t in texts)
     assert any("critical path" in t for t in texts)
+
+
+def test_a_job_folder_reports_each_rank_file(tmp_path: Path) -> None:
+    from tracekit.job import read_job
+
+    rec = Recorder()
+    folder = SAMPLE_TRACES / "captures" / "ddp_gloo"
+    job = read_job(folder, cache=False, progress=Progress(on_update=rec))
+    subjects = list(dict.fromkeys(s.subject for s in rec.states if s.subject))
+    assert subjects == [Path(r.path).name for r in job.ranks]
+    for r in job.ranks:
+        last = [s for s in rec.states if s.subject == Path(r.path).name and s.phase == "reading"][-1]
+        assert last.done == last.total == Path(r.path).stat().st_size
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals are POSIX")
+def test_progress_line_for_a_job_folder(cli_env: dict[str, str]) -> None:
+    code, out, err = _run_on_pty(["analyze", str(SAMPLE_TRACES / "captures" / "ddp_gloo"), "--no-cache"], cli_env, REPO)
+    assert code == 0
+    assert "stragglers" in out
+    text = err.decode()
+    assert ".cycle0.pt.trace.json.gz · " in text  # the rank file being read (which phase depends on timing)
+    assert "analysing 2 ranks" in text
+    assert text.endswith("\r\x1b[K")

@@ -55,7 +55,7 @@ def analyze_cmd(
             from ..errors import UsageError
 
             raise UsageError("--what-if answers for one trace", path=trace, hint="analyze one rank's file with --what-if")
-        write_output(_analyze_job(trace, fmt, no_cache), out)
+        write_output(_analyze_job(trace, fmt, no_cache, quiet), out)
         return
     with progress_line(quiet) as progress:
         if progress is not None:
@@ -89,7 +89,7 @@ def _what_ifs(specs: tuple[str, ...]) -> list[dict[str, float]]:
     return questions
 
 
-def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
+def _analyze_job(folder: Path, fmt: str, no_cache: bool, quiet: bool = False) -> str:
     """The report of a folder of one job's traces (every rank, and the comparison across ranks)."""
     import json
 
@@ -99,10 +99,16 @@ def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
 
     if fmt == "html":
         raise UsageError("the HTML report covers one trace", path=folder, hint="analyze one rank's file with --format html")
-    jd = diagnose_job(read_job(folder, cache=not no_cache))
-    if fmt == "json":
-        return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
-    return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
+    with progress_line(quiet) as progress:
+        job = read_job(folder, cache=not no_cache, progress=progress)
+        if progress is not None:
+            progress.subject(folder.name)
+            progress.phase(f"analysing {len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}")
+        jd = diagnose_job(job)
+        phase(progress, "report")
+        if fmt == "json":
+            return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
+        return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
 
 
 command = analyze_cmd

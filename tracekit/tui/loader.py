@@ -149,12 +149,13 @@ _PHASE_SPANS = {
 class _PhaseReport:
     """Turns :class:`tracekit.progress.ProgressState` updates into (fraction, words) for the bar, at most 10 a second."""
 
-    def __init__(self, report: Progress, lo: float, hi: float, interval_s: float = 0.1) -> None:
+    def __init__(self, report: Progress, lo: float, hi: float, interval_s: float = 0.1, *, words_only: bool = False) -> None:
         self._report, self._lo, self._span, self._interval = report, lo, hi - lo, interval_s
+        self._words_only = words_only  # several files: the bar stays at lo, the words follow each file
         self._last = (-1.0, "")
 
     def __call__(self, state: ProgressState) -> None:
-        a, b = _PHASE_SPANS.get(state.phase, (0.0, 0.0))
+        a, b = (0.0, 0.0) if self._words_only else _PHASE_SPANS.get(state.phase, (0.0, 0.0))
         fraction = self._lo + self._span * (a + (b - a) * (state.fraction or 0.0))
         at, phase = self._last
         if phase == state.phase and state.elapsed_s - at < self._interval:
@@ -190,7 +191,7 @@ def _load_capture(folder: Path, report: Progress, cache: bool) -> Session:
     from ..job import read_job
 
     report(0.02, f"reading the traces in {folder.name}")
-    job = read_job(folder, cache=cache)
+    job = read_job(folder, cache=cache, progress=PhaseProgress(on_update=_PhaseReport(report, 0.02, 0.5, words_only=True)))
     traces = []
     n = max(1, len(job.ranks))
     for i, r in enumerate(job.ranks):
