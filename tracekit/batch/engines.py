@@ -259,8 +259,13 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
         while queue or any(w.task is not None for w in pool):
             for w in pool:
                 if w.ready and w.task is None and queue:
-                    w.task = queue.pop()
-                    w.conn.send(w.task)
+                    task = queue.pop()
+                    try:
+                        w.conn.send(task)
+                    except (OSError, ValueError):  # it died while idle: the file waits for another worker
+                        queue.append(task)
+                        continue
+                    w.task = task
             mp_wait([w.conn for w in pool] + [w.process.sentinel for w in pool], timeout=WATCH_S if max_memory else None)
             for w in list(pool):
                 alive = True
@@ -282,17 +287,18 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
                 if w not in pool:
                     continue
                 if not alive or not w.process.is_alive():
-                    w.process.join()
-                    task, ready = w.task, w.ready
+                    w.process.join(timeout=5)  # its pipe closed: it is exiting
+                    why = _death(w.process) if w.process.exitcode is not None else "its connection to the batch broke"
+                    held, ready = w.task, w.ready
                     retire(w, kill=True)
-                    if task is not None:
-                        if not on_result(_crashed(task, _death(w.process))):
+                    if held is not None:
+                        if not on_result(_crashed(held, why)):
                             return False
                     elif not ready:
                         failed_starts += 1
                         if failed_starts >= max(2, workers):
                             raise UsageError(
-                                f"the worker processes could not start ({_death(w.process)})",
+                                f"the worker processes could not start ({why})",
                                 hint="when calling tracekit.batch.run_batch from a script, put the call under "
                                 "`if __name__ == \"__main__\":` (workers are started with the spawn method); or use workers=1",
                             )
@@ -300,9 +306,9 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
                 if max_memory is not None and w.task is not None:
                     rss = resident_bytes(w.process.pid)
                     if rss is not None and rss > max_memory:
-                        task = w.task
+                        held = w.task
                         retire(w, kill=True)
-                        if not on_result(_over_memory(task, rss, max_memory)):
+                        if not on_result(_over_memory(held, rss, max_memory)):
                             return False
             top_up()
         return True
