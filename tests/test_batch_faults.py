@@ -99,6 +99,17 @@ def _disk_full(*_: object) -> list[Path]:
     raise OSError("No space left on device")
 
 
+def _group_alive(pgid: int, wait_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def _journal(out: Path) -> list[Path]:
     folder = out / JOURNAL_DIR
     return sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
@@ -198,3 +209,32 @@ def test_a_file_that_kills_the_single_process_batch_is_isolated_on_the_rerun(
         got = res.tables[name].filter(pl.col("path").is_not_null() & ~pl.col("path").str.contains("train_rank"))
         want = expected[name].filter(pl.col("path").is_not_null() & ~pl.col("path").str.contains("train_rank"))
         assert _without(got, "-").equals(_without(want, "-")), name
+
+
+def test_ctrl_c_stops_the_workers_keeps_the_results_and_says_how_to_resume(tmp_path: Path,
+                                                                            truth: tuple[Path, dict[str, pl.DataFrame]]) -> None:
+    a, expected = truth
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env[FAULT_ENV] = "stall:healthy.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "batch", str(a), "--out", str(out), "-j", "2"], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(_journal(out)) < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group, workers included
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert not _group_alive(proc.pid), "the workers were stopped with the batch"
+    assert "run the same command again to resume" in err
+    assert "Traceback" not in err
+    traces = pl.read_parquet(out / "traces.parquet")  # the Ctrl-C checkpoint
+    assert traces.height == 4
+    resumed = run_batch([str(a)], out, workers=1)
+    assert (resumed.analysed, resumed.reused) == (1, 4)
+    for name in expected:
+        assert _without(resumed.tables[name], "-").equals(_without(expected[name], "-")), name
