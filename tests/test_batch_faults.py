@@ -171,7 +171,7 @@ def test_force_empties_the_journal(tmp_path: Path, truth: tuple[Path, dict[str, 
     assert run_batch([str(a / "job1")], out, workers=1, incremental=False).analysed == 2
 
 
-def test_memory_sizes_and_the_cli_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_memory_sizes_and_the_cli_option(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_size("8G") == 8 << 30
     assert parse_size("512MiB") == 512 << 20
     assert parse_size("1.5 GB") == 3 << 29
@@ -184,6 +184,9 @@ def test_memory_sizes_and_the_cli_option(tmp_path: Path, capsys: pytest.CaptureF
     assert "not a size: 'many'" in capsys.readouterr().err
     assert main(["batch", str(a / "job1"), "--out", str(tmp_path / "o"), "--engine", "ray", "--max-memory-per-file", "4G"]) == 2
     assert "applies to the local engine" in capsys.readouterr().err
+    monkeypatch.setattr("tracekit.batch.engines.resident_bytes", lambda _pid: None)  # a system without /proc
+    with pytest.raises(UsageError, match="Linux only"):
+        run_batch([str(a / "job1")], tmp_path / "o3", max_memory_per_file=1 << 30)
 
 
 def test_a_file_that_kills_the_single_process_batch_is_isolated_on_the_rerun(

@@ -54,6 +54,11 @@ def run_tasks(
     becomes an error row instead of ending the batch again.
     """
     ordered = sorted(tasks, key=lambda t: (-t.size_bytes, t.path))
+    if engine == "local" and max_memory is not None:
+        if max_memory <= 0:
+            raise UsageError(f"the memory limit must be positive (got {max_memory})")
+        if resident_bytes(os.getpid()) is None:
+            raise UsageError("--max-memory-per-file reads each worker's memory from /proc, which this system does not have (Linux only)")
     if engine == "local":
         if workers <= 1 and max_memory is None:
             suspects = [t for t in ordered if t.content_hash in isolate]

@@ -47,10 +47,6 @@ def batch_cmd(inputs: tuple[str, ...], out: Path, workers: int | None, engine: s
     from ..batch.engines import parse_size
 
     limit = parse_size(max_memory) if max_memory is not None else None
-    if limit is not None and not Path("/proc/self/statm").exists():
-        from ..errors import UsageError
-
-        raise UsageError("--max-memory-per-file reads each worker's memory from /proc, which this system does not have (Linux only)")
     bar = _ProgressBar() if not quiet and sys.stderr.isatty() else None
 
     def on_progress(p: BatchProgress) -> None:
