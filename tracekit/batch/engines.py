@@ -252,6 +252,16 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
             w.process.join()
         w.conn.close()
 
+    def feed(w: _Worker) -> None:
+        if w.ready and w.task is None and queue:
+            task = queue.pop()
+            try:
+                w.conn.send(task)
+            except (OSError, ValueError):  # it died while idle: the file waits for another worker
+                queue.append(task)
+                return
+            w.task = task
+
     def top_up() -> None:
         busy = sum(1 for w in pool if w.task is not None)
         idle = len(pool) - busy
@@ -263,14 +273,7 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
         top_up()
         while queue or any(w.task is not None for w in pool):
             for w in pool:
-                if w.ready and w.task is None and queue:
-                    task = queue.pop()
-                    try:
-                        w.conn.send(task)
-                    except (OSError, ValueError):  # it died while idle: the file waits for another worker
-                        queue.append(task)
-                        continue
-                    w.task = task
+                feed(w)
             mp_wait([w.conn for w in pool] + [w.process.sentinel for w in pool], timeout=WATCH_S if max_memory else None)
             for w in list(pool):
                 alive = True
@@ -282,13 +285,16 @@ def _run_pool(tasks: Sequence[Task], on_result: OnResult, workers: int, max_memo
                         break
                     if kind == "ready":
                         w.ready = True
+                        feed(w)
                         continue
                     w.task = None
-                    if not on_result(payload):
-                        return False
                     if max_memory is not None and (resident_bytes(w.process.pid) or 0) > max_memory // 2:
                         retire(w)
                         alive = False
+                    else:
+                        feed(w)  # the next file first: the worker works while the result is recorded
+                    if not on_result(payload):
+                        return False
                 if w not in pool:
                     continue
                 if not alive or not w.process.is_alive():
