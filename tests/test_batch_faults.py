@@ -241,3 +241,24 @@ def test_ctrl_c_stops_the_workers_keeps_the_results_and_says_how_to_resume(tmp_p
     assert (resumed.analysed, resumed.reused) == (1, 4)
     for name in expected:
         assert _without(resumed.tables[name], "-").equals(_without(expected[name], "-")), name
+
+
+def test_a_journal_entry_round_trips_every_field(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from tracekit.batch.store import Journal
+    from tracekit.batch.work import Task, analyse_file
+
+    path = SYNTH / "dataloader_stall.kineto.json"
+    r = analyse_file(Task(path=str(path), content_hash="ab" * 20, size_bytes=path.stat().st_size, mtime_ns=1))
+    assert r.ok
+    assert r.steps.height > 0
+    r.trace["captured_at"] = dt.datetime(2026, 11, 24, 4, 0, 0, 123456, tzinfo=dt.timezone.utc)  # an epoch-clock trace's
+    journal = Journal(tmp_path)
+    assert journal.add(r)
+    back = journal.load()["ab" * 20]
+    assert back.trace == r.trace
+    assert (back.findings, back.ranks) == (r.findings, r.ranks)
+    assert back.steps.equals(r.steps)
+    assert back.collectives.equals(r.collectives)
+    assert (back.path, back.size_bytes, back.mtime_ns, back.seconds, back.error) == (r.path, r.size_bytes, 1, r.seconds, None)
