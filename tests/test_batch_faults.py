@@ -81,7 +81,7 @@ def test_a_worker_killed_by_the_os_costs_only_its_file(tmp_path: Path, truth: tu
 def test_a_file_over_the_memory_limit_gets_an_error_row(tmp_path: Path, truth: tuple[Path, dict[str, pl.DataFrame]],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     a, expected = truth
-    # a worker holds ~150 MB with tracekit and polars loaded; this file's worker writes 1 GiB more
+    # a worker holds ~110 MB with tracekit and polars loaded; this file's worker writes 1 GiB more
     monkeypatch.setenv(FAULT_ENV, "balloon:host_sync.json:1024")
     t0 = time.monotonic()
     res = run_batch([str(a)], tmp_path / "out", workers=1, max_memory_per_file=parse_size("700M"))
