@@ -17,7 +17,7 @@ from pathlib import Path
 from tracekit.errors import TraceFormatError
 from tracekit.schema import TraceTables
 
-from ._source import sniff
+from ._source import ProgressSink, sniff
 
 #: formats tracekit reads, by the name used in TraceInfo.format
 FORMATS = ("kineto", "nsys", "nsys-rep")
@@ -45,27 +45,30 @@ def detect_format(path: str | Path) -> str:
     )
 
 
-def parse(path: str | Path, *, format: str | None = None, work_dir: str | Path | None = None) -> TraceTables:
+def parse(
+    path: str | Path, *, format: str | None = None, work_dir: str | Path | None = None, progress: ProgressSink | None = None
+) -> TraceTables:
     """Parse ``path`` into canonical tables.
 
     Args:
         path: the trace file.
         format: skip detection and use this reader (one of :data:`FORMATS`).
         work_dir: where a ``.nsys-rep`` may be exported to SQLite (the cache folder).
+        progress: told the reading phases and the bytes read (see :mod:`tracekit.progress`).
     """
     fmt = format or detect_format(path)
     if fmt == "kineto":
         from .kineto import read_kineto
 
-        return read_kineto(path)
+        return read_kineto(path, progress=progress)
     if fmt == "nsys":
         from .nsight import read_nsight
 
-        return read_nsight(path)
+        return read_nsight(path, progress=progress)
     if fmt == "nsys-rep":
         from .nsight import read_nsys_rep
 
-        return read_nsys_rep(path, work_dir=work_dir)
+        return read_nsys_rep(path, work_dir=work_dir, progress=progress)
     raise TraceFormatError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})", path=path)
 
 

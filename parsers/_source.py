@@ -13,7 +13,7 @@ import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
 
@@ -56,6 +56,45 @@ class Sniff:
         return self.first_char in (b"{", b"[")
 
 
+class ProgressSink(Protocol):
+    """What the readers report progress to (:class:`tracekit.progress.Progress` is one)."""
+
+    def phase(self, name: str, total: int | None = None) -> None: ...
+
+    def advance(self, nbytes: int) -> None: ...
+
+
+class CountingFile:
+    """A binary file that reports every byte read from disk to a :class:`ProgressSink`."""
+
+    def __init__(self, path: Path, progress: ProgressSink):
+        self._fh = open(path, "rb")  # noqa: SIM115 - owned by this object, closed in close()
+        self._progress = progress
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._fh.read(n)
+        self._progress.advance(len(data))
+        return data
+
+    def peek(self, n: int = 1) -> bytes:
+        return self._fh.peek(n)
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> CountingFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _open_raw(path: Path, progress: ProgressSink | None) -> BinaryIO:
+    if progress is None:
+        return open(path, "rb")
+    return CountingFile(path, progress)  # type: ignore[return-value]
+
+
 def check_path(path: str | Path) -> Path:
     p = Path(path)
     if not p.exists():
@@ -91,9 +130,9 @@ class GzipStream:
     than ``limit`` decompressed bytes raise :class:`TraceTooLargeError` (a gzip bomb).
     """
 
-    def __init__(self, path: Path, limit: int):
+    def __init__(self, path: Path, limit: int, progress: ProgressSink | None = None):
         self._path = path
-        self._fh = open(path, "rb")  # noqa: SIM115 - owned by the stream, closed in close()
+        self._fh = _open_raw(path, progress)
         self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self._carry = b""
         self._eof = False
@@ -148,14 +187,19 @@ class GzipStream:
         self.close()
 
 
-def open_stream(path: str | Path) -> BinaryIO:
-    """Open ``path`` for reading decompressed bytes (gzip detected by magic, not by name)."""
+def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> BinaryIO:
+    """Open ``path`` for reading decompressed bytes (gzip detected by magic, not by name).
+
+    With ``progress``, the bytes read from the file (compressed bytes for gzip) are reported
+    to ``progress.advance`` as they are read, so a reader shows how far through the file it is
+    whatever decodes the stream.
+    """
     p = Path(path)
     with open(p, "rb") as fh:
         magic = fh.read(2)
     if magic == GZIP_MAGIC:
-        return GzipStream(p, max_decompressed_bytes())  # type: ignore[return-value]
-    return open(p, "rb")
+        return GzipStream(p, max_decompressed_bytes(), progress)  # type: ignore[return-value]
+    return _open_raw(p, progress)
 
 
 class ReadAhead:

@@ -55,7 +55,7 @@ from tracekit.schema import (
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
-from ._source import ReadAhead, check_path, open_stream
+from ._source import ProgressSink, ReadAhead, check_path, open_stream
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -251,9 +251,14 @@ _EVENT_SOURCE_COLUMNS = [
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 
 
-def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> TraceTables:
-    """Parse a Kineto Chrome trace (``.json`` or ``.json.gz``) into canonical tables."""
+def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progress: ProgressSink | None = None) -> TraceTables:
+    """Parse a Kineto Chrome trace (``.json`` or ``.json.gz``) into canonical tables.
+
+    ``progress`` hears the bytes read from the file (phase ``reading``), then ``decoding``.
+    """
     p = check_path(path)
+    if progress is not None:
+        progress.phase("reading", total=p.stat().st_size)
     state = ArrayStream()
     warnings: list[str] = []
     parts = _Parts()
@@ -267,7 +272,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
         return frame, counters
 
     try:
-        with ReadAhead(open_stream(p), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
+        with ReadAhead(open_stream(p, progress=progress), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
             for frame, counters in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):  # type: ignore[arg-type]
                 parts.add(frame)
                 counter_rows.extend(counters)
@@ -277,6 +282,8 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024) -> Tra
     except OSError as exc:
         raise TraceCorruptError(f"cannot read the file ({exc})", path=p) from exc
 
+    if progress is not None:
+        progress.phase("decoding")
     top = _decode_top_level(state, warnings)
     if state.truncated:
         if parts.rows == 0:

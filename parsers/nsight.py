@@ -71,7 +71,7 @@ from tracekit.schema import (
     finalize_events,
 )
 
-from ._source import check_path
+from ._source import ProgressSink, check_path
 
 __all__ = ["read_nsight", "read_nsys_rep"]
 
@@ -171,7 +171,7 @@ _GPU_LINK_KINDS = [*GPU_ACTIVITY_KINDS, EventKind.SYNC.value]
 # entry points
 
 
-def read_nsight(path: str | Path) -> TraceTables:
+def read_nsight(path: str | Path, *, progress: ProgressSink | None = None) -> TraceTables:
     """Read an Nsight Systems SQLite export into canonical tables.
 
     Raises:
@@ -181,6 +181,8 @@ def read_nsight(path: str | Path) -> TraceTables:
     """
     p = check_path(path)
     uri = p.resolve().as_uri() + "?mode=ro&immutable=1"
+    if progress is not None:  # SQLite reads the file itself: no byte count, the phase only
+        progress.phase("reading")
     try:
         con = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:  # pragma: no cover - connect is lazy; failures surface on first query
@@ -200,7 +202,7 @@ def read_nsight(path: str | Path) -> TraceTables:
             _close_quietly(arrow)
 
 
-def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None) -> TraceTables:
+def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None, *, progress: ProgressSink | None = None) -> TraceTables:
     """Read a binary Nsight Systems report (``.nsys-rep``, ``.qdrep``) through ``nsys export``.
 
     The report is exported to ``<work_dir or a temporary folder>/<stem>.sqlite`` with
@@ -224,9 +226,13 @@ def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None) -> Trace
     if work_dir is not None:
         out_dir = Path(work_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        return read_nsight(_export(nsys, p, out_dir / (p.stem + ".sqlite"), path))
+        if progress is not None:
+            progress.phase("exporting with nsys")
+        return read_nsight(_export(nsys, p, out_dir / (p.stem + ".sqlite"), path), progress=progress)
     with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as tmp:
-        return read_nsight(_export(nsys, p, Path(tmp) / (p.stem + ".sqlite"), path))
+        if progress is not None:
+            progress.phase("exporting with nsys")
+        return read_nsight(_export(nsys, p, Path(tmp) / (p.stem + ".sqlite"), path), progress=progress)
 
 
 def _export(nsys: str, report: Path, out: Path, shown: str | Path) -> Path:

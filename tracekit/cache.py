@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from ._version import __version__
+from .progress import Progress
 from .schema import SCHEMA_VERSION, TraceTables
 
 _MARKER = "complete"
@@ -35,18 +36,23 @@ def cache_dir() -> Path:
     return base / "tracekit"
 
 
-def file_digest(path: str | Path, prefix: bytes = b"") -> str:
-    """BLAKE2b-160 (hex) of ``prefix`` followed by the file's bytes, read in 4 MiB blocks."""
+def file_digest(path: str | Path, prefix: bytes = b"", *, progress: Progress | None = None) -> str:
+    """BLAKE2b-160 (hex) of ``prefix`` followed by the file's bytes, read in 4 MiB blocks.
+
+    ``progress`` hears each block read (its ``advance``); the caller names the phase.
+    """
     h = hashlib.blake2b(prefix, digest_size=20)
     with open(path, "rb") as fh:
         while block := fh.read(4 * 1024 * 1024):
             h.update(block)
+            if progress is not None:
+                progress.advance(len(block))
     return h.hexdigest()
 
 
-def content_key(path: str | Path) -> str:
+def content_key(path: str | Path, *, progress: Progress | None = None) -> str:
     """A hash of the file's bytes, the schema version and the tracekit version."""
-    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode())
+    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode(), progress=progress)
 
 
 def entry_dir(key: str, root: Path | None = None) -> Path:

@@ -39,6 +39,9 @@ import polars as pl
 from .errors import TraceFormatError, TracekitError, UsageError
 from .schema import TraceTables
 
+if TYPE_CHECKING:
+    from .progress import Progress
+
 #: file names tracekit treats as traces when it scans a folder
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".qdrep")
 #: the capture description written by ``tracekit capture``
@@ -397,8 +400,10 @@ class Job:
         return tuple(r.rank for r in self.ranks)
 
 
-def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = True) -> Job:
+def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = True, progress: Progress | None = None) -> Job:
     """Read a capture folder, a folder of one job's traces, one file or a list of files as a job.
+
+    ``progress`` hears each file's name and reading phases (see :mod:`tracekit.progress`).
 
     Raises:
         tracekit.errors.TracekitError: a given file is unreadable, the folder holds no trace,
@@ -413,8 +418,6 @@ def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = 
         >>> [r.path.split("/")[-1] for r in job.ranks]
         ['rank0.cycle0.pt.trace.json.gz', 'rank1.cycle0.pt.trace.json.gz']
     """
-    from .reader import read_trace
-
     if isinstance(path_or_paths, (str, Path)):
         root = Path(path_or_paths)
         if not root.exists():
@@ -422,13 +425,13 @@ def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = 
 
             raise TraceNotFoundError("no such file or folder", path=root)
         if root.is_dir():
-            return _read_folder(root, cache=cache)
+            return _read_folder(root, cache=cache, progress=progress)
         paths = [root]
     else:
         paths = [Path(p) for p in path_or_paths]
         if not paths:
             raise UsageError("no trace files given")
-    loaded = {str(p): read_trace(p, cache=cache) for p in paths}
+    loaded = {str(p): _read_one(p, cache, progress) for p in paths}
     return _assemble(_name_of(paths), loaded, capture=None, skipped=())
 
 
@@ -438,9 +441,15 @@ def _name_of(paths: Sequence[Path]) -> str:
     return os.path.commonpath([str(p) for p in paths]) or str(paths[0])
 
 
-def _read_folder(root: Path, *, cache: bool) -> Job:
+def _read_one(path: Path, cache: bool, progress: Progress | None) -> TraceTables:
     from .reader import read_trace
 
+    if progress is not None:
+        progress.subject(path.name)
+    return read_trace(path, cache=cache, progress=progress)
+
+
+def _read_folder(root: Path, *, cache: bool, progress: Progress | None = None) -> Job:
     capture = read_capture_metadata(root)
     names = sorted(p for p in root.iterdir() if p.is_file() and is_trace_name(p.name))
     if capture is not None and capture.traces:
@@ -453,7 +462,7 @@ def _read_folder(root: Path, *, cache: bool) -> Job:
     skipped: list[tuple[str, str]] = []
     for p in names:
         try:
-            loaded[str(p)] = read_trace(p, cache=cache)
+            loaded[str(p)] = _read_one(p, cache, progress)
         except TracekitError as exc:
             skipped.append((str(p), exc.message))
     if not loaded:

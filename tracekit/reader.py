@@ -14,10 +14,11 @@ from pathlib import Path
 
 from . import cache as _cache
 from .parsers import detect_format, parse
+from .progress import Progress
 from .schema import TraceTables
 
 
-def read_trace(path: str | Path, *, cache: bool = True, format: str | None = None) -> TraceTables:
+def read_trace(path: str | Path, *, cache: bool = True, format: str | None = None, progress: Progress | None = None) -> TraceTables:
     """Read one trace file into canonical tables.
 
     Args:
@@ -26,6 +27,8 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
         cache: use the content-keyed Parquet cache (see :mod:`tracekit.cache`): the
             second read of the same bytes skips parsing.
         format: force a reader (``kineto``, ``nsys``, ``nsys-rep``) instead of sniffing.
+        progress: told each phase (``hashing``, ``loading cached tables``, ``reading``,
+            ``decoding``, ``caching``) and the bytes read; see :mod:`tracekit.progress`.
 
     Raises:
         tracekit.errors.TracekitError: the file is missing, not a trace, or corrupt.
@@ -46,14 +49,20 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     p = Path(path)
     fmt = format or detect_format(p)
     if not cache:
-        tables: TraceTables = parse(p, format=fmt, work_dir=None)
+        tables: TraceTables = parse(p, format=fmt, work_dir=None, progress=progress)
         return tables
-    key = _cache.content_key(p)
+    if progress is not None:
+        progress.phase("hashing", total=p.stat().st_size)
+    key = _cache.content_key(p, progress=progress)
+    if progress is not None:
+        progress.phase("loading cached tables")
     hit = _cache.load(key, p)
     if hit is not None:
         return hit
     # one export folder per report content: reports that share a file name never share an export
     work_dir = _cache.cache_dir() / "exports" / key
-    tables = parse(p, format=fmt, work_dir=work_dir)
+    tables = parse(p, format=fmt, work_dir=work_dir, progress=progress)
+    if progress is not None:
+        progress.phase("caching")
     _cache.store(key, tables)
     return tables

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ..progress import Progress
 from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceInfo, TraceTables
 from .causes import CAUSES
 from .critical_path import CriticalPath, critical_path
@@ -64,11 +65,12 @@ class Diagnosis:
         return int(self.steps.filter(pl.col("complete")).height)
 
 
-def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()) -> Diagnosis:
+def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = (), progress: Progress | None = None) -> Diagnosis:
     """Run every analysis on one trace.
 
     ``what_if`` lists extra questions for the critical path (each a mapping cause → factor,
     see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
+    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``).
 
     Example (from the repository root): a loop whose single-process DataLoader stalls the GPU::
 
@@ -83,7 +85,10 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         40.0
     """
     events, links = tables.events, tables.links
+    phase = progress.phase if progress is not None else _no_phase
+    phase("steps")
     steps: Steps = find_steps(events, links)
+    phase("idle time")
     timeline = analyze_timeline(events, links, steps.frame)
     syncs = find_syncs(events, links, steps.frame)
     kstats = kernel_stats(events, links, tables.devices)
@@ -119,6 +124,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
             value = float(complete_main[f"{cause}_ns"].sum())
             breakdown[cause] = float(value / total) if total else 0.0
             breakdown_ms[cause] = float(value / 1e6 / n)
+    phase("findings")
     findings = build_findings(
         per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
         utilization=utilization,
@@ -130,6 +136,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     cpath = None
     if steps.frame.height:
         scenarios = list(dict.fromkeys([*per_finding.values(), *asked]))
+        phase("critical path")
         cpath = critical_path(events, links, steps.frame, what_ifs=scenarios)
         answers = {r.what_if: r for r in cpath.what_ifs}
         findings = rank_by_saving(findings, {kind: answers[wi] for kind, wi in per_finding.items()})
@@ -152,6 +159,10 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         critical_path=cpath,
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
     )
+
+
+def _no_phase(name: str, total: int | None = None) -> None:
+    del name, total
 
 
 def _ms(value: Any) -> float | None:

@@ -29,7 +29,7 @@ from ..job import JobPlan, group_jobs
 from .discover import Discovered, discover
 from .engines import run_tasks
 from .schemas import BATCH_SCHEMA_VERSION, COLLECTIVES, FINDINGS, JOBS, RANKS, STEPS, TRACES
-from .store import load_previous, write_outputs
+from .store import Journal, load_previous, write_outputs
 from .work import FileResult, Task, content_hash, finding_row
 
 
@@ -92,6 +92,7 @@ def run_batch(
     incremental: bool = True,
     progress: Progress | None = None,
     checkpoint_s: float = 60.0,
+    max_memory_per_file: int | None = None,
 ) -> BatchResult:
     """Analyse every trace of ``inputs`` and write the batch tables into ``out``.
 
@@ -105,7 +106,10 @@ def run_batch(
         cache: read and fill the parsed-trace Parquet cache (off by default: an archive would be copied into it).
         incremental: reuse the previous results in ``out``.
         progress: called after each file with a :class:`BatchProgress`.
-        checkpoint_s: write the tables at least this often while running.
+        checkpoint_s: write the tables at least this often while running (each result is also
+            kept in a journal as it arrives, so even a killed batch resumes where it stopped).
+        max_memory_per_file: stop a worker whose resident memory exceeds this many bytes; its
+            file gets a ``memory_limit`` error row (local engine; files then run in worker processes).
     """
     t0 = time.perf_counter()
     out_path = Path(out).expanduser().absolute()
@@ -115,6 +119,10 @@ def run_batch(
     found = discover([str(i) for i in inputs], exclude=[str(out_path)])
     if not found.files:
         raise UsageError("no trace files found in the inputs", hint="inputs are trace files, folders, globs or manifests")
+    journal = Journal(out_path)
+    suspects = journal.interrupted()  # files a killed run was analysing in its own process
+    if not incremental:
+        journal.clear()
     prev, prev_note = load_previous(out_path) if incremental else (None, None)
     notes = [prev_note] if prev_note else []
 
@@ -164,9 +172,12 @@ def run_batch(
         tables = snapshot(complete)
         summary = _summary(found, inputs, engine, n_workers, len(found.files), len(tasks), reused, duplicates,
                            tables, time.perf_counter() - t0, state["bytes"], complete)
-        return tables, write_outputs(out_path, tables, summary)
+        written = write_outputs(out_path, tables, summary)
+        journal.clear()  # the tables now hold every result so far
+        return tables, written
 
     def on_result(r: FileResult) -> bool:
+        journal.add(r)
         by_hash[r.content_hash] = r
         state["done"] += 1
         state["bytes"] += r.size_bytes
@@ -190,7 +201,8 @@ def run_batch(
     stopped = bool(first_error)
     if tasks and not stopped:
         try:
-            run_tasks(list(tasks.values()), on_result, engine=engine, workers=n_workers, ray_address=ray_address)
+            run_tasks(list(tasks.values()), on_result, engine=engine, workers=n_workers, ray_address=ray_address,
+                      max_memory=max_memory_per_file, on_start=journal.start, isolate=suspects)
         except KeyboardInterrupt:
             checkpoint(complete=False)  # keep what was done: the next run resumes from it
             raise

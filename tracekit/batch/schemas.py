@@ -70,7 +70,7 @@ TRACES = TableSchema(
         Column("warnings", LIST_STR, "Parser warnings."),
         Column("truncated", BOOL, "The file was truncated and salvaged."),
         Column("error", STR, "Why the file could not be analysed (null on success)."),
-        Column("error_kind", STR, "Class of the failure: the tracekit error (TraceFormatError...), `worker_crash` or `internal`."),
+        Column("error_kind", STR, "Class of the failure: the tracekit error (TraceFormatError...), `worker_crash` (the process analysing the file was killed), `memory_limit` (over --max-memory-per-file) or `internal`."),
         Column("seconds", F64, "Wall time of this file's analysis in its worker, s (not comparable between runs)."),
     ),
 )

@@ -13,10 +13,15 @@ starts afresh.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
+import io
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +30,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
 from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, RANKS, STEPS, TRACES
-from .work import FileResult
+from .work import FileResult, Task
 
 SUMMARY_FILE = "batch.json"
 #: failures that depend only on the file's bytes (reused like results); others are retried
@@ -82,6 +87,8 @@ class Previous:
     ranks: dict[str, pl.DataFrame] = field(default_factory=dict)
     steps: dict[str, pl.DataFrame] = field(default_factory=dict)
     collectives: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: content hash → a result from the journal (newer than the tables)
+    journal: dict[str, FileResult] = field(default_factory=dict)
 
     def known_hash(self, path: str, size: int, mtime_ns: int) -> str | None:
         hit = self.stat.get(path)
@@ -89,6 +96,9 @@ class Previous:
 
     def restore(self, content_hash: str, path: str, size: int, mtime_ns: int) -> FileResult | None:
         """The previous result for this content, as a FileResult for ``path``; None if there is none."""
+        done = self.journal.get(content_hash)
+        if done is not None:
+            return replace(done, path=path, size_bytes=size, mtime_ns=mtime_ns)
         row = self.by_hash.get(content_hash)
         if row is None:
             return None
@@ -111,7 +121,20 @@ class Previous:
 
 
 def load_previous(out: Path) -> tuple[Previous, str | None]:
-    """The previous results in ``out`` (empty when there are none), and why they were not used if so."""
+    """The previous results in ``out`` (empty when there are none), and why they were not used if so.
+
+    Besides the tables, the results the journal (:class:`Journal`) holds are restored: those
+    of a batch that was killed before it could write its tables.
+    """
+    prev, note = _load_tables(out)
+    for r in Journal(out).load().values():
+        prev.stat[r.path] = (r.size_bytes, r.mtime_ns, r.content_hash)
+        if r.error is None or r.error_kind in DETERMINISTIC_ERRORS:
+            prev.journal.setdefault(r.content_hash, r)
+    return prev, note
+
+
+def _load_tables(out: Path) -> tuple[Previous, str | None]:
     prev = Previous()
     summary_path = out / SUMMARY_FILE
     if not (out / "traces.parquet").exists():
@@ -151,4 +174,116 @@ def load_previous(out: Path) -> tuple[Previous, str | None]:
     return prev, None
 
 
-__all__ = ["DETERMINISTIC_ERRORS", "SUMMARY_FILE", "Previous", "load_previous", "write_outputs", "write_parquet_atomic"]
+#: the journal's folder inside the output folder
+JOURNAL_DIR = ".tracekit-partial"
+#: name prefix of the marker of a file being analysed in the batch's own process
+_RUNNING = ".running-"
+
+
+class Journal:
+    """Each file's result, kept on disk the moment it arrives, until the tables hold it.
+
+    The tables are written at checkpoints (every minute, on Ctrl-C, at the end); a batch
+    killed between two (SIGKILL, a lost machine, the out-of-memory killer taking the
+    driver) would lose the files analysed since the last one.  The journal keeps them: one
+    folder per content hash in ``OUT/.tracekit-partial``, written into a temporary folder
+    and renamed into place, so an entry is whole or absent.  The next run restores them like
+    results from the tables (same tracekit version, same rules for errors); each checkpoint
+    that writes the tables empties the journal.
+
+    With one worker, files are analysed in the batch's own process; a marker names the file
+    under way, so when that process is killed (out of memory) the next run knows which file
+    did it and analyses it in a worker process of its own (:func:`~.engines.run_tasks`).
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.root = out / JOURNAL_DIR
+
+    def add(self, result: FileResult) -> bool:
+        """Keep ``result``; False when the journal cannot be written (the batch goes on without it)."""
+        if not result.content_hash:
+            return False
+        entry = self.root / result.content_hash
+        if entry.exists():
+            return True
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+        except OSError:
+            return False
+        try:
+            meta = {
+                "tracekit_version": __version__, "batch_schema": BATCH_SCHEMA_VERSION, "path": result.path,
+                "content_hash": result.content_hash, "size_bytes": result.size_bytes, "mtime_ns": result.mtime_ns,
+                "seconds": result.seconds, "error": result.error, "error_kind": result.error_kind,
+                "trace": {k: _encode(v) for k, v in result.trace.items()}, "findings": result.findings, "ranks": result.ranks,
+            }
+            (tmp / "result.json").write_text(json.dumps(meta), encoding="utf-8")
+            result.steps.write_ipc(tmp / "steps.arrow")
+            result.collectives.write_ipc(tmp / "collectives.arrow")
+            os.rename(tmp, entry)
+            (self.root / f"{_RUNNING}{result.content_hash}").unlink(missing_ok=True)
+            return True
+        except (OSError, TypeError, ValueError):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+
+    def start(self, task: Task) -> None:
+        """Mark ``task`` as being analysed in the batch's own process (cleared when its result is added)."""
+        with contextlib.suppress(OSError):
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / f"{_RUNNING}{task.content_hash}").touch()
+
+    def interrupted(self) -> set[str]:
+        """Content hashes of files a previous run was analysing in its own process when it died."""
+        if not self.root.is_dir():
+            return set()
+        return {p.name[len(_RUNNING):] for p in self.root.glob(f"{_RUNNING}*")}
+
+    def load(self) -> dict[str, FileResult]:
+        """Every whole entry written by this tracekit version, by content hash (damaged ones are skipped)."""
+        found: dict[str, FileResult] = {}
+        if not self.root.is_dir():
+            return found
+        for entry in sorted(self.root.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            try:
+                meta = json.loads((entry / "result.json").read_text(encoding="utf-8"))
+                if meta["tracekit_version"] != __version__ or meta["batch_schema"] != BATCH_SCHEMA_VERSION:
+                    continue
+                found[meta["content_hash"]] = FileResult(
+                    path=meta["path"], content_hash=meta["content_hash"], size_bytes=meta["size_bytes"], mtime_ns=meta["mtime_ns"],
+                    trace={k: _decode(v) for k, v in meta["trace"].items()}, findings=meta["findings"], ranks=meta["ranks"],
+                    steps=_read_ipc(entry / "steps.arrow").cast(PROFILE_STEPS_SCHEMA),  # type: ignore[arg-type]
+                    collectives=_read_ipc(entry / "collectives.arrow").cast(COLLECTIVES_SCHEMA),  # type: ignore[arg-type]
+                    error=meta["error"], error_kind=meta["error_kind"], seconds=meta["seconds"],
+                )
+            except Exception:  # a damaged or foreign entry: analyse that file again
+                continue
+        return found
+
+    def clear(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _read_ipc(path: Path) -> pl.DataFrame:
+    # from bytes, not memory-mapped: the journal folder is deleted while the frame lives on
+    return pl.read_ipc(io.BytesIO(path.read_bytes()))
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, _dt.datetime):
+        return {"$datetime": value.isoformat()}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"$datetime"}:
+        return _dt.datetime.fromisoformat(value["$datetime"])
+    return value
+
+
+__all__ = [
+    "DETERMINISTIC_ERRORS", "JOURNAL_DIR", "SUMMARY_FILE", "Journal", "Previous", "load_previous", "write_outputs", "write_parquet_atomic",
+]

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import demo_trace, write_output
+from ._progress import phase, progress_line
 
 
 class _WhatIfOption(click.Option):
@@ -37,8 +38,10 @@ class _WhatIfOption(click.Option):
     help="Predict the step time with a cause scaled on the critical path (0 removes it, 0.5 halves it); repeat "
     "for several, which are also combined. Causes: {causes} (docs/critical-path.md).",
 )
+@click.option("--quiet", "-q", is_flag=True, help="No progress line on stderr (it is shown only on a terminal anyway).")
 def analyze_cmd(
-    trace: Path | None, fmt: str, out: Path | None, image: str | None, no_cache: bool, what_if: tuple[str, ...]
+    trace: Path | None, fmt: str, out: Path | None, image: str | None, no_cache: bool, what_if: tuple[str, ...],
+    quiet: bool = False,
 ) -> None:
     """Explain why the GPU is idle in TRACE: steps, utilization, causes, fixes.
 
@@ -63,22 +66,26 @@ def analyze_cmd(
             from ..errors import UsageError
 
             raise UsageError("--what-if answers for one trace", path=trace, hint="analyze one rank's file with --what-if")
-        write_output(_analyze_job(trace, fmt, no_cache), out)
+        write_output(_analyze_job(trace, fmt, no_cache, quiet), out)
         return
-    tables = read_trace(trace, cache=not no_cache)
-    diagnosis = diagnose(tables, what_if=questions)
-    if fmt == "json":
-        text = json.dumps(to_json_dict(diagnosis), indent=2) + "\n"
-    elif fmt in ("markdown", "html"):
-        from ..analysis.view import representative_step, step_view
-        from ..report.html import render_html
+    with progress_line(quiet) as progress:
+        if progress is not None:
+            progress.subject(trace.name)
+        tables = read_trace(trace, cache=not no_cache, progress=progress)
+        diagnosis = diagnose(tables, what_if=questions, progress=progress)
+        phase(progress, "report")
+        if fmt == "json":
+            text = json.dumps(to_json_dict(diagnosis), indent=2) + "\n"
+        elif fmt in ("markdown", "html"):
+            from ..analysis.view import representative_step, step_view
+            from ..report.html import render_html
 
-        pick = representative_step(diagnosis.steps)
-        d = diagnosis
-        view = None if pick is None else step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
-        text = render_html(d, view) if fmt == "html" else render_markdown(d, view=view, image=image)
-    else:
-        text = render_text(diagnosis)
+            pick = representative_step(diagnosis.steps)
+            d = diagnosis
+            view = None if pick is None else step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
+            text = render_html(d, view) if fmt == "html" else render_markdown(d, view=view, image=image)
+        else:
+            text = render_text(diagnosis)
     write_output(text, out)
 
 
@@ -93,7 +100,7 @@ def _what_ifs(specs: tuple[str, ...]) -> list[dict[str, float]]:
     return questions
 
 
-def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
+def _analyze_job(folder: Path, fmt: str, no_cache: bool, quiet: bool = False) -> str:
     """The report of a folder of one job's traces (every rank, and the comparison across ranks)."""
     import json
 
@@ -104,10 +111,16 @@ def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
 
     if fmt == "html":
         raise UsageError("the HTML report covers one trace", path=folder, hint="analyze one rank's file with --format html")
-    jd = diagnose_job(read_job(folder, cache=not no_cache))
-    if fmt == "json":
-        return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
-    return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
+    with progress_line(quiet) as progress:
+        job = read_job(folder, cache=not no_cache, progress=progress)
+        if progress is not None:
+            progress.subject(folder.name)
+            progress.phase(f"analysing {len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}")
+        jd = diagnose_job(job)
+        phase(progress, "report")
+        if fmt == "json":
+            return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
+        return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
 
 
 command = analyze_cmd

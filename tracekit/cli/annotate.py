@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from ._progress import phase, progress_line
+
 
 @click.command("annotate")
 @click.argument("trace", type=click.Path(path_type=Path))
@@ -17,7 +19,10 @@ import click
 @click.option("--step", type=int, default=None, help="Only this step window (default: every step).")
 @click.option("--critical-only", is_flag=True, help="Keep only the events on the critical path (and the step ranges).")
 @click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists.")
-def annotate_cmd(trace: Path, out: Path, rank: int | None, step: int | None, critical_only: bool, no_cache: bool) -> None:
+@click.option("--quiet", "-q", is_flag=True, help="No progress line on stderr (it is shown only on a terminal anyway).")
+def annotate_cmd(
+    trace: Path, out: Path, rank: int | None, step: int | None, critical_only: bool, no_cache: bool, quiet: bool = False
+) -> None:
     """Write TRACE as a Chrome trace with the critical path and the findings marked.
 
     Open the result in https://ui.perfetto.dev or chrome://tracing.  Events on the critical
@@ -30,10 +35,15 @@ def annotate_cmd(trace: Path, out: Path, rank: int | None, step: int | None, cri
     from ..reader import read_trace
     from ..report.annotate import annotated_trace, write_annotated
 
-    tables = read_trace(trace, cache=not no_cache)
-    diagnosis = diagnose(tables)
-    doc = annotated_trace(tables, diagnosis, rank=rank, step=step, critical_only=critical_only)
-    write_annotated(doc, out)
+    with progress_line(quiet) as progress:
+        if progress is not None:
+            progress.subject(trace.name)
+        tables = read_trace(trace, cache=not no_cache, progress=progress)
+        diagnosis = diagnose(tables, progress=progress)
+        phase(progress, "annotating")
+        doc = annotated_trace(tables, diagnosis, rank=rank, step=step, critical_only=critical_only)
+        phase(progress, "writing")
+        write_annotated(doc, out)
     n_path = sum(1 for e in doc["traceEvents"] if e.get("pid") is not None and e.get("cat") == "critical_path" and e["ph"] == "X")
     click.echo(f"wrote {out} ({len(doc['traceEvents']):,} events, {n_path:,} critical-path stretches); open it in https://ui.perfetto.dev", err=True)
 

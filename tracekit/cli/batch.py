@@ -24,9 +24,12 @@ import click
 @click.option("--cache/--no-cache", default=False, show_default=True,
               help="Read and fill the parsed-trace cache (tracekit cache path); off by default so an archive is not copied into it.")
 @click.option("--force", is_flag=True, help="Analyse every file again, ignoring the results already in --out.")
+@click.option("--max-memory-per-file", "max_memory", metavar="SIZE", default=None,
+              help="Stop the analysis of a file whose worker process holds more than SIZE of memory (resident, e.g. 8G, "
+              "512M); the file gets an error row (memory_limit) and the batch goes on. Local engine; Linux.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary (errors still go to stderr).")
 def batch_cmd(inputs: tuple[str, ...], out: Path, workers: int | None, engine: str, ray_address: str | None,
-              fail_fast: bool, cache: bool, force: bool, quiet: bool) -> None:
+              fail_fast: bool, cache: bool, force: bool, max_memory: str | None, quiet: bool) -> None:
     """Analyse many traces at once: which jobs waste GPU time, why, and which ranks straggle.
 
     INPUTS are trace files, folders (searched recursively for .json, .json.gz, .sqlite and
@@ -41,7 +44,9 @@ def batch_cmd(inputs: tuple[str, ...], out: Path, workers: int | None, engine: s
     an error row and the batch goes on (exit 0) unless --fail-fast.
     """
     from ..batch import BatchProgress, run_batch
+    from ..batch.engines import parse_size
 
+    limit = parse_size(max_memory) if max_memory is not None else None
     bar = _ProgressBar() if not quiet and sys.stderr.isatty() else None
 
     def on_progress(p: BatchProgress) -> None:
@@ -51,8 +56,14 @@ def batch_cmd(inputs: tuple[str, ...], out: Path, workers: int | None, engine: s
     try:
         result = run_batch(
             list(inputs), out, workers=workers, engine=engine, ray_address=ray_address, fail_fast=fail_fast,
-            cache=cache, incremental=not force, progress=on_progress,
+            cache=cache, incremental=not force, progress=on_progress, max_memory_per_file=limit,
         )
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+            bar = None
+        click.echo(f"interrupted: {out} holds the files analysed so far; run the same command again to resume", err=True)
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ._common import write_output
+from ._progress import phase, progress_line
 
 
 @click.command("diff")
@@ -23,7 +24,10 @@ from ._common import write_output
     help="Exit with status 1 when AFTER's median step time is more than PCT percent slower than BEFORE's (for CI).",
 )
 @click.option("--no-cache", is_flag=True, help="Parse the files even if cached copies exist.")
-def diff_cmd(before: Path, after: Path, fmt: str, out: Path | None, fail_pct: float | None, no_cache: bool) -> int:
+@click.option("--quiet", "-q", is_flag=True, help="No progress line on stderr (it is shown only on a terminal anyway).")
+def diff_cmd(
+    before: Path, after: Path, fmt: str, out: Path | None, fail_pct: float | None, no_cache: bool, quiet: bool = False
+) -> int:
     """Compare two traces of the same training loop: BEFORE and AFTER a change.
 
     Shows step time, GPU utilization, each cause's milliseconds per step, the findings
@@ -40,13 +44,22 @@ def diff_cmd(before: Path, after: Path, fmt: str, out: Path | None, fail_pct: fl
     from ..reader import read_trace
     from ..report.diff import diff_to_json_dict, render_diff_markdown, render_diff_text
 
-    result = compare(diagnose(read_trace(before, cache=not no_cache)), diagnose(read_trace(after, cache=not no_cache)))
-    if fmt == "json":
-        text = json.dumps(diff_to_json_dict(result), indent=2) + "\n"
-    elif fmt == "markdown":
-        text = render_diff_markdown(result)
-    else:
-        text = render_diff_text(result)
+    with progress_line(quiet) as progress:
+        diagnoses = []
+        for label, path in (("before", before), ("after", after)):
+            if progress is not None:
+                progress.subject(f"{label}: {path.name}")
+            diagnoses.append(diagnose(read_trace(path, cache=not no_cache, progress=progress), progress=progress))
+        if progress is not None:
+            progress.subject(None)
+        phase(progress, "report")
+        result = compare(diagnoses[0], diagnoses[1])
+        if fmt == "json":
+            text = json.dumps(diff_to_json_dict(result), indent=2) + "\n"
+        elif fmt == "markdown":
+            text = render_diff_markdown(result)
+        else:
+            text = render_diff_text(result)
     write_output(text, out)
     if fail_pct is None:
         return 0

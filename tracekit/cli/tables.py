@@ -8,12 +8,15 @@ from typing import Any
 
 import click
 
+from ._progress import phase, progress_line
+
 
 @click.command("export")
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path), required=True, help="Folder for the Parquet tables.")
 @click.option("--no-cache", is_flag=True, help="Parse the file even if a cached copy exists (and do not store one).")
-def export_cmd(trace: Path, out: Path, no_cache: bool) -> None:
+@click.option("--quiet", "-q", is_flag=True, help="No progress line on stderr (it is shown only on a terminal anyway).")
+def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> None:
     """Write TRACE's canonical tables as Parquet files into --out.
 
     One file per table (events, links, flows, devices, threads, counters, memory) plus
@@ -21,8 +24,12 @@ def export_cmd(trace: Path, out: Path, no_cache: bool) -> None:
     """
     from ..reader import read_trace
 
-    tables = read_trace(trace, cache=not no_cache)
-    written = tables.write_parquet(out)
+    with progress_line(quiet) as progress:
+        if progress is not None:
+            progress.subject(trace.name)
+        tables = read_trace(trace, cache=not no_cache, progress=progress)
+        phase(progress, "writing Parquet")
+        written = tables.write_parquet(out)
     for warning in tables.info.warnings:
         click.echo(f"warning: {warning}", err=True)
     counts = tables.kind_counts()

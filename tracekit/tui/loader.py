@@ -29,6 +29,8 @@ import polars as pl
 from ..analysis.diagnose import Diagnosis, diagnose, diagnose_job
 from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
 from ..job import is_trace_name
+from ..progress import Progress as PhaseProgress
+from ..progress import ProgressState, describe
 from ..schema import TraceTables
 
 #: progress callback: fraction done in [0, 1] and what is happening, in words
@@ -136,14 +138,41 @@ def load_session(path: str | Path, progress: Progress | None = None, *, cache: b
     return _load_batch(Path(path), report, cache)
 
 
+#: where each phase of reading and analysing one trace starts and ends on the loading bar
+_PHASE_SPANS = {
+    "hashing": (0.0, 0.1), "loading cached tables": (0.1, 0.15), "exporting with nsys": (0.1, 0.2),
+    "reading": (0.15, 0.5), "decoding": (0.5, 0.55), "caching": (0.55, 0.6),
+    "steps": (0.6, 0.65), "idle time": (0.65, 0.75), "findings": (0.75, 0.8), "critical path": (0.8, 0.95),
+}
+
+
+class _PhaseReport:
+    """Turns :class:`tracekit.progress.ProgressState` updates into (fraction, words) for the bar, at most 10 a second."""
+
+    def __init__(self, report: Progress, lo: float, hi: float, interval_s: float = 0.1, *, words_only: bool = False) -> None:
+        self._report, self._lo, self._span, self._interval = report, lo, hi - lo, interval_s
+        self._words_only = words_only  # several files: the bar stays at lo, the words follow each file
+        self._last = (-1.0, "")
+
+    def __call__(self, state: ProgressState) -> None:
+        a, b = (0.0, 0.0) if self._words_only else _PHASE_SPANS.get(state.phase, (0.0, 0.0))
+        fraction = self._lo + self._span * (a + (b - a) * (state.fraction or 0.0))
+        at, phase = self._last
+        if phase == state.phase and state.elapsed_s - at < self._interval:
+            return
+        self._last = (state.elapsed_s, state.phase)
+        self._report(fraction, describe(state))
+
+
 def _load_file(path: Path, name: str, report: Progress, lo: float, hi: float, cache: bool) -> LoadedTrace:
     from ..reader import read_trace
 
     span = hi - lo
     report(lo, f"reading {path.name}")
-    tables = read_trace(path, cache=cache)
-    report(lo + 0.6 * span, f"analysing {path.name} ({tables.events.height:,} events)")
-    diagnosis = diagnose(tables)
+    progress = PhaseProgress(on_update=_PhaseReport(report, lo, hi))
+    progress.subject(path.name)
+    tables = read_trace(path, cache=cache, progress=progress)
+    diagnosis = diagnose(tables, progress=progress)
     report(lo + 0.95 * span, f"preparing the tables of {path.name}")
     trace = prepare_trace(name, str(path), tables, diagnosis)
     report(hi, f"analysed {path.name}")
@@ -162,7 +191,7 @@ def _load_capture(folder: Path, report: Progress, cache: bool) -> Session:
     from ..job import read_job
 
     report(0.02, f"reading the traces in {folder.name}")
-    job = read_job(folder, cache=cache)
+    job = read_job(folder, cache=cache, progress=PhaseProgress(on_update=_PhaseReport(report, 0.02, 0.5, words_only=True)))
     n = max(1, len(job.ranks))
     jd = diagnose_job(
         job, on_rank=lambda i, r: report(0.5 + 0.5 * i / n, f"analyzing rank {r.rank} ({r.tables.events.height:,} events)")
