@@ -6,20 +6,10 @@ The GPU timeline of each (rank, device) is split, inside each step window, into:
   ``exposed_communication`` when only communication kernels run, or ``pageable_memcpy``
   when only a copy from/to pageable host memory runs;
 * idle gaps, each attributed by what the host thread that launched the *next* GPU work
-  was doing while the GPU waited:
-
-  ====================  ===============================================================
-  ``data_loading``      inside DataLoader / collate / data pipeline ranges
-  ``pageable_memcpy``   inside a copy call whose host memory is pageable
-  ``host_device_sync``  inside a synchronising call, or running host code after one
-                        (the queue drained because the host waited for the GPU)
-  ``allocator``         inside cudaMalloc/cudaFree-style calls
-  ``exposed_communication``  inside a CPU-side collective call
-  ``launch_bound``      issuing work (op dispatch, launch calls) in gaps shorter than
-                        :data:`LAUNCH_GAP_NS`, or the launch latency of queued work
-  ``cpu_bound``         other host work (optimizer, logging...) in longer gaps
-  ``unattributed``      nothing recorded explains it; never guessed
-  ====================  ===============================================================
+  was doing while the GPU waited: the idle causes of :mod:`tracekit.analysis.causes`
+  (``IDLE_CAUSES``, in priority order; what each means is in docs/analysis.md, generated from
+  the registry).  Host work in gaps up to :data:`LAUNCH_GAP_NS` is ``launch_bound``, longer
+  host work ``cpu_bound``; time nothing recorded explains stays ``unattributed``.
 
 Every computation is a polars join or group-by; Python only loops over the few groups
 (devices, threads) the inequality joins are run for.
