@@ -439,7 +439,43 @@ def _name_of(paths: Sequence[Path]) -> str:
     return os.path.commonpath([str(p) for p in paths]) or str(paths[0])
 
 
-def _read_folder(root: Path, *, cache: bool) -> Job:
+def read_jobs(folder: str | Path, *, cache: bool = True) -> list[Job]:
+    """Every job whose traces lie in ``folder`` (not its subfolders), grouped as
+    :func:`group_jobs` decides; a capture folder (``metadata.json``) is one job.
+
+    Raises:
+        tracekit.errors.TracekitError: the folder does not exist, holds no trace, or none of its
+            files can be read (files that cannot be read are listed in each job's ``skipped``).
+
+    Example (from the repository root): the shipped synthetic traces are one job per file, except
+    the two ranks of ``multi_rank``, which are one job in each format::
+
+        >>> from tracekit.job import read_jobs
+        >>> jobs = read_jobs("sample_traces/synthetic")
+        >>> len(jobs), [j.name.split("/")[-1] for j in jobs][:2]
+        (16, ['dataloader_fixed.kineto.json', 'dataloader_fixed.nsys.sqlite'])
+        >>> [(j.name.split("/")[-1], j.rank_numbers) for j in jobs if len(j.ranks) > 1]
+        [('multi_rank.rank*.kineto.json', (0, 1)), ('multi_rank.rank*.nsys.sqlite', (0, 1))]
+    """
+    root = Path(folder)
+    if not root.exists():
+        from .errors import TraceNotFoundError
+
+        raise TraceNotFoundError("no such folder", path=root)
+    if not root.is_dir():
+        raise UsageError("not a folder", path=root, hint="read one trace file with read_job or read_trace")
+    capture, loaded, skipped = _load_folder(root, cache=cache)
+    if capture is not None:
+        return [_assemble(str(root), loaded, capture=capture, skipped=skipped)]
+    plans = group_jobs([FileMeta.from_tables(p, t) for p, t in loaded.items()], relative_to=str(root))
+    return [
+        _assemble(str(root / plan.name), {p: loaded[p] for p in plan.members}, capture=None, skipped=skipped)
+        for plan in plans
+    ]
+
+
+def _load_folder(root: Path, *, cache: bool) -> tuple[CaptureMetadata | None, dict[str, TraceTables], tuple[tuple[str, str], ...]]:
+    """The capture metadata of ``root`` and its readable traces (path → tables), and the unreadable ones."""
     from .reader import read_trace
 
     capture = read_capture_metadata(root)
@@ -462,6 +498,11 @@ def _read_folder(root: Path, *, cache: bool) -> Job:
             "none of the folder's files could be read as a trace: " + "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped[:3]),
             path=root,
         )
+    return capture, loaded, tuple(skipped)
+
+
+def _read_folder(root: Path, *, cache: bool) -> Job:
+    capture, loaded, skipped = _load_folder(root, cache=cache)
     if capture is None:
         metas = [FileMeta.from_tables(p, t) for p, t in loaded.items()]
         plans = group_jobs(metas, relative_to=str(root))
@@ -471,9 +512,9 @@ def _read_folder(root: Path, *, cache: bool) -> Job:
                 f"the folder holds the traces of {len(plans)} different jobs: {listing}",
                 path=root,
                 hint="analyze one file (tracekit analyze FILE), move one job's rank files into a folder of their own "
-                "(tracekit analyze FOLDER), or analyse them all with tracekit batch",
+                "(tracekit analyze FOLDER), or read each job with tracekit.job.read_jobs",
             )
-    return _assemble(str(root), loaded, capture=capture, skipped=tuple(skipped))
+    return _assemble(str(root), loaded, capture=capture, skipped=skipped)
 
 
 def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureMetadata | None, skipped: tuple[tuple[str, str], ...]) -> Job:
@@ -525,6 +566,6 @@ def diagnose_job(job: Job) -> JobDiagnosis:
 
 __all__ = [
     "CaptureMetadata", "FileMeta", "Job", "JobDiagnosis", "JobPlan", "RankTrace", "assign_ranks", "diagnose_job",
-    "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job",
+    "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job", "read_jobs",
     "relabel_rank", "split_ranks",
 ]

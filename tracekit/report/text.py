@@ -461,3 +461,107 @@ def render_job_markdown(jd: Any) -> str:
         out.extend(f"- {n}" for n in j["notes"])
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- several jobs
+
+
+def _job_label(folder: str, name: str) -> str:
+    prefix = folder.rstrip("/") + "/"
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _jobs_table(folder: str, jobs: list[dict[str, Any]]) -> list[tuple[str, str, str, str, str, str]]:
+    """(job, ranks, steps, step ms, GPU util, largest finding) per job, from job_to_json_dict documents."""
+    rows = []
+    for data in jobs:
+        j, s = data["job"], data["summary"]
+        top = (j["findings"] or data["findings"] or [None])[0]
+        finding = "-" if top is None else f"{top['kind']} ({top['ms_per_step']:,.2f} ms)"
+        step = j["step_ms_median"] if len(j["ranks"]) > 1 else s["step_ms_median"]
+        rows.append((_job_label(folder, j["name"]), str(len(j["ranks"])), str(s["complete_steps"]),
+                     "n/a" if step is None else f"{step:,.2f}", _pct(s["gpu_utilization"]), finding))
+    return rows
+
+
+def render_jobs_text(folder: str, jds: list[Any], skipped: list[tuple[str, str]] | None = None) -> str:
+    """Terminal text for the jobs of one folder: a table with one row per job, then one short summary
+    per job (its headline and findings with their fixes; for a job of ranks, the comparison across
+    ranks and each rank's largest finding)."""
+    from .json_report import job_to_json_dict
+
+    docs = [job_to_json_dict(jd) for jd in jds]
+    out = [f"tracekit · folder {folder} · {len(jds)} job{'s' if len(jds) != 1 else ''}", ""]
+    table = _jobs_table(folder, docs)
+    width = max([len(r[0]) for r in table] + [3])
+    width = min(width, 60)
+    out.append(f"  {'job':<{width}} {'ranks':>5} {'steps':>5} {'step ms':>10} {'GPU util':>8}  largest finding (ms per step)")
+    out.extend(f"  {_short(job, width):<{width}} {r:>5} {st:>5} {ms:>10} {u:>8}  {top}" for job, r, st, ms, u, top in table)
+    out.append("")
+    for jd, data in zip(jds, docs, strict=True):
+        j = data["job"]
+        out.append(f"── {_job_label(folder, j['name'])} " + "─" * 40)
+        if len(jd.diagnoses) == 1:
+            d = next(iter(jd.diagnoses.values()))
+            out.extend(_headline(d, data))
+            findings = list(d.findings)
+        else:
+            head, _ = _job_lines(jd)
+            out.append(head[1])
+            if j["stragglers"]:
+                out.append(f"stragglers: rank {', '.join(str(r) for r in j['stragglers'])} (the others wait up to "
+                           f"{j['straggle_ms_per_step'] or 0:,.2f} ms per step)")
+            if j["imbalance"] is not None:
+                out.append(f"load imbalance: {100 * j['imbalance']:.1f}% (compute spread {j['compute_spread_ms'] or 0:,.2f} ms per step)")
+            findings = list(jd.multirank.findings)
+            for r in j["per_rank"]:
+                out.append(f"rank {r['rank']}: step {_ms(r['step_ms_median'])}, GPU utilization {_pct(r['gpu_utilization'])}, "
+                           f"largest finding {r['top_finding'] or 'none'}")
+        for i, f in enumerate(findings, 1):
+            line = f" {i}. {f.title} [{f.kind}]: {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%)"
+            if f.predicted_step_ms is not None:
+                line += f"; {f.predicted_step_ms:,.2f} ms per step if fixed"
+            out.append(line)
+            out.append(f"    fix: {f.fix}")
+        if not findings:
+            out.append("no findings" + (" across ranks" if len(jd.diagnoses) > 1 else ""))
+        out.append("")
+    if skipped:
+        out.append(f"Skipped {len(skipped)} file(s) that are not traces tracekit reads:")
+        out.extend(f"  - {p.rsplit('/', 1)[-1]}: {_short(reason, 100)}" for p, reason in skipped)
+        out.append("")
+    out.append("One job's full report: tracekit analyze FILE (one trace) or a folder holding only that job's files.")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, str]] | None = None) -> str:
+    """Markdown for the jobs of one folder: the table of jobs and each job's findings."""
+    from .json_report import job_to_json_dict
+
+    docs = [job_to_json_dict(jd) for jd in jds]
+    out = [f"## tracekit diagnosis: {len(jds)} job{'s' if len(jds) != 1 else ''} in `{folder}`", ""]
+    out += ["| job | ranks | steps | step ms | GPU util | largest finding (ms per step) |", "|---|---:|---:|---:|---:|---|"]
+    out.extend(f"| `{_cell(job)}` | {r} | {st} | {ms} | {u} | {_cell(top)} |" for job, r, st, ms, u, top in _jobs_table(folder, docs))
+    out.append("")
+    for jd, data in zip(jds, docs, strict=True):
+        out += [f"### `{_cell(_job_label(folder, data['job']['name']))}`", ""]
+        if len(jd.diagnoses) == 1:
+            d = next(iter(jd.diagnoses.values()))
+            out += [f"{line}  " for line in _headline(d, data)]
+            findings = list(d.findings)
+        else:
+            out.append(_job_lines(jd)[0][1] + "  ")
+            findings = list(jd.multirank.findings)
+        out.append("")
+        for i, f in enumerate(findings, 1):
+            pred = f"; {f.predicted_step_ms:,.2f} ms per step if fixed" if f.predicted_step_ms is not None else ""
+            out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%){pred}. "
+                       f"Fix: {f.fix}")
+        if not findings:
+            out.append("No findings.")
+        out.append("")
+    if skipped:
+        out += [f"<details><summary>Skipped {len(skipped)} file(s) that are not traces tracekit reads</summary>", ""]
+        out.extend(f"- `{p.rsplit('/', 1)[-1]}`: {_cell(reason)}" for p, reason in skipped)
+        out += ["", "</details>", ""]
+    return "\n".join(out).rstrip() + "\n"
