@@ -464,14 +464,21 @@ def read_jobs(folder: str | Path, *, cache: bool = True) -> list[Job]:
         raise TraceNotFoundError("no such folder", path=root)
     if not root.is_dir():
         raise UsageError("not a folder", path=root, hint="read one trace file with read_job or read_trace")
+    return _folder_jobs(root, cache=cache)
+
+
+def _folder_jobs(root: Path, *, cache: bool) -> list[Job]:
+    """The jobs of a folder: one when it is a capture or when no file belongs with another
+    (single traces of a folder are then ranks in file order); otherwise one per :func:`group_jobs` plan."""
     capture, loaded, skipped = _load_folder(root, cache=cache)
-    if capture is not None:
-        return [_assemble(str(root), loaded, capture=capture, skipped=skipped)]
-    plans = group_jobs([FileMeta.from_tables(p, t) for p, t in loaded.items()], relative_to=str(root))
-    return [
-        _assemble(str(root / plan.name), {p: loaded[p] for p in plan.members}, capture=None, skipped=skipped)
-        for plan in plans
-    ]
+    if capture is None:
+        plans = group_jobs([FileMeta.from_tables(p, t) for p, t in loaded.items()], relative_to=str(root))
+        if len(plans) > 1 and any(len(p.members) > 1 or sum(len(m) for m in p.members.values()) > 1 for p in plans):
+            return [
+                _assemble(str(root / plan.name), {p: loaded[p] for p in plan.members}, capture=None, skipped=skipped)
+                for plan in plans
+            ]
+    return [_assemble(str(root), loaded, capture=capture, skipped=skipped)]
 
 
 def _load_folder(root: Path, *, cache: bool) -> tuple[CaptureMetadata | None, dict[str, TraceTables], tuple[tuple[str, str], ...]]:
@@ -502,19 +509,19 @@ def _load_folder(root: Path, *, cache: bool) -> tuple[CaptureMetadata | None, di
 
 
 def _read_folder(root: Path, *, cache: bool) -> Job:
-    capture, loaded, skipped = _load_folder(root, cache=cache)
-    if capture is None:
-        metas = [FileMeta.from_tables(p, t) for p, t in loaded.items()]
-        plans = group_jobs(metas, relative_to=str(root))
-        if len(plans) > 1 and any(len(pl_.members) > 1 or sum(len(m) for m in pl_.members.values()) > 1 for pl_ in plans):
-            listing = ", ".join(f"{p.name} ({len(p.ranks)} rank{'s' if len(p.ranks) != 1 else ''})" for p in plans[:6])
-            raise UsageError(
-                f"the folder holds the traces of {len(plans)} different jobs: {listing}",
-                path=root,
-                hint="analyze one file (tracekit analyze FILE), move one job's rank files into a folder of their own "
-                "(tracekit analyze FOLDER), or read each job with tracekit.job.read_jobs",
-            )
-    return _assemble(str(root), loaded, capture=capture, skipped=skipped)
+    jobs = _folder_jobs(root, cache=cache)
+    if len(jobs) > 1:
+        prefix = str(root).rstrip("/") + "/"
+        listing = ", ".join(
+            f"{j.name.removeprefix(prefix)} ({len(j.ranks)} rank{'s' if len(j.ranks) != 1 else ''})" for j in jobs[:6]
+        )
+        raise UsageError(
+            f"the folder holds the traces of {len(jobs)} different jobs: {listing}",
+            path=root,
+            hint="read each job with tracekit.job.read_jobs (tracekit analyze FOLDER summarises every job), or move one "
+            "job's rank files into a folder of their own",
+        )
+    return jobs[0]
 
 
 def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureMetadata | None, skipped: tuple[tuple[str, str], ...]) -> Job:
