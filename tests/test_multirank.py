@@ -278,9 +278,12 @@ def test_analyze_folder_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "(straggler)" in capsys.readouterr().out
     assert main(["analyze", str(tmp_path), "--format", "html"]) == 0
     page = capsys.readouterr().out
-    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
-    assert "tracekit diagnosis: job" in page and "Straggler rank(s)" in page
-    assert "Rank 0 · " in page and "Rank 1 · " in page  # each rank's own breakdown and findings
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page
+    assert "tracekit diagnosis: job" in page
+    assert "Straggler rank(s)" in page
+    assert "Rank 0 · " in page
+    assert "Rank 1 · " in page
 
 
 def _single_report_keys() -> list[str]:

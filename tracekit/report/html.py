@@ -152,12 +152,12 @@ FOOTER = (
 )
 
 
-def folded(summary: str, parts: list[str]) -> str:
-    """``parts`` inside a closed ``<details>`` (nothing when every part is empty)."""
+def folded(summary: str, parts: list[str], *, opened: bool = False) -> str:
+    """``parts`` inside a ``<details>``, closed unless ``opened`` (nothing when every part is empty)."""
     inner = "\n".join(part for part in parts if part)
     if not inner:
         return ""
-    return f'<details class="more"><summary>{_e(summary)}</summary>\n{inner}\n</details>'
+    return f'<details class="more"{" open" if opened else ""}><summary>{_e(summary)}</summary>\n{inner}\n</details>'
 
 
 def html_page(title: str, parts: list[str]) -> str:
@@ -475,9 +475,13 @@ def render_job_html(jd: Any, view: StepView | None = None) -> str:
     return html_page(f"tracekit · job {jd.job.name}", [*job_sections(jd, view), FOOTER])
 
 
+#: up to this many jobs, every job's summary is unfolded
+OPEN_JOBS = 4
+
+
 def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
     """Several jobs (:class:`tracekit.job.JobDiagnosis`, e.g. the jobs of one folder): one row per job,
-    then each job's own summary folded."""
+    then each job's own summary (unfolded for up to :data:`OPEN_JOBS` jobs)."""
     from .json_report import job_to_json_dict
 
     rows = []
@@ -505,10 +509,10 @@ def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
             d = next(iter(jd.diagnoses.values()))
             data = to_json_dict(d)
             inner = [breakdown_section(d), _findings_section(d, data)]
-            parts.append(folded(f"{jd.job.name} · {_headline(d, data)[1]}", inner))
+            parts.append(folded(f"{jd.job.name} · {_headline(d, data)[1]}", inner, opened=len(jobs) <= OPEN_JOBS))
         else:
             head, _ = _job_lines(jd)
-            parts.append(folded(f"{jd.job.name} · {head[1]}", job_sections(jd, open_ranks=0)[1:]))
+            parts.append(folded(f"{jd.job.name} · {head[1]}", job_sections(jd, open_ranks=0)[1:], opened=len(jobs) <= OPEN_JOBS))
     return parts
 
 
