@@ -156,6 +156,14 @@ def test_a_folder_of_several_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "<script" not in page
 
 
+def test_a_list_of_rank_files_is_one_job() -> None:
+    r = tracekit.analyze([SYN / "multi_rank.rank0.kineto.json", SYN / "multi_rank.rank1.kineto.json"], cache=False)
+    assert isinstance(r, JobReport)
+    assert r.job.rank_numbers == (0, 1)
+    assert r.findings.filter(pl.col("rank").is_null())["kind"].to_list()[:1] == ["straggler"]
+    assert r.steps.group_by("rank").len().sort("rank")["len"].to_list() == [r.ranks[0].steps.height, r.ranks[1].steps.height]
+
+
 def test_options_and_errors(tmp_path: Path) -> None:
     assert what_if_questions(None) == []
     assert what_if_questions({"kernels": 0.5}) == [{"kernels": 0.5}]
