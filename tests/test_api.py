@@ -120,6 +120,8 @@ def test_diff_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert isinstance(d, DiffReport)
     assert d.to_json() == _cli(["diff", str(STALL), str(FIXED), "--format", "json"], capsys)
     assert str(d) == _cli(["diff", str(STALL), str(FIXED)], capsys)
+    assert d.to_html() == _cli(["diff", str(STALL), str(FIXED), "--format", "html"], capsys)
+    assert d.to_markdown() == _cli(["diff", str(STALL), str(FIXED), "--format", "markdown"], capsys)
     assert d.verdict == "faster"
     assert d.findings.select("kind", "status").rows() == [("data_loading", "fixed")]
     assert d.causes.filter(pl.col("cause") == "data_loading")["delta_ms"].item() == pytest.approx(-38.0, abs=0.05)

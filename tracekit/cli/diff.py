@@ -14,8 +14,9 @@ from ._common import write_output
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option(
-    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-    help="Output format: terminal text, JSON (tracekit.diff/1, docs/reports.md) or Markdown for a pull request.",
+    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text", show_default=True,
+    help="Output format: terminal text, JSON (tracekit.diff/1, docs/reports.md), Markdown for a pull request, or a "
+    "self-contained HTML page with the breakdown before and after.",
 )
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path), help="Write the comparison to this file instead of stdout.")
 @click.option(
@@ -38,13 +39,15 @@ def diff_cmd(before: Path, after: Path, fmt: str, out: Path | None, fail_pct: fl
     from ..analysis.compare import compare
     from ..errors import AnalysisError
     from ..reader import read_trace
-    from ..report.diff import diff_to_json_dict, render_diff_markdown, render_diff_text
+    from ..report.diff import diff_to_json_dict, render_diff_html, render_diff_markdown, render_diff_text
 
     result = compare(diagnose(read_trace(before, cache=not no_cache)), diagnose(read_trace(after, cache=not no_cache)))
     if fmt == "json":
         text = json.dumps(diff_to_json_dict(result), indent=2) + "\n"
     elif fmt == "markdown":
         text = render_diff_markdown(result)
+    elif fmt == "html":
+        text = render_diff_html(result)
     else:
         text = render_diff_text(result)
     write_output(text, out)

@@ -22,7 +22,7 @@ from ..analysis.findings import Finding
 from ..analysis.view import StepView
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
 from .svg import CAUSE_COLORS, breakdown_svg, fmt_ms, steps_svg, timeline_svg
-from .text import CAUSE_LABELS, _evidence_text, _headline, _job_evidence, _job_lines
+from .text import CAUSE_LABELS, _evidence_text, _headline, _job_evidence, _job_label, _job_lines
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -480,8 +480,9 @@ OPEN_JOBS = 4
 
 
 def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
-    """Several jobs (:class:`tracekit.job.JobDiagnosis`, e.g. the jobs of one folder): one row per job,
-    then each job's own summary (unfolded for up to :data:`OPEN_JOBS` jobs)."""
+    """Several jobs (:class:`tracekit.job.JobDiagnosis`, e.g. the jobs of the folder ``title``; names
+    under it are shown relative to it): one row per job, then each job's own summary (unfolded for
+    up to :data:`OPEN_JOBS` jobs)."""
     from .json_report import job_to_json_dict
 
     rows = []
@@ -489,7 +490,7 @@ def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
         j = job_to_json_dict(jd)
         s, top = j["summary"], (jd.multirank.findings or jd.diagnoses[min(jd.diagnoses)].findings or (None,))[0]
         rows.append(
-            f'<tr><td class="mono">{_e(jd.job.name)}</td><td class="n">{len(j["job"]["ranks"])}</td>'
+            f'<tr><td class="mono">{_e(_job_label(title, jd.job.name))}</td><td class="n">{len(j["job"]["ranks"])}</td>'
             f'<td class="n">{s["complete_steps"]}</td><td class="n">{_ms(j["job"]["step_ms_median"])}</td>'
             f'<td class="n">{_pct(s["gpu_utilization"])}</td>'
             f"<td>{_e(top.title) if top else 'none'}</td>"
@@ -509,10 +510,11 @@ def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
             d = next(iter(jd.diagnoses.values()))
             data = to_json_dict(d)
             inner = [breakdown_section(d), _findings_section(d, data)]
-            parts.append(folded(f"{jd.job.name} · {_headline(d, data)[1]}", inner, opened=len(jobs) <= OPEN_JOBS))
+            parts.append(folded(f"{_job_label(title, jd.job.name)} · {_headline(d, data)[1]}", inner, opened=len(jobs) <= OPEN_JOBS))
         else:
             head, _ = _job_lines(jd)
-            parts.append(folded(f"{jd.job.name} · {head[1]}", job_sections(jd, open_ranks=0)[1:], opened=len(jobs) <= OPEN_JOBS))
+            parts.append(folded(f"{_job_label(title, jd.job.name)} · {head[1]}", job_sections(jd, open_ranks=0)[1:],
+                                opened=len(jobs) <= OPEN_JOBS))
     return parts
 
 
