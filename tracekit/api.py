@@ -40,6 +40,7 @@ Example (from the repository root)::
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -187,27 +188,32 @@ def _as_trace_report(x: str | Path | TraceReport, *, cache: bool) -> TraceReport
 # --------------------------------------------------------------------------- shared behaviour
 
 
-class _Rendered:
+class _Rendered(ABC):
     """Formats shared by every result: JSON, text, Markdown, HTML, and writing one to a file."""
 
+    @abstractmethod
     def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The JSON document as Python objects."""
 
     def to_json(self) -> str:
         """The JSON document of the matching ``tracekit`` command's ``--format json``."""
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
+    @abstractmethod
     def to_text(self) -> str:
-        raise NotImplementedError
+        """The terminal report of the matching command."""
 
+    @abstractmethod
     def to_markdown(self) -> str:
-        raise NotImplementedError
+        """The Markdown of ``--format markdown``."""
 
+    @abstractmethod
     def to_html(self) -> str:
-        raise NotImplementedError
+        """The self-contained page of ``--format html``."""
 
+    @abstractmethod
     def _fragment(self) -> str:
-        raise NotImplementedError
+        """The notebook display: an HTML fragment with its style scoped to it."""
 
     def save(self, path: str | Path) -> Path:
         """Write the report to ``path`` in the format its suffix names (``.html``, ``.json``, ``.md``,
@@ -638,8 +644,8 @@ class FolderReport(_Rendered, Sequence[JobReport]):
         return pl.DataFrame(rows, schema=schema)
 
     def _stack(self, name: str) -> pl.DataFrame:
-        frames = [getattr(j, name).select(pl.lit(self._label(j)).alias("job"), pl.all()) for j in self.jobs]
-        return _concat(frames)
+        frames = [(self._label(j), getattr(j, name)) for j in self.jobs]
+        return _concat([f.select(pl.lit(label).alias("job"), pl.all()) for label, f in frames if f.width])
 
     @property
     def findings(self) -> pl.DataFrame:
@@ -687,12 +693,12 @@ class FolderReport(_Rendered, Sequence[JobReport]):
     def to_html(self) -> str:
         from .report.html import render_jobs_html
 
-        return render_jobs_html(self.folder, self._jds())
+        return render_jobs_html(self.folder, self._jds(), list(self.skipped))
 
     def _fragment(self) -> str:
         from .report.html import html_fragment, jobs_sections
 
-        return html_fragment(jobs_sections(self.folder, self._jds()))
+        return html_fragment(jobs_sections(self.folder, self._jds(), list(self.skipped)))
 
     def __repr__(self) -> str:
         lines = [f"FolderReport({self.folder!r}): {len(self.jobs)} jobs"]

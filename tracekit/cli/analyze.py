@@ -110,7 +110,7 @@ def _analyze_job(folder: Path, fmt: str, no_cache: bool) -> str:
     if fmt == "json":
         return json.dumps(jobs_to_json_dict(name, jds, skipped), indent=2) + "\n"
     if fmt == "html":
-        return render_jobs_html(name, jds)
+        return render_jobs_html(name, jds, skipped)
     return render_jobs_markdown(name, jds, skipped) if fmt == "markdown" else render_jobs_text(name, jds, skipped)
 
 

@@ -404,7 +404,7 @@ def _short(name: str, width: int) -> str:
 # --------------------------------------------------------------------------- jobs
 
 
-def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1) -> list[str]:
+def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1, show_skipped: bool = True) -> list[str]:
     """A job of ranks (:class:`tracekit.job.JobDiagnosis`): the ranks side by side, the findings across
     ranks, then each rank's breakdown and findings (the first ``open_ranks`` unfolded; ``view``, a
     step of one of the ranks, adds that rank's timeline)."""
@@ -429,7 +429,7 @@ def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1) 
     elif len(j["ranks"]) > 1:
         parts.append("<section><h2>Findings across ranks</h2><p>None: no straggler, imbalance or exposed "
                      "communication costs 5% of the step.</p></section>")
-    notes = [*j["notes"], *(f"skipped {s['path']}: {s['reason']}" for s in j["skipped"])]
+    notes = [*j["notes"], *(f"skipped {s['path']}: {s['reason']}" for s in j["skipped"] if show_skipped)]
     if notes:
         parts.append("<section><h2>Notes on the job</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></section>")
     for i, rank in enumerate(sorted(jd.diagnoses)):
@@ -479,10 +479,10 @@ def render_job_html(jd: Any, view: StepView | None = None) -> str:
 OPEN_JOBS = 4
 
 
-def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
+def jobs_sections(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Several jobs (:class:`tracekit.job.JobDiagnosis`, e.g. the jobs of the folder ``title``; names
     under it are shown relative to it): one row per job, then each job's own summary (unfolded for
-    up to :data:`OPEN_JOBS` jobs)."""
+    up to :data:`OPEN_JOBS` jobs); ``skipped`` lists (path, reason) of files that are not traces."""
     from .json_report import job_to_json_dict
 
     rows = []
@@ -513,14 +513,17 @@ def jobs_sections(title: str, jobs: Sequence[Any]) -> list[str]:
             parts.append(folded(f"{_job_label(title, jd.job.name)} · {_headline(d, data)[1]}", inner, opened=len(jobs) <= OPEN_JOBS))
         else:
             head, _ = _job_lines(jd)
-            parts.append(folded(f"{_job_label(title, jd.job.name)} · {head[1]}", job_sections(jd, open_ranks=0)[1:],
+            parts.append(folded(f"{_job_label(title, jd.job.name)} · {head[1]}", job_sections(jd, open_ranks=0, show_skipped=False)[1:],
                                 opened=len(jobs) <= OPEN_JOBS))
+    if skipped:
+        items = "".join(f"<li><code>{_e(_job_label(title, p))}</code>: {_e(reason)}</li>" for p, reason in skipped)
+        parts.append(folded(f"Skipped {len(skipped)} file(s) that are not traces tracekit reads", [f"<section><ul>{items}</ul></section>"]))
     return parts
 
 
-def render_jobs_html(title: str, jobs: Sequence[Any]) -> str:
+def render_jobs_html(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, str]] = ()) -> str:
     """The HTML page of several jobs (see :func:`jobs_sections`)."""
-    return html_page(f"tracekit · {title}", [*jobs_sections(title, jobs), FOOTER])
+    return html_page(f"tracekit · {title}", [*jobs_sections(title, jobs, skipped), FOOTER])
 
 
 __all__ = [
