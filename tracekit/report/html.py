@@ -203,6 +203,7 @@ def scoped_style(root: str = f".{FRAGMENT_CLASS}") -> str:
             continue
         out.append(", ".join(f"{root} {n}" for n in names) + f" {{ {' '.join(body.split())} }}")
     out.append(f"{root} .figure svg {{ max-width: 100%; height: auto; }}")
+    out.append(f"{root} .card {{ flex-basis: 150px; }}")
     out.append(f"{root} details.more > summary {{ margin: 8px 0; font-weight: 600; }}")
     return "\n".join(out)
 
