@@ -175,6 +175,8 @@ def test_options_and_errors(tmp_path: Path) -> None:
         tracekit.analyze(STALL, what_if={"data_loading": "none"})  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="one trace"):
         tracekit.analyze(CAPTURES / "ddp_gloo", what_if="data_loading=0")
+    with pytest.raises(UsageError, match="expects a trace path"):
+        tracekit.analyze(42)  # type: ignore[arg-type]
     with pytest.raises(TraceNotFoundError) as missing:
         tracekit.analyze(tmp_path / "nope.json")
     assert "nope.json" in str(missing.value)

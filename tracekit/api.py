@@ -40,6 +40,7 @@ Example (from the repository root)::
 from __future__ import annotations
 
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -119,7 +120,7 @@ def what_if_questions(spec: WhatIfSpec | None) -> list[dict[str, float]]:
 
 
 def analyze(
-    path: str | Path | Sequence[str | Path], *, what_if: WhatIfSpec | None = None, cache: bool = True
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, what_if: WhatIfSpec | None = None, cache: bool = True
 ) -> TraceReport | JobReport | FolderReport:
     """The diagnosis of a trace, of a job, or of every job in a folder (``tracekit analyze``).
 
@@ -142,10 +143,12 @@ def analyze(
     from .reader import read_trace
 
     questions = what_if_questions(what_if)
-    if not isinstance(path, (str, Path)):
+    if not isinstance(path, (str, os.PathLike)):
+        if not isinstance(path, Sequence) or not all(isinstance(x, (str, os.PathLike)) for x in path):
+            raise UsageError(f"analyze expects a trace path, a folder or a list of trace paths, got {type(path).__name__}")
         if questions:
             raise UsageError("what_if answers for one trace", hint="analyze one rank's file with what_if=")
-        return JobReport(diagnose_job(read_job(list(path), cache=cache)))
+        return JobReport(diagnose_job(read_job([Path(x) for x in path], cache=cache)))
     p = Path(path)
     if p.is_dir():
         if questions:
