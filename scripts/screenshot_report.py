@@ -43,9 +43,11 @@ CHROMIUM_FLAGS = (
     "--v=0",
 )
 
-#: (output file, trace, what it shows); traces under ../shared are used only when present
+#: (output file, trace, width, height); traces under ../shared are used only when present; a trace
+#: prefixed ``notebook:`` is shown as a notebook cell shows ``tracekit.analyze(trace)``
 SCREENSHOTS = (
     ("docs/img/report_dataloader_stall.png", "sample_traces/synthetic/dataloader_stall.kineto.json", 1280, 1700),
+    ("docs/img/notebook_dataloader_stall.png", "notebook:sample_traces/synthetic/dataloader_stall.kineto.json", 1000, 1180),
     ("docs/img/report_host_sync_nsys.png", "sample_traces/synthetic/host_sync.nsys.sqlite", 1280, 1700),
     ("docs/img/report_resnet_real.png", "../shared/traces/param/resnet_kineto.json.gz", 1280, 1900),
 )
@@ -206,6 +208,20 @@ def hex_rgb(color: str) -> tuple[int, int, int]:
 # --------------------------------------------------------------------------- docs/img
 
 
+#: a page standing in for a notebook: the cell output area's width and margins
+NOTEBOOK_PAGE = (
+    '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>notebook output</title></head>'
+    '<body style="margin:0; padding:12px 16px; background:#ffffff; max-width:968px">{}</body></html>'
+)
+
+
+def render_notebook_output(trace: Path, html: Path) -> None:
+    """What a notebook shows for ``tracekit.analyze(trace)`` (its ``_repr_html_``), in a plain page."""
+    import tracekit
+
+    html.write_text(NOTEBOOK_PAGE.format(tracekit.analyze(trace)._repr_html_()), encoding="utf-8")
+
+
 def render_report(trace: Path, html: Path) -> None:
     from tracekit.cli import main
 
@@ -227,11 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     problems = 0
     with tempfile.TemporaryDirectory() as tmp:
         for out, trace, width, height in SCREENSHOTS:
+            notebook = trace.startswith("notebook:")
+            trace = trace.removeprefix("notebook:")
             if not Path(trace).exists():
                 print(f"skip {out}: {trace} not present")
                 continue
             html = Path(tmp) / (Path(out).stem + ".html")
-            render_report(Path(trace), html)
+            (render_notebook_output if notebook else render_report)(Path(trace), html)
             png = Path(tmp) / Path(out).name if args.check else REPO / out
             shot = screenshot(html, png, width=width, height=height)
             colours = len(read_png(png).pixels()) if png.exists() else 0

@@ -275,8 +275,14 @@ def test_analyze_folder_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixt
     assert [r["trace"]["rank"] for r in data["ranks"]] == [0, 1]
     assert main(["analyze", str(tmp_path), "--format", "markdown"]) == 0
     assert "(straggler)" in capsys.readouterr().out
-    assert main(["analyze", str(tmp_path), "--format", "html"]) == 2
-    assert "one trace" in capsys.readouterr().err
+    assert main(["analyze", str(tmp_path), "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page
+    assert "tracekit diagnosis: job" in page
+    assert "Straggler rank(s)" in page
+    assert "Rank 0 · " in page
+    assert "Rank 1 · " in page
 
 
 def _single_report_keys() -> list[str]:

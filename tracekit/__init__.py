@@ -3,6 +3,10 @@
 The public API is small and loaded lazily (importing ``tracekit`` costs almost nothing and
 never imports the terminal UI):
 
+* :func:`analyze` - a trace, a job's folder or a folder of jobs diagnosed, as ``tracekit analyze``
+  does: a result that shows itself in a notebook, with its tables as polars DataFrames
+  (:mod:`tracekit.api`).
+* :func:`diff` - two traces compared, as ``tracekit diff`` does.
 * :func:`read_trace` - one trace file into canonical tables (:class:`TraceTables`), cached.
 * :mod:`tracekit.schema` - the canonical tables and their columns.
 * :mod:`tracekit.errors` - the error hierarchy.
@@ -16,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .api import analyze, diff
     from .marks import range, step
     from .reader import read_trace
     from .schema import TraceInfo, TraceTables
 
 _LAZY = {
+    "analyze": ("tracekit.api", "analyze"),
+    "diff": ("tracekit.api", "diff"),
     "read_trace": ("tracekit.reader", "read_trace"),
     "TraceTables": ("tracekit.schema", "TraceTables"),
     "TraceInfo": ("tracekit.schema", "TraceInfo"),
@@ -40,4 +47,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
 
 
-__all__ = ["TraceInfo", "TraceTables", "__version__", "range", "read_trace", "step"]
+__all__ = ["TraceInfo", "TraceTables", "__version__", "analyze", "diff", "range", "read_trace", "step"]

@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -449,7 +449,52 @@ def _read_one(path: Path, cache: bool, progress: Progress | None) -> TraceTables
     return read_trace(path, cache=cache, progress=progress)
 
 
-def _read_folder(root: Path, *, cache: bool, progress: Progress | None = None) -> Job:
+def read_jobs(folder: str | Path, *, cache: bool = True, progress: Progress | None = None) -> list[Job]:
+    """Every job whose traces lie in ``folder`` (not its subfolders), grouped as
+    :func:`group_jobs` decides; a capture folder (``metadata.json``) is one job.
+
+    Raises:
+        tracekit.errors.TracekitError: the folder does not exist, holds no trace, or none of its
+            files can be read (files that cannot be read are listed in each job's ``skipped``).
+
+    Example (from the repository root): the shipped synthetic traces are one job per file, except
+    the two ranks of ``multi_rank``, which are one job in each format::
+
+        >>> from tracekit.job import read_jobs
+        >>> jobs = read_jobs("sample_traces/synthetic")
+        >>> len(jobs), [j.name.split("/")[-1] for j in jobs][:2]
+        (16, ['dataloader_fixed.kineto.json', 'dataloader_fixed.nsys.sqlite'])
+        >>> [(j.name.split("/")[-1], j.rank_numbers) for j in jobs if len(j.ranks) > 1]
+        [('multi_rank.rank*.kineto.json', (0, 1)), ('multi_rank.rank*.nsys.sqlite', (0, 1))]
+    """
+    root = Path(folder)
+    if not root.exists():
+        from .errors import TraceNotFoundError
+
+        raise TraceNotFoundError("no such folder", path=root)
+    if not root.is_dir():
+        raise UsageError("not a folder", path=root, hint="read one trace file with read_job or read_trace")
+    return _folder_jobs(root, cache=cache, progress=progress)
+
+
+def _folder_jobs(root: Path, *, cache: bool, progress: Progress | None = None) -> list[Job]:
+    """The jobs of a folder: one when it is a capture or when no file belongs with another
+    (single traces of a folder are then ranks in file order); otherwise one per :func:`group_jobs` plan."""
+    capture, loaded, skipped = _load_folder(root, cache=cache, progress=progress)
+    if capture is None:
+        plans = group_jobs([FileMeta.from_tables(p, t) for p, t in loaded.items()], relative_to=str(root))
+        if len(plans) > 1 and any(len(p.members) > 1 or sum(len(m) for m in p.members.values()) > 1 for p in plans):
+            return [
+                _assemble(str(root / plan.name), {p: loaded[p] for p in plan.members}, capture=None, skipped=skipped)
+                for plan in plans
+            ]
+    return [_assemble(str(root), loaded, capture=capture, skipped=skipped)]
+
+
+def _load_folder(
+    root: Path, *, cache: bool, progress: Progress | None = None
+) -> tuple[CaptureMetadata | None, dict[str, TraceTables], tuple[tuple[str, str], ...]]:
+    """The capture metadata of ``root`` and its readable traces (path → tables), and the unreadable ones."""
     capture = read_capture_metadata(root)
     names = sorted(p for p in root.iterdir() if p.is_file() and is_trace_name(p.name))
     if capture is not None and capture.traces:
@@ -470,18 +515,23 @@ def _read_folder(root: Path, *, cache: bool, progress: Progress | None = None) -
             "none of the folder's files could be read as a trace: " + "; ".join(f"{os.path.basename(p)}: {r}" for p, r in skipped[:3]),
             path=root,
         )
-    if capture is None:
-        metas = [FileMeta.from_tables(p, t) for p, t in loaded.items()]
-        plans = group_jobs(metas, relative_to=str(root))
-        if len(plans) > 1 and any(len(pl_.members) > 1 or sum(len(m) for m in pl_.members.values()) > 1 for pl_ in plans):
-            listing = ", ".join(f"{p.name} ({len(p.ranks)} rank{'s' if len(p.ranks) != 1 else ''})" for p in plans[:6])
-            raise UsageError(
-                f"the folder holds the traces of {len(plans)} different jobs: {listing}",
-                path=root,
-                hint="analyze one file (tracekit analyze FILE), move one job's rank files into a folder of their own "
-                "(tracekit analyze FOLDER), or analyse them all with tracekit batch",
-            )
-    return _assemble(str(root), loaded, capture=capture, skipped=tuple(skipped))
+    return capture, loaded, tuple(skipped)
+
+
+def _read_folder(root: Path, *, cache: bool, progress: Progress | None = None) -> Job:
+    jobs = _folder_jobs(root, cache=cache, progress=progress)
+    if len(jobs) > 1:
+        prefix = str(root).rstrip("/") + "/"
+        listing = ", ".join(
+            f"{j.name.removeprefix(prefix)} ({len(j.ranks)} rank{'s' if len(j.ranks) != 1 else ''})" for j in jobs[:6]
+        )
+        raise UsageError(
+            f"the folder holds the traces of {len(jobs)} different jobs: {listing}",
+            path=root,
+            hint="read each job with tracekit.job.read_jobs (tracekit analyze FOLDER summarises every job), or move one "
+            "job's rank files into a folder of their own",
+        )
+    return jobs[0]
 
 
 def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureMetadata | None, skipped: tuple[tuple[str, str], ...]) -> Job:
@@ -508,6 +558,6 @@ def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureM
 
 __all__ = [
     "CaptureMetadata", "FileMeta", "Job", "JobPlan", "RankTrace", "assign_ranks",
-    "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job",
+    "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job", "read_jobs",
     "relabel_rank", "split_ranks",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -49,7 +50,8 @@ def analyze_cmd(
     (.sqlite, .nsys-rep).  Without TRACE, analyses a sample trace shipped with tracekit.
     TRACE may also be a folder holding the traces of one distributed job (a `tracekit
     capture` folder, or one trace per rank): each rank is diagnosed, and stragglers, load
-    imbalance and exposed communication across ranks are reported.
+    imbalance and exposed communication across ranks are reported.  A folder holding the
+    traces of several jobs gets one summary per job (JSON: a `tracekit.jobs/1` document).
     """
     import json
 
@@ -91,36 +93,61 @@ def analyze_cmd(
 
 def _what_ifs(specs: tuple[str, ...]) -> list[dict[str, float]]:
     """Each ``--what-if CAUSE=FACTOR`` on its own and, when there are several, all together."""
-    from ..analysis.whatif import parse_what_if
+    from ..api import what_if_questions
 
-    parsed = [parse_what_if(s) for s in specs]
-    questions = [{name: factor} for name, factor in parsed]
-    if len(parsed) > 1:
-        questions.append(dict(parsed))
-    return questions
+    return what_if_questions(list(specs))
 
 
 def _analyze_job(folder: Path, fmt: str, no_cache: bool, quiet: bool = False) -> str:
-    """The report of a folder of one job's traces (every rank, and the comparison across ranks)."""
+    """The report of a folder: one job's traces (every rank, and the comparison across ranks), or the
+    jobs of a folder that holds several (one summary per job)."""
     import json
 
     from ..analysis.diagnose import diagnose_job
-    from ..errors import UsageError
-    from ..job import read_job
-    from ..report import job_to_json_dict, render_job_markdown, render_job_text
+    from ..job import read_jobs
+    from ..report import (
+        job_to_json_dict,
+        jobs_to_json_dict,
+        render_job_html,
+        render_job_markdown,
+        render_job_text,
+        render_jobs_html,
+        render_jobs_markdown,
+        render_jobs_text,
+    )
 
-    if fmt == "html":
-        raise UsageError("the HTML report covers one trace", path=folder, hint="analyze one rank's file with --format html")
     with progress_line(quiet) as progress:
-        job = read_job(folder, cache=not no_cache, progress=progress)
+        jobs = read_jobs(folder, cache=not no_cache, progress=progress)
         if progress is not None:
             progress.subject(folder.name)
-            progress.phase(f"analysing {len(job.ranks)} rank{'s' if len(job.ranks) != 1 else ''}")
-        jd = diagnose_job(job)
+            ranks = sum(len(job.ranks) for job in jobs)
+            progress.phase(f"analyzing {ranks} rank{'s' if ranks != 1 else ''}")
+        jds = [diagnose_job(job) for job in jobs]
         phase(progress, "report")
+        if len(jds) == 1:
+            jd = jds[0]
+            if fmt == "json":
+                return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
+            if fmt == "html":
+                return render_job_html(jd, _first_rank_view(jd))
+            return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
+        name, skipped = str(folder), list(jobs[0].skipped)
         if fmt == "json":
-            return json.dumps(job_to_json_dict(jd), indent=2) + "\n"
-        return render_job_markdown(jd) if fmt == "markdown" else render_job_text(jd)
+            return json.dumps(jobs_to_json_dict(name, jds, skipped), indent=2) + "\n"
+        if fmt == "html":
+            return render_jobs_html(name, jds, skipped)
+        return render_jobs_markdown(name, jds, skipped) if fmt == "markdown" else render_jobs_text(name, jds, skipped)
+
+
+def _first_rank_view(jd: Any) -> Any:
+    """The timeline of the lowest rank's representative step (None when it has no step)."""
+    from ..analysis.view import representative_step, step_view
+
+    rank = min(jd.diagnoses)
+    d = jd.diagnoses[rank]
+    tables = next(r.tables for r in jd.job.ranks if r.rank == rank)
+    pick = representative_step(d.steps)
+    return None if pick is None else step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
 
 
 command = analyze_cmd

@@ -15,8 +15,9 @@ from ._progress import phase, progress_line
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option(
-    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True,
-    help="Output format: terminal text, JSON (tracekit.diff/1, docs/reports.md) or Markdown for a pull request.",
+    "--format", "-f", "fmt", type=click.Choice(["text", "json", "markdown", "html"]), default="text", show_default=True,
+    help="Output format: terminal text, JSON (tracekit.diff/1, docs/reports.md), Markdown for a pull request, or a "
+    "self-contained HTML page with the breakdown before and after.",
 )
 @click.option("--out", "-o", "out", type=click.Path(path_type=Path), help="Write the comparison to this file instead of stdout.")
 @click.option(
@@ -42,7 +43,7 @@ def diff_cmd(
     from ..analysis.compare import compare
     from ..errors import AnalysisError
     from ..reader import read_trace
-    from ..report.diff import diff_to_json_dict, render_diff_markdown, render_diff_text
+    from ..report.diff import diff_to_json_dict, render_diff_html, render_diff_markdown, render_diff_text
 
     with progress_line(quiet) as progress:
         diagnoses = []
@@ -58,6 +59,8 @@ def diff_cmd(
             text = json.dumps(diff_to_json_dict(result), indent=2) + "\n"
         elif fmt == "markdown":
             text = render_diff_markdown(result)
+        elif fmt == "html":
+            text = render_diff_html(result)
         else:
             text = render_diff_text(result)
     write_output(text, out)

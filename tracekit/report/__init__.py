@@ -8,21 +8,35 @@ docs/json-report.md; the text and Markdown forms are for people.
 
 from __future__ import annotations
 
-from .diff import DIFF_SCHEMA_VERSION, diff_to_json_dict, render_diff_markdown, render_diff_text
-from .html import render_html
-from .json_report import JSON_SCHEMA_VERSION, job_to_json_dict, to_json_dict
-from .text import render_job_markdown, render_job_text, render_markdown, render_text
+from .diff import DIFF_SCHEMA_VERSION, diff_to_json_dict, render_diff_html, render_diff_markdown, render_diff_text
+from .html import render_html, render_job_html, render_jobs_html
+from .json_report import JOBS_SCHEMA_VERSION, JSON_SCHEMA_VERSION, job_to_json_dict, jobs_to_json_dict, to_json_dict
+from .text import (
+    render_job_markdown,
+    render_job_text,
+    render_jobs_markdown,
+    render_jobs_text,
+    render_markdown,
+    render_text,
+)
 
 __all__ = [
     "DIFF_SCHEMA_VERSION",
+    "JOBS_SCHEMA_VERSION",
     "JSON_SCHEMA_VERSION",
     "diff_to_json_dict",
     "job_to_json_dict",
+    "jobs_to_json_dict",
+    "render_diff_html",
     "render_diff_markdown",
     "render_diff_text",
     "render_html",
+    "render_job_html",
     "render_job_markdown",
     "render_job_text",
+    "render_jobs_html",
+    "render_jobs_markdown",
+    "render_jobs_text",
     "render_markdown",
     "render_text",
     "to_json_dict",

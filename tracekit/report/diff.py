@@ -108,7 +108,7 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-def _headline(r: DiffResult) -> str:
+def diff_headline(r: DiffResult) -> str:
     s = r.step_ms
     if r.verdict == "unknown":
         return "step times cannot be compared (a trace has no complete step)"
@@ -152,7 +152,7 @@ def _short(name: str, width: int) -> str:
 
 
 def render_diff_text(r: DiffResult) -> str:
-    out = [f"tracekit diff · {_headline(r)}"]
+    out = [f"tracekit diff · {diff_headline(r)}"]
     for label, side in (("before", r.before), ("after", r.after)):
         out.append(f"  {label:<7} {side.path}")
         out.append(f"  {'':<7} {_describe(side)}")
@@ -195,7 +195,7 @@ def render_diff_text(r: DiffResult) -> str:
 
 
 def render_diff_markdown(r: DiffResult) -> str:
-    out = [f"## tracekit diff: {_headline(r)}", ""]
+    out = [f"## tracekit diff: {diff_headline(r)}", ""]
     out += ["| | trace | what |", "|---|---|---|"]
     for label, side in (("before", r.before), ("after", r.after)):
         out.append(f"| {label} | `{side.path}` | {_describe(side)} |")
@@ -231,4 +231,83 @@ def render_diff_markdown(r: DiffResult) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-__all__ = ["DIFF_SCHEMA_VERSION", "diff_to_json_dict", "render_diff_markdown", "render_diff_text"]
+# --------------------------------------------------------------------------- HTML
+
+
+def diff_sections(r: DiffResult) -> list[str]:
+    """The comparison as HTML sections: the verdict, the numbers side by side, the step-time breakdown
+    before and after as two bars, the findings (with their status and fix) and the top kernels."""
+    from html import escape
+
+    from .html import folded
+    from .svg import breakdown_svg
+
+    def e(x: object) -> str:
+        return escape(str(x), quote=True)
+
+    sides = "".join(
+        f'<p class="meta"><b>{label}</b> <span class="mono">{e(side.path)}</span> · {e(_describe(side))}</p>'
+        for label, side in (("before", r.before), ("after", r.after))
+    )
+    parts = [f"<header><h1>tracekit diff: {e(diff_headline(r))}</h1>{sides}</header>"]
+    rows = "".join(
+        f'<tr><td>{e(name)}</td><td class="n">{e(b)}</td><td class="n">{e(a)}</td><td class="n">{e(d)}</td></tr>'
+        for name, b, a, d in _summary_rows(r)
+    )
+    parts.append('<section><h2>Side by side</h2><table><thead><tr><th></th><th class="n">before</th><th class="n">after</th>'
+                 f'<th class="n">delta</th></tr></thead><tbody>{rows}</tbody></table></section>')
+    bars = []
+    for label in ("before", "after"):
+        share = {c.cause: getattr(c.share, label) or 0.0 for c in r.causes}
+        ms = {c.cause: getattr(c.ms_per_step, label) or 0.0 for c in r.causes}
+        if any(share.values()):
+            bars.append(f'<p class="caption"><b>{label}</b></p><div class="figure">{breakdown_svg(share, ms)}</div>')
+    cause_rows = "".join(
+        f'<tr><td>{e(cause_label(c.cause))}</td><td class="n">{_num(c.ms_per_step.before)}</td>'
+        f'<td class="n">{_num(c.ms_per_step.after)}</td><td class="n">{_signed(c.ms_per_step.delta)}</td></tr>'
+        for c in _shown_causes(r)
+    )
+    parts.append(
+        "<section><h2>Where the step time goes <span class=\"muted\">(ms per step)</span></h2>" + "".join(bars)
+        + '<table><thead><tr><th>cause</th><th class="n">before</th><th class="n">after</th><th class="n">delta</th></tr></thead>'
+        f"<tbody>{cause_rows}</tbody></table></section>"
+    )
+    if r.findings:
+        items = []
+        for f in r.findings:
+            m = f.ms_per_step
+            pb, pa = f.predicted_step_ms.before, f.predicted_step_ms.after
+            pred = "" if pb is None and pa is None else f"<p>Predicted step time if fixed: {_num(pb)} → {_num(pa)} ms</p>"
+            color = {"fixed": "#54a24b", "better": "#54a24b", "new": "#e45756", "worse": "#e45756"}.get(f.status, "#999999")
+            items.append(
+                f'<div class="finding" style="border-left-color: {color}"><h3>{e(f.status)}: {e(f.title)} '
+                f'<span class="kind">{e(f.kind)}</span></h3><p class="cost">{_num(m.before)} → {_num(m.after)} ms per step '
+                f"({_signed(m.delta)})</p>{pred}<p><b>Fix:</b> {e(f.fix)}</p></div>"
+            )
+        parts.append("<section><h2>Findings</h2>" + "".join(items) + "</section>")
+    else:
+        parts.append("<section><h2>Findings</h2><p>No findings before or after.</p></section>")
+    if r.kernels:
+        krows = "".join(
+            f'<tr><td class="kernel mono" title="{e(k.name)}">{e(_short(k.name, 110))}</td><td class="n">{_num(k.ms_per_step.before)}</td>'
+            f'<td class="n">{_num(k.ms_per_step.after)}</td><td class="n">{_signed(k.ms_per_step.delta)}</td></tr>'
+            for k in r.kernels
+        )
+        parts.append(folded(
+            f"Top kernels: {len(r.kernels)}, ms per step (— = not among that trace's top kernels)",
+            ['<section><table><thead><tr><th>kernel</th><th class="n">before</th><th class="n">after</th><th class="n">delta</th>'
+             f"</tr></thead><tbody>{krows}</tbody></table></section>"],
+        ))
+    if r.notes:
+        parts.append("<section><h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in r.notes) + "</ul></section>")
+    return parts
+
+
+def render_diff_html(r: DiffResult) -> str:
+    """The comparison as one self-contained HTML page (see :func:`diff_sections`)."""
+    from .html import FOOTER, html_page
+
+    return html_page(f"tracekit diff · {r.before.path} → {r.after.path}", [*diff_sections(r), FOOTER])
+
+
+__all__ = ["DIFF_SCHEMA_VERSION", "diff_sections", "diff_to_json_dict", "render_diff_html", "render_diff_markdown", "render_diff_text"]

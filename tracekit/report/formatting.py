@@ -111,6 +111,27 @@ def job_evidence_text(f: Finding) -> str:
     return evidence_text(f)
 
 
+def job_lines(jd: Any) -> tuple[list[str], dict[str, Any]]:
+    """The two headline lines of a job's report, and its JSON document."""
+    from .json_report import job_to_json_dict
+
+    data = job_to_json_dict(jd)
+    j = data["job"]
+    ws = f" of {j['world_size']}" if j["world_size"] and j["world_size"] != len(j["ranks"]) else ""
+    head = [
+        f"tracekit · job {j['name']}",
+        f"{len(j['ranks'])} rank{'s' if len(j['ranks']) != 1 else ''}{ws} · {len(j['files'])} file{'s' if len(j['files']) != 1 else ''}"
+        f" · {j['aligned_steps']} aligned steps · step time {fmt_ms(j['step_ms_median'])} (median)",
+    ]
+    return head, data
+
+
+def job_label(folder: str, name: str) -> str:
+    """A job's name relative to the folder that holds it."""
+    prefix = folder.rstrip("/") + "/"
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
 __all__ = [
     "CAUSES",
     "CAUSE_LABELS",
@@ -123,6 +144,8 @@ __all__ = [
     "fmt_pct",
     "headline",
     "job_evidence_text",
+    "job_label",
+    "job_lines",
     "path_label",
     "scale_ns",
 ]

@@ -11,6 +11,7 @@ stable ordering, fixed number formatting.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
@@ -21,7 +22,7 @@ from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_label
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
 from . import formatting
-from .formatting import evidence_text, fmt_pct, headline
+from .formatting import evidence_text, fmt_pct, headline, job_evidence_text, job_label, job_lines
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
 from .svg import breakdown_svg, fmt_ms, steps_svg, timeline_svg
 
@@ -74,46 +75,131 @@ def _e(text: object) -> str:
 def render_html(d: Diagnosis, view: StepView | None = None) -> str:
     """The whole report as one HTML document (see the module docstring)."""
     data = to_json_dict(d)
-    s = data["summary"]
-    path = data["trace"]["path"]
-    body: list[str] = []
-    head_lines = headline(d, data)
-    body.append(
-        f'<header><h1>tracekit diagnosis</h1><p class="path">{_e(path)}</p>'
-        f'<p class="meta">{_e(head_lines[0])}</p></header>'
+    return html_page(f"tracekit · {data['trace']['path']}", report_sections(d, view, data))
+
+
+def report_sections(d: Diagnosis, view: StepView | None, data: dict[str, Any] | None = None) -> list[str]:
+    """The report's sections in page order (empty strings for sections with nothing to show)."""
+    data = to_json_dict(d) if data is None else data
+    return [
+        header_html(d, data),
+        _cards(d, data),
+        breakdown_section(d),
+        _steps_section(d, view),
+        _timeline_section(d, view),
+        _findings_section(d, data),
+        _syncs_section(data),
+        _kernels_section(data),
+        _memory_section(data),
+        notes_section(data),
+        FOOTER,
+    ]
+
+
+def render_html_fragment(d: Diagnosis, view: StepView | None = None) -> str:
+    """The report as an HTML fragment for a notebook cell: the headline, the step-time breakdown, the
+    timeline of ``view``'s step and the findings with their fixes, the rest folded away
+    (:func:`html_fragment`; no script, nothing loaded from the network)."""
+    data = to_json_dict(d)
+    more = [_steps_section(d, view), _syncs_section(data), _kernels_section(data), _memory_section(data)]
+    parts = [
+        header_html(d, data),
+        _cards(d, data),
+        breakdown_section(d),
+        _timeline_section(d, view),
+        _findings_section(d, data),
+        notes_section(data),
+        folded("Steps, sync points, kernels and memory", more),
+    ]
+    return html_fragment(parts)
+
+
+def header_html(d: Diagnosis, data: dict[str, Any]) -> str:
+    return (
+        f'<header><h1>tracekit diagnosis</h1><p class="path">{_e(data["trace"]["path"])}</p>'
+        f'<p class="meta">{_e(headline(d, data)[0])}</p></header>'
     )
-    body.append(_cards(d, data))
-    if s["breakdown"]:
-        body.append(
-            "<section><h2>Where the step time goes</h2>"
-            f'<div class="figure">{breakdown_svg(d.breakdown, d.breakdown_ms)}</div>'
-            '<p class="caption">Every nanosecond of a step is either GPU busy time (compute, or only communication / '
-            "pageable copies running) or an idle gap charged to the cause the host was busy with; the parts add up "
-            "to the step. Mean over complete steps of the busiest GPU.</p></section>"
-        )
-    body.append(_steps_section(d, view))
-    body.append(_timeline_section(d, view))
-    body.append(_findings_section(d, data))
-    body.append(_syncs_section(data))
-    body.append(_kernels_section(data))
-    body.append(_memory_section(data))
+
+
+def breakdown_section(d: Diagnosis, *, title: str = "Where the step time goes") -> str:
+    if not d.breakdown:
+        return ""
+    return (
+        f"<section><h2>{_e(title)}</h2>"
+        f'<div class="figure">{breakdown_svg(d.breakdown, d.breakdown_ms)}</div>'
+        '<p class="caption">Every nanosecond of a step is either GPU busy time (compute, or only communication / '
+        "pageable copies running) or an idle gap charged to the cause the host was busy with; the parts add up "
+        "to the step. Mean over complete steps of the busiest GPU.</p></section>"
+    )
+
+
+def notes_section(data: dict[str, Any]) -> str:
     notes = [*data["data_quality"], *data["warnings"]]
-    if notes:
-        body.append("<section><h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></section>")
-    body.append(
-        f"<footer>tracekit {_e(__version__)} · report schema {_e(JSON_SCHEMA_VERSION)} · "
-        "self-contained page: no script, no network</footer>"
-    )
+    if not notes:
+        return ""
+    return "<section><h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></section>"
+
+
+FOOTER = (
+    f"<footer>tracekit {_e(__version__)} · report schema {_e(JSON_SCHEMA_VERSION)} · "
+    "self-contained page: no script, no network</footer>"
+)
+
+
+def folded(summary: str, parts: list[str], *, opened: bool = False) -> str:
+    """``parts`` inside a ``<details>``, closed unless ``opened`` (nothing when every part is empty)."""
+    inner = "\n".join(part for part in parts if part)
+    if not inner:
+        return ""
+    return f'<details class="more"{" open" if opened else ""}><summary>{_e(summary)}</summary>\n{inner}\n</details>'
+
+
+def html_page(title: str, parts: list[str]) -> str:
+    """A whole self-contained document around ``parts`` (empty parts are left out)."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta name="generator" content="tracekit {_e(__version__)}">\n'
-        f"<title>tracekit · {_e(path)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
-        + "\n".join(part for part in body if part)
+        f"<title>{_e(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n"
+        + "\n".join(part for part in parts if part)
         + "\n</main>\n</body>\n</html>\n"
     )
+
+
+#: the class of the element that holds a fragment; the fragment's style applies only inside it
+FRAGMENT_CLASS = "tracekit-report"
+
+
+def html_fragment(parts: list[str]) -> str:
+    """``parts`` in one ``<div>`` with the report's style scoped to it, for embedding in another page
+    (a notebook cell): no page-wide rules, pictures shrink to the cell's width."""
+    return (
+        f'<div class="{FRAGMENT_CLASS}">\n<style>{scoped_style()}</style>\n'
+        + "\n".join(part for part in parts if part)
+        + "\n</div>\n"
+    )
+
+
+def scoped_style(root: str = f".{FRAGMENT_CLASS}") -> str:
+    """:data:`STYLE` with every rule confined to ``root``: the page's body rule styles ``root``
+    itself, page-level rules (``:root``, ``main``) are dropped."""
+    import re
+
+    out: list[str] = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", STYLE):
+        names = [" ".join(s.split()) for s in selectors.split(",")]
+        if names in (["main"], [":root"]):
+            continue
+        if names == ["body"]:
+            out.append(f"{root} {{ {body.strip()} padding: 2px 14px 10px; border-radius: 8px; }}")
+            continue
+        out.append(", ".join(f"{root} {n}" for n in names) + f" {{ {' '.join(body.split())} }}")
+    out.append(f"{root} .figure svg {{ max-width: 100%; height: auto; }}")
+    out.append(f"{root} .card {{ flex-basis: 150px; }}")
+    out.append(f"{root} details.more > summary {{ margin: 8px 0; font-weight: 600; }}")
+    return "\n".join(out)
 
 
 def _cards(d: Diagnosis, data: dict[str, Any]) -> str:
@@ -204,7 +290,7 @@ def _findings_section(d: Diagnosis, data: dict[str, Any]) -> str:
     return "<section><h2>Findings <span class=\"muted\">(largest cost first)</span></h2>" + "".join(items) + "</section>"
 
 
-def _finding_html(i: int, f: Finding) -> str:
+def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evidence_text) -> str:
     color = CAUSE_COLORS.get(f.kind, CAUSE_COLORS["launch_bound"] if f.kind == "small_batch" else "#999999")
     cost = f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step) in {f.steps_affected} steps"
     if f.worst_steps:
@@ -216,7 +302,7 @@ def _finding_html(i: int, f: Finding) -> str:
     ]
     if f.predicted_step_ms is not None:
         parts.append(f"<p>Predicted step time if fixed: <b>{f.predicted_step_ms:,.2f} ms</b></p>")
-    summary = evidence_text(f)
+    summary = evidence(f)
     if summary:
         parts.append(f"<p><b>Evidence:</b> {_e(summary)}</p>")
     if f.evidence:
@@ -310,4 +396,132 @@ def _short(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-__all__ = ["render_html"]
+# --------------------------------------------------------------------------- jobs
+
+
+def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1, show_skipped: bool = True) -> list[str]:
+    """A job of ranks (:class:`tracekit.job.JobDiagnosis`): the ranks side by side, the findings across
+    ranks, then each rank's breakdown and findings (the first ``open_ranks`` unfolded; ``view``, a
+    step of one of the ranks, adds that rank's timeline)."""
+    head, data = job_lines(jd)
+    j = data["job"]
+    parts = [f'<header><h1>tracekit diagnosis: job</h1><p class="path">{_e(j["name"])}</p><p class="meta">{_e(head[1])}</p></header>']
+    straggle = (f"rank {', '.join(str(r) for r in j['stragglers'])}" if j["stragglers"] else "none")
+    cards = [
+        ("ranks", f"{len(j['ranks'])}", f"{len(j['files'])} file{'s' if len(j['files']) != 1 else ''}"
+         + (f" · world size {j['world_size']}" if j["world_size"] else "")),
+        ("step time (median)", formatting.fmt_ms(j["step_ms_median"]), f"{j['aligned_steps']} steps aligned across ranks"),
+        ("stragglers", straggle, f"others wait up to {formatting.fmt_ms(j['straggle_ms_per_step'])} per step" if j["stragglers"] else "no rank is late"),
+        ("load imbalance", fmt_pct(j["imbalance"]), f"compute spread {formatting.fmt_ms(j['compute_spread_ms'])} per step"),
+    ]
+    parts.append('<section class="cards">' + "".join(
+        f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}</div><div class="muted">{_e(sub)}</div></div>'
+        for k, v, sub in cards) + "</section>")
+    parts.append(_ranks_table(j["per_rank"]))
+    if jd.multirank.findings:
+        items = "".join(_finding_html(i, f, job_evidence_text) for i, f in enumerate(jd.multirank.findings, 1))
+        parts.append(f'<section><h2>Findings across ranks <span class="muted">(largest cost first)</span></h2>{items}</section>')
+    elif len(j["ranks"]) > 1:
+        parts.append("<section><h2>Findings across ranks</h2><p>None: no straggler, imbalance or exposed "
+                     "communication costs 5% of the step.</p></section>")
+    notes = [*j["notes"], *(f"skipped {s['path']}: {s['reason']}" for s in j["skipped"] if show_skipped)]
+    if notes:
+        parts.append("<section><h2>Notes on the job</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></section>")
+    for i, rank in enumerate(sorted(jd.diagnoses)):
+        d = jd.diagnoses[rank]
+        rank_view = view if view is not None and view.rank == rank else None
+        parts.append(_rank_details(rank, d, rank_view, opened=i < open_ranks))
+    return parts
+
+
+def _ranks_table(per_rank: Sequence[dict[str, Any]]) -> str:
+    def num(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:,.2f}"
+
+    rows = "".join(
+        f'<tr><td class="n">{r["rank"]}{" *" if r["straggler"] else ""}</td><td class="n">{r["steps"]}</td>'
+        f'<td class="n">{num(r["step_ms_median"])}</td><td class="n">{fmt_pct(r["gpu_utilization"])}</td>'
+        f'<td class="n">{num(r["compute_ms"])}</td><td class="n">{num(r["exposed_communication_ms"])}</td>'
+        f'<td class="n">{num(r["late_ms"])}</td><td class="n">{num(r["wait_ms"])}</td>'
+        f'<td class="mono">{_e(r["top_finding"] or "")}</td><td class="mono">{_e(str(r["path"]).rsplit("/", 1)[-1])}</td></tr>'
+        for r in per_rank
+    )
+    return (
+        '<section><h2>Ranks <span class="muted">(ms per step; * straggler)</span></h2><table><thead><tr>'
+        '<th class="n">rank</th><th class="n">steps</th><th class="n">step</th><th class="n">GPU busy</th>'
+        '<th class="n">compute</th><th class="n">exposed comm</th><th class="n">late</th><th class="n">wait</th>'
+        f"<th>top finding</th><th>file</th></tr></thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
+def _rank_details(rank: int, d: Diagnosis, view: StepView | None, *, opened: bool) -> str:
+    data = to_json_dict(d)
+    head = headline(d, data)
+    inner = [breakdown_section(d), _timeline_section(d, view) if view is not None else "", _findings_section(d, data)]
+    body = "\n".join(part for part in inner if part)
+    return (
+        f'<details class="more"{" open" if opened else ""}><summary>Rank {rank} · {_e(head[1])}</summary>\n'
+        f"{body}\n</details>"
+    )
+
+
+def render_job_html(jd: Any, view: StepView | None = None) -> str:
+    """The HTML page of a job of ranks (see :func:`job_sections`)."""
+    return html_page(f"tracekit · job {jd.job.name}", [*job_sections(jd, view), FOOTER])
+
+
+#: up to this many jobs, every job's summary is unfolded
+OPEN_JOBS = 4
+
+
+def jobs_sections(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Several jobs (:class:`tracekit.job.JobDiagnosis`, e.g. the jobs of the folder ``title``; names
+    under it are shown relative to it): one row per job, then each job's own summary (unfolded for
+    up to :data:`OPEN_JOBS` jobs); ``skipped`` lists (path, reason) of files that are not traces."""
+    from .json_report import job_to_json_dict
+
+    rows = []
+    for jd in jobs:
+        j = job_to_json_dict(jd)
+        s, top = j["summary"], (jd.multirank.findings or jd.diagnoses[min(jd.diagnoses)].findings or (None,))[0]
+        rows.append(
+            f'<tr><td class="mono">{_e(job_label(title, jd.job.name))}</td><td class="n">{len(j["job"]["ranks"])}</td>'
+            f'<td class="n">{s["complete_steps"]}</td><td class="n">{formatting.fmt_ms(j["job"]["step_ms_median"])}</td>'
+            f'<td class="n">{fmt_pct(s["gpu_utilization"])}</td>'
+            f"<td>{_e(top.title) if top else 'none'}</td>"
+            f'<td class="n">{formatting.fmt_ms(top.ms_per_step) if top else ""}</td></tr>'
+        )
+    parts = [
+        f'<header><h1>tracekit diagnosis: {len(jobs)} job{"s" if len(jobs) != 1 else ""}</h1>'
+        f'<p class="path">{_e(title)}</p></header>',
+        '<section><h2>Jobs</h2><table><thead><tr><th>job</th><th class="n">ranks</th><th class="n">steps</th>'
+        '<th class="n">step time</th><th class="n">GPU busy</th><th>largest finding</th><th class="n">per step</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<p class="caption">Steps and GPU busy share of each job\'s lowest rank; step time is the median over steps aligned '
+        "across ranks.</p></section>",
+    ]
+    for jd in jobs:
+        if len(jd.diagnoses) == 1:
+            d = next(iter(jd.diagnoses.values()))
+            data = to_json_dict(d)
+            inner = [breakdown_section(d), _findings_section(d, data)]
+            parts.append(folded(f"{job_label(title, jd.job.name)} · {headline(d, data)[1]}", inner, opened=len(jobs) <= OPEN_JOBS))
+        else:
+            head, _ = job_lines(jd)
+            parts.append(folded(f"{job_label(title, jd.job.name)} · {head[1]}", job_sections(jd, open_ranks=0, show_skipped=False)[1:],
+                                opened=len(jobs) <= OPEN_JOBS))
+    if skipped:
+        items = "".join(f"<li><code>{_e(job_label(title, p))}</code>: {_e(reason)}</li>" for p, reason in skipped)
+        parts.append(folded(f"Skipped {len(skipped)} file(s) that are not traces tracekit reads", [f"<section><ul>{items}</ul></section>"]))
+    return parts
+
+
+def render_jobs_html(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, str]] = ()) -> str:
+    """The HTML page of several jobs (see :func:`jobs_sections`)."""
+    return html_page(f"tracekit · {title}", [*jobs_sections(title, jobs, skipped), FOOTER])
+
+
+__all__ = [
+    "FRAGMENT_CLASS", "html_fragment", "html_page", "job_sections", "jobs_sections", "render_html", "render_html_fragment",
+    "render_job_html", "render_jobs_html", "report_sections", "scoped_style",
+]

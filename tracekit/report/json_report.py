@@ -191,3 +191,19 @@ def job_to_json_dict(jd: Any) -> dict[str, Any]:
     }
     data["ranks"] = [to_json_dict(jd.diagnoses[r]) for r in sorted(jd.diagnoses)]
     return data
+
+
+#: the contract of ``tracekit analyze FOLDER --format json`` on a folder of several jobs
+JOBS_SCHEMA_VERSION = "tracekit.jobs/1"
+
+
+def jobs_to_json_dict(folder: str, jds: list[Any], skipped: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The JSON report of the jobs of one folder: ``jobs`` holds one :func:`job_to_json_dict`
+    document per job, in name order (docs/json-report.md)."""
+    return {
+        "schema": JOBS_SCHEMA_VERSION,
+        "tracekit_version": __version__,
+        "folder": folder,
+        "jobs": [job_to_json_dict(jd) for jd in jds],
+        "skipped": [{"path": p, "reason": r} for p, r in skipped or []],
+    }

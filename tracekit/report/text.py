@@ -9,7 +9,7 @@ import polars as pl
 from ..analysis import Diagnosis
 from ..analysis.causes import CAUSE_LABELS, CAUSES, PATH_LABELS
 from ..analysis.view import StepView
-from .formatting import evidence_text, fmt_ms, fmt_pct, headline, job_evidence_text
+from .formatting import evidence_text, fmt_ms, fmt_pct, headline, job_evidence_text, job_label, job_lines
 from .json_report import to_json_dict
 
 BAR_WIDTH = 30
@@ -272,24 +272,10 @@ def _markdown_view(d: Diagnosis, view: StepView) -> list[str]:
     return out
 
 
-def _job_lines(jd: Any) -> tuple[list[str], dict[str, Any]]:
-    from .json_report import job_to_json_dict
-
-    data = job_to_json_dict(jd)
-    j = data["job"]
-    ws = f" of {j['world_size']}" if j["world_size"] and j["world_size"] != len(j["ranks"]) else ""
-    head = [
-        f"tracekit · job {j['name']}",
-        f"{len(j['ranks'])} rank{'s' if len(j['ranks']) != 1 else ''}{ws} · {len(j['files'])} file{'s' if len(j['files']) != 1 else ''}"
-        f" · {j['aligned_steps']} aligned steps · step time {fmt_ms(j['step_ms_median'])} (median)",
-    ]
-    return head, data
-
-
 def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
     """Terminal text for a job: per-rank table, the comparison across ranks, and each rank's report
     (when there are at most ``rank_details`` ranks)."""
-    head, data = _job_lines(jd)
+    head, data = job_lines(jd)
     j = data["job"]
     out = [*head, ""]
     out.append("Ranks (ms per step; * straggler)")
@@ -344,7 +330,7 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
 
 def render_job_markdown(jd: Any) -> str:
     """Markdown for a job: the per-rank table and the findings across ranks."""
-    head, data = _job_lines(jd)
+    head, data = job_lines(jd)
     j = data["job"]
     out = [f"## tracekit diagnosis: job `{j['name']}`", "", f"{head[1]}  ", ""]
     out += ["| rank | steps | step ms | GPU util | compute ms | exposed comm ms | late ms | wait ms | top finding |",
@@ -369,4 +355,103 @@ def render_job_markdown(jd: Any) -> str:
         out += ["### Notes", ""]
         out.extend(f"- {n}" for n in j["notes"])
         out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- several jobs
+
+
+def _jobs_table(folder: str, jobs: list[dict[str, Any]]) -> list[tuple[str, str, str, str, str, str]]:
+    """(job, ranks, steps, step ms, GPU util, largest finding) per job, from job_to_json_dict documents."""
+    rows = []
+    for data in jobs:
+        j, s = data["job"], data["summary"]
+        top = (j["findings"] or data["findings"] or [None])[0]
+        finding = "-" if top is None else f"{top['kind']} ({top['ms_per_step']:,.2f} ms)"
+        step = j["step_ms_median"] if len(j["ranks"]) > 1 else s["step_ms_median"]
+        rows.append((job_label(folder, j["name"]), str(len(j["ranks"])), str(s["complete_steps"]),
+                     "n/a" if step is None else f"{step:,.2f}", fmt_pct(s["gpu_utilization"]), finding))
+    return rows
+
+
+def render_jobs_text(folder: str, jds: list[Any], skipped: list[tuple[str, str]] | None = None) -> str:
+    """Terminal text for the jobs of one folder: a table with one row per job, then one short summary
+    per job (its headline and findings with their fixes; for a job of ranks, the comparison across
+    ranks and each rank's largest finding)."""
+    from .json_report import job_to_json_dict
+
+    docs = [job_to_json_dict(jd) for jd in jds]
+    out = [f"tracekit · folder {folder} · {len(jds)} job{'s' if len(jds) != 1 else ''}", ""]
+    table = _jobs_table(folder, docs)
+    width = max([len(r[0]) for r in table] + [3])
+    width = min(width, 60)
+    out.append(f"  {'job':<{width}} {'ranks':>5} {'steps':>5} {'step ms':>10} {'GPU util':>8}  largest finding (ms per step)")
+    out.extend(f"  {_short(job, width):<{width}} {r:>5} {st:>5} {ms:>10} {u:>8}  {top}" for job, r, st, ms, u, top in table)
+    out.append("")
+    for jd, data in zip(jds, docs, strict=True):
+        j = data["job"]
+        out.append(f"── {job_label(folder, j['name'])} " + "─" * 40)
+        if len(jd.diagnoses) == 1:
+            d = next(iter(jd.diagnoses.values()))
+            out.extend(headline(d, data))
+            findings = list(d.findings)
+        else:
+            head, _ = job_lines(jd)
+            out.append(head[1])
+            if j["stragglers"]:
+                out.append(f"stragglers: rank {', '.join(str(r) for r in j['stragglers'])} (the others wait up to "
+                           f"{j['straggle_ms_per_step'] or 0:,.2f} ms per step)")
+            if j["imbalance"] is not None:
+                out.append(f"load imbalance: {100 * j['imbalance']:.1f}% (compute spread {j['compute_spread_ms'] or 0:,.2f} ms per step)")
+            findings = list(jd.multirank.findings)
+            for r in j["per_rank"]:
+                out.append(f"rank {r['rank']}: step {fmt_ms(r['step_ms_median'])}, GPU utilization {fmt_pct(r['gpu_utilization'])}, "
+                           f"largest finding {r['top_finding'] or 'none'}")
+        for i, f in enumerate(findings, 1):
+            line = f" {i}. {f.title} [{f.kind}]: {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%)"
+            if f.predicted_step_ms is not None:
+                line += f"; {f.predicted_step_ms:,.2f} ms per step if fixed"
+            out.append(line)
+            out.append(f"    fix: {f.fix}")
+        if not findings:
+            out.append("no findings" + (" across ranks" if len(jd.diagnoses) > 1 else ""))
+        out.append("")
+    if skipped:
+        out.append(f"Skipped {len(skipped)} file(s) that are not traces tracekit reads:")
+        out.extend(f"  - {p.rsplit('/', 1)[-1]}: {_short(reason, 100)}" for p, reason in skipped)
+        out.append("")
+    out.append("One job's full report: tracekit analyze FILE (one trace) or a folder holding only that job's files.")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, str]] | None = None) -> str:
+    """Markdown for the jobs of one folder: the table of jobs and each job's findings."""
+    from .json_report import job_to_json_dict
+
+    docs = [job_to_json_dict(jd) for jd in jds]
+    out = [f"## tracekit diagnosis: {len(jds)} job{'s' if len(jds) != 1 else ''} in `{folder}`", ""]
+    out += ["| job | ranks | steps | step ms | GPU util | largest finding (ms per step) |", "|---|---:|---:|---:|---:|---|"]
+    out.extend(f"| `{_cell(job)}` | {r} | {st} | {ms} | {u} | {_cell(top)} |" for job, r, st, ms, u, top in _jobs_table(folder, docs))
+    out.append("")
+    for jd, data in zip(jds, docs, strict=True):
+        out += [f"### `{_cell(job_label(folder, data['job']['name']))}`", ""]
+        if len(jd.diagnoses) == 1:
+            d = next(iter(jd.diagnoses.values()))
+            out += [f"{line}  " for line in headline(d, data)]
+            findings = list(d.findings)
+        else:
+            out.append(job_lines(jd)[0][1] + "  ")
+            findings = list(jd.multirank.findings)
+        out.append("")
+        for i, f in enumerate(findings, 1):
+            pred = f"; {f.predicted_step_ms:,.2f} ms per step if fixed" if f.predicted_step_ms is not None else ""
+            out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%){pred}. "
+                       f"Fix: {f.fix}")
+        if not findings:
+            out.append("No findings.")
+        out.append("")
+    if skipped:
+        out += [f"<details><summary>Skipped {len(skipped)} file(s) that are not traces tracekit reads</summary>", ""]
+        out.extend(f"- `{p.rsplit('/', 1)[-1]}`: {_cell(reason)}" for p, reason in skipped)
+        out += ["", "</details>", ""]
     return "\n".join(out).rstrip() + "\n"

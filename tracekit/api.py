@@ -1,0 +1,818 @@
+"""tracekit in a notebook or a Python script: one call from a trace to its diagnosis.
+
+:func:`analyze` runs the pipeline of ``tracekit analyze`` on a trace file, a folder holding one
+job's traces, or a folder holding several jobs; :func:`diff` runs the one of ``tracekit diff``.
+They return small result objects that hold the analyses' frozen results and render on demand:
+
+* in Jupyter (or any frontend that calls ``_repr_html_``) a result shows the report's headline,
+  the step-time breakdown, the timeline of the representative step and the findings with their
+  fixes: self-contained HTML, no script, nothing fetched from the network;
+* ``repr(result)`` is a few readable lines for a plain terminal; ``print(result)`` prints the full
+  text report of ``tracekit analyze``;
+* the tables are one attribute away as polars DataFrames (``.findings``, ``.steps``, ``.gaps``,
+  ``.syncs``, ``.kernels``, ``.what_ifs``; columns in docs/python-api.md);
+* ``.to_json()`` is byte for byte the document ``tracekit analyze --format json`` prints
+  (docs/json-report.md), ``.to_text()``, ``.to_markdown()`` and ``.to_html()`` the other formats,
+  ``.save(path)`` writes the one its suffix names.
+
+This module is a front end, like the command line: it may import the renderers
+(:mod:`tracekit.report`); the analyses never do.  Nothing here prints.
+
+Example (from the repository root)::
+
+    >>> import tracekit
+    >>> r = tracekit.analyze("sample_traces/synthetic/dataloader_stall.kineto.json")
+    >>> round(r.step_ms, 2), round(r.gpu_utilization, 2)
+    (100.01, 0.6)
+    >>> r.findings.select("kind", "ms_per_step", pl.col("predicted_step_ms").round(2)).to_dicts()
+    [{'kind': 'data_loading', 'ms_per_step': 40.0, 'predicted_step_ms': 60.01}]
+    >>> stalls = r.gaps.filter(pl.col("cause") == "data_loading")
+    >>> stalls.height, stalls.select((pl.col("dur_ns") / 1e6).round(1).unique()).item()
+    (8, 40.0)
+    >>> import json
+    >>> json.loads(r.to_json())["summary"]["top_finding"]
+    'data_loading'
+    >>> d = tracekit.diff(r, "sample_traces/synthetic/dataloader_fixed.kineto.json")
+    >>> d.verdict, round(d.step_ms.delta_pct)
+    ('faster', -38)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
+
+import polars as pl
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .analysis.diagnose import Diagnosis, JobDiagnosis
+    from .analysis.compare import Change, DiffResult
+    from .analysis.view import StepView
+    from .job import Job
+    from .schema import TraceInfo, TraceTables
+
+#: what ``what_if=`` accepts: ``"cause=factor"``, several of them, or a mapping cause → factor
+WhatIfSpec = str | Mapping[str, float] | Sequence[str]
+#: most events drawn in the timeline picture (as ``tracekit analyze --format html``)
+MAX_VIEW_EVENTS = 6000
+
+_FINDING_SCHEMA: dict[str, Any] = {
+    "kind": pl.String,
+    "title": pl.String,
+    "ms_per_step": pl.Float64,
+    "share_of_step": pl.Float64,
+    "predicted_step_ms": pl.Float64,
+    "saving_ms": pl.Float64,
+    "steps_affected": pl.Int64,
+    "worst_steps": pl.List(pl.Int64),
+    "fix": pl.String,
+    "evidence": pl.String,
+}
+_WHAT_IF_SCHEMA: dict[str, Any] = {
+    "what_if": pl.String,
+    "asked": pl.Boolean,
+    "findings": pl.List(pl.String),
+    "baseline_step_ms": pl.Float64,
+    "predicted_step_ms": pl.Float64,
+    "saving_ms": pl.Float64,
+}
+
+
+# --------------------------------------------------------------------------- the calls
+
+
+def what_if_questions(spec: WhatIfSpec | None) -> list[dict[str, float]]:
+    """The what-if questions ``spec`` asks, as ``tracekit analyze --what-if`` asks them: each cause
+    scaled on its own and, when there are several, all of them together.
+
+    >>> what_if_questions("data_loading=0")
+    [{'data_loading': 0.0}]
+    >>> what_if_questions({"data_loading": 0, "host_device_sync": 0.5})
+    [{'data_loading': 0.0}, {'host_device_sync': 0.5}, {'data_loading': 0.0, 'host_device_sync': 0.5}]
+    """
+    from .analysis.whatif import WhatIf, parse_what_if
+
+    if spec is None:
+        return []
+    pairs: list[tuple[str, float]] = []
+    if isinstance(spec, str):
+        pairs = [parse_what_if(spec)]
+    elif isinstance(spec, Mapping):
+        for name, factor in spec.items():
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+                raise UsageError(f"what_if={{{name!r}: {factor!r}}}: the factor must be a number (0 removes the cause, 0.5 halves it)")
+            pairs.extend(WhatIf.of({str(name): float(factor)}).factors)
+    else:
+        for item in spec:
+            if not isinstance(item, str):
+                raise UsageError(f"what_if: expected 'cause=factor' strings or a mapping cause → factor, got {item!r}")
+            pairs.append(parse_what_if(item))
+    questions = [{name: factor} for name, factor in pairs]
+    if len(pairs) > 1:
+        questions.append(dict(pairs))
+    return questions
+
+
+def analyze(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, what_if: WhatIfSpec | None = None, cache: bool = True
+) -> TraceReport | JobReport | FolderReport:
+    """The diagnosis of a trace, of a job, or of every job in a folder (``tracekit analyze``).
+
+    Args:
+        path: a trace file (PyTorch profiler ``.json``/``.json.gz``, Nsight Systems ``.sqlite``/
+            ``.nsys-rep``) → :class:`TraceReport`; a folder of one job's traces (a ``tracekit
+            capture`` folder, one trace per rank) or a list of files → :class:`JobReport`; a
+            folder holding several jobs → :class:`FolderReport`, one :class:`JobReport` per job.
+        what_if: extra questions for the critical path of one trace, as ``--what-if``:
+            ``"data_loading=0"``, a list of such strings, or ``{"data_loading": 0}``; each cause
+            is asked alone and, when there are several, together (:func:`what_if_questions`).
+        cache: reuse the parsed tables cached next to the trace (``--no-cache`` is ``cache=False``).
+
+    Raises:
+        tracekit.errors.TracekitError: the path does not exist or cannot be read as traces (the
+            message names the file and the problem), or ``what_if`` is asked of a folder.
+    """
+    from .analysis.diagnose import diagnose, diagnose_job
+    from .job import read_job, read_jobs
+    from .reader import read_trace
+
+    questions = what_if_questions(what_if)
+    if not isinstance(path, (str, os.PathLike)):
+        if not isinstance(path, Sequence) or not all(isinstance(x, (str, os.PathLike)) for x in path):
+            raise UsageError(f"analyze expects a trace path, a folder or a list of trace paths, got {type(path).__name__}")
+        if questions:
+            raise UsageError("what_if answers for one trace", hint="analyze one rank's file with what_if=")
+        return JobReport(diagnose_job(read_job([Path(x) for x in path], cache=cache)))
+    p = Path(path)
+    if p.is_dir():
+        if questions:
+            raise UsageError("what_if answers for one trace", path=p, hint="analyze one rank's file with what_if=")
+        jobs = read_jobs(p, cache=cache)
+        reports = tuple(JobReport(diagnose_job(job)) for job in jobs)
+        if len(reports) == 1:
+            return reports[0]
+        skipped = jobs[0].skipped if jobs else ()
+        return FolderReport(str(p), reports, skipped=skipped)
+    tables = read_trace(p, cache=cache)
+    return TraceReport(diagnose(tables, what_if=questions), tables)
+
+
+def diff(before: str | Path | TraceReport, after: str | Path | TraceReport, *, cache: bool = True) -> DiffReport:
+    """What a change did: two traces of the same training loop compared (``tracekit diff``).
+
+    ``before`` and ``after`` are trace files or :class:`TraceReport` results of :func:`analyze`.
+    """
+    from .analysis.compare import compare
+
+    sides = [_as_trace_report(x, cache=cache) for x in (before, after)]
+    return DiffReport(compare(sides[0].diagnosis, sides[1].diagnosis), sides[0], sides[1])
+
+
+def _as_trace_report(x: str | Path | TraceReport, *, cache: bool) -> TraceReport:
+    if isinstance(x, TraceReport):
+        return x
+    if isinstance(x, (JobReport, FolderReport)):
+        raise UsageError("diff compares two traces, not jobs", hint="pass one rank's file, e.g. job.ranks[0]")
+    if not isinstance(x, (str, Path)):
+        raise UsageError(f"diff expects a trace path or a TraceReport, got {type(x).__name__}")
+    from .analysis import diagnose
+    from .reader import read_trace
+
+    tables = read_trace(Path(x), cache=cache)
+    return TraceReport(diagnose(tables), tables)
+
+
+# --------------------------------------------------------------------------- shared behaviour
+
+
+class _Rendered(ABC):
+    """Formats shared by every result: JSON, text, Markdown, HTML, and writing one to a file."""
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document as Python objects."""
+
+    def to_json(self) -> str:
+        """The JSON document of the matching ``tracekit`` command's ``--format json``."""
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @abstractmethod
+    def to_text(self) -> str:
+        """The terminal report of the matching command."""
+
+    @abstractmethod
+    def to_markdown(self) -> str:
+        """The Markdown of ``--format markdown``."""
+
+    @abstractmethod
+    def to_html(self) -> str:
+        """The self-contained page of ``--format html``."""
+
+    @abstractmethod
+    def _fragment(self) -> str:
+        """The notebook display: an HTML fragment with its style scoped to it."""
+
+    def save(self, path: str | Path) -> Path:
+        """Write the report to ``path`` in the format its suffix names (``.html``, ``.json``, ``.md``,
+        anything else text); returns the path."""
+        out = Path(path)
+        suffix = out.suffix.lower()
+        text = {".html": self.to_html, ".htm": self.to_html, ".json": self.to_json, ".md": self.to_markdown}.get(
+            suffix, self.to_text
+        )()
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write the report: {exc.strerror or exc}", path=out) from exc
+        return out
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        return self._fragment()
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+
+def _findings_frame(findings: Sequence[Any], baseline_ms: float | None) -> pl.DataFrame:
+    rows = [
+        {
+            "kind": f.kind,
+            "title": f.title,
+            "ms_per_step": round(f.ms_per_step, 4),
+            "share_of_step": round(f.share_of_step, 4),
+            "predicted_step_ms": None if f.predicted_step_ms is None else round(f.predicted_step_ms, 4),
+            "saving_ms": None if f.predicted_step_ms is None or baseline_ms is None else round(baseline_ms - f.predicted_step_ms, 4),
+            "steps_affected": f.steps_affected,
+            "worst_steps": list(f.worst_steps),
+            "fix": f.fix,
+            "evidence": json.dumps(f.evidence, sort_keys=True, default=str),
+        }
+        for f in findings
+    ]
+    return pl.DataFrame(rows, schema=_FINDING_SCHEMA)
+
+
+def _with_rank(frame: pl.DataFrame, rank: int | None) -> pl.DataFrame:
+    if "rank" in frame.columns:
+        return frame
+    return frame.select(pl.lit(rank, dtype=pl.Int32).alias("rank"), pl.all())
+
+
+def _concat(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    frames = [f for f in frames if f.width]
+    if not frames:
+        return pl.DataFrame()
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+# --------------------------------------------------------------------------- one trace
+
+
+class TraceReport(_Rendered):
+    """The diagnosis of one trace (:func:`analyze` on a file), with its tables and renderings.
+
+    Attributes:
+        diagnosis: the frozen :class:`tracekit.analysis.Diagnosis` (every number shown comes from it).
+        tables: the trace's canonical tables (:class:`tracekit.schema.TraceTables`).
+    """
+
+    def __init__(self, diagnosis: Diagnosis, tables: TraceTables) -> None:
+        self.diagnosis = diagnosis
+        self.tables = tables
+        self._memo: dict[str, Any] = {}
+
+    # -- the headline numbers
+    @property
+    def info(self) -> TraceInfo:
+        return self.diagnosis.info
+
+    @property
+    def path(self) -> str:
+        return self.diagnosis.info.path
+
+    @property
+    def step_ms(self) -> float | None:
+        """Median step time over complete steps, ms."""
+        return self.diagnosis.step_ms_median
+
+    @property
+    def gpu_utilization(self) -> float | None:
+        """Busy share of step time (0..1) of each rank's busiest GPU; None for a CPU-only trace."""
+        return self.diagnosis.gpu_utilization
+
+    @property
+    def breakdown_ms(self) -> dict[str, float]:
+        """Cause → ms per step (the parts add up to the step)."""
+        return dict(self.diagnosis.breakdown_ms)
+
+    # -- the tables
+    @property
+    def findings(self) -> pl.DataFrame:
+        """One row per finding, ranked by what its fix saves: ``kind``, ``title``, ``ms_per_step``,
+        ``share_of_step``, ``predicted_step_ms``, ``saving_ms``, ``steps_affected``, ``worst_steps``,
+        ``fix``, ``evidence`` (a JSON object, kind-specific)."""
+        if "findings" not in self._memo:
+            self._memo["findings"] = _findings_frame(self.diagnosis.findings, self.diagnosis.step_ms_mean)
+        return self._memo["findings"]  # type: ignore[no-any-return]
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        """One row per step window: ``rank``, ``step``, ``start_ns``, ``end_ns``, ``dur_ns``, ``cpu_end_ns``,
+        ``complete``, ``source``, ``device``, ``gpu_busy_ns``, ``utilization`` and, for the step's
+        GPU, one ``<cause>_ns`` column per cause of the breakdown."""
+        if "steps" not in self._memo:
+            from .analysis import CAUSES
+
+            d = self.diagnosis
+            causes = d.timeline.per_step.select("rank", "device", "step", *(f"{c}_ns" for c in CAUSES))
+            self._memo["steps"] = d.steps.join(causes, on=["rank", "device", "step"], how="left").sort("rank", "step")
+        return self._memo["steps"]  # type: ignore[no-any-return]
+
+    @property
+    def gaps(self) -> pl.DataFrame:
+        """One row per idle gap of a GPU inside a step: ``rank``, ``device``, ``step``, ``start_ns``,
+        ``end_ns``, ``dur_ns``, ``cause`` (what the host was doing), ``host_pid``, ``host_tid``,
+        ``next_event_id``, ``launch_event_id``, ``sync_event_id`` and the gap split by cause
+        (``<cause>_ns``)."""
+        return self.diagnosis.timeline.gaps
+
+    @property
+    def syncs(self) -> pl.DataFrame:
+        """One row per host-device sync point (:mod:`tracekit.analysis.syncs`)."""
+        return self.diagnosis.syncs
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """Every kernel name, by total GPU time: ``name``, ``category``, ``tensor_cores``, ``count``,
+        ``total_ns``, ``mean_ns``, ``max_ns``, ``share_of_kernel_time``."""
+        if "kernels" not in self._memo:
+            from .analysis.kernels import kernel_stats
+
+            t = self.tables
+            self._memo["kernels"] = kernel_stats(t.events, t.links, t.devices, top_n=2**31 - 1).top
+        return self._memo["kernels"]  # type: ignore[no-any-return]
+
+    @property
+    def what_ifs(self) -> pl.DataFrame:
+        """Every question the critical path answered: ``what_if`` (``cause=factor, ...``), ``asked``
+        (given in ``what_if=``), ``findings`` (the findings whose fix it prices), ``baseline_step_ms``,
+        ``predicted_step_ms``, ``saving_ms`` (mean over complete steps)."""
+        if "what_ifs" not in self._memo:
+            from .analysis.whatif import finding_what_if
+
+            d = self.diagnosis
+            asked = {r.what_if for r in d.what_ifs}
+            priced: dict[Any, list[str]] = {}
+            for f in d.findings:
+                wi = finding_what_if(f.kind)
+                if wi is not None:
+                    priced.setdefault(wi, []).append(f.kind)
+            answers = d.critical_path.what_ifs if d.critical_path is not None else ()
+            rows = [
+                {
+                    "what_if": a.what_if.label,
+                    "asked": a.what_if in asked,
+                    "findings": priced.get(a.what_if, []),
+                    "baseline_step_ms": a.baseline_step_ms,
+                    "predicted_step_ms": a.predicted_step_ms,
+                    "saving_ms": a.saving_ms,
+                }
+                for a in answers
+            ]
+            self._memo["what_ifs"] = pl.DataFrame(rows, schema=_WHAT_IF_SCHEMA)
+        return self._memo["what_ifs"]  # type: ignore[no-any-return]
+
+    # -- pictures
+    def view(self, rank: int | None = None, step: int | None = None) -> StepView | None:
+        """The drawable model of one step (default: the complete step closest to the median);
+        None when the trace has no step."""
+        from .analysis.view import representative_step, step_view
+
+        d = self.diagnosis
+        if rank is None or step is None:
+            pick = representative_step(d.steps if rank is None else d.steps.filter(pl.col("rank") == rank))
+            if pick is None:
+                return None
+            rank, step = pick[0], pick[1] if step is None else step
+        key = f"view/{rank}/{step}"
+        if key not in self._memo:
+            try:
+                self._memo[key] = step_view(self.tables, d.steps, d.timeline.gaps, d.syncs, rank, step, max_events=MAX_VIEW_EVENTS)
+            except KeyError:
+                raise UsageError(f"the trace has no step {step} on rank {rank}", path=self.path) from None
+        return self._memo[key]  # type: ignore[no-any-return]
+
+    # -- renderings
+    def to_dict(self) -> dict[str, Any]:
+        from .report.json_report import to_json_dict
+
+        return to_json_dict(self.diagnosis)
+
+    def to_text(self) -> str:
+        from .report.text import render_text
+
+        return render_text(self.diagnosis)
+
+    def to_markdown(self, image: str | None = None) -> str:
+        """The Markdown report (``--format markdown``); ``image`` adds a picture by URL."""
+        from .report.text import render_markdown
+
+        return render_markdown(self.diagnosis, view=self.view(), image=image)
+
+    def to_html(self) -> str:
+        """The self-contained HTML page of ``tracekit analyze --format html``."""
+        from .report.html import render_html
+
+        return render_html(self.diagnosis, self.view())
+
+    def _fragment(self) -> str:
+        from .report.html import render_html_fragment
+
+        return render_html_fragment(self.diagnosis, self.view())
+
+    def __repr__(self) -> str:
+        from .report.json_report import to_json_dict
+        from .report.formatting import headline
+
+        d = self.diagnosis
+        lines = [f"TraceReport({self.path!r})", *(f"  {line}" for line in headline(d, to_json_dict(d)))]
+        lines.extend(_finding_lines(d.findings))
+        lines.append("  tables: .findings .steps .gaps .syncs .kernels .what_ifs · print() for the full report")
+        return "\n".join(lines)
+
+
+def _finding_lines(findings: Sequence[Any], indent: str = "  ") -> list[str]:
+    if not findings:
+        return [f"{indent}no findings"]
+    out = []
+    for i, f in enumerate(findings, 1):
+        line = f"{indent}{i}. {f.title} [{f.kind}]: {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%)"
+        if f.predicted_step_ms is not None:
+            line += f", {f.predicted_step_ms:,.2f} ms per step if fixed"
+        out.append(line)
+    return out
+
+
+# --------------------------------------------------------------------------- one job
+
+
+class JobReport(_Rendered):
+    """One job of ranks (:func:`analyze` on a folder of one job's traces): every rank diagnosed, and
+    the comparison across ranks (stragglers, imbalance, exposed communication).
+
+    The tables hold every rank's rows (a ``rank`` column tells them apart); ``.findings`` also
+    holds the findings across ranks, with a null ``rank``.
+    """
+
+    def __init__(self, jd: JobDiagnosis) -> None:
+        self.job_diagnosis = jd
+        self._memo: dict[str, Any] = {}
+
+    @property
+    def job(self) -> Job:
+        return self.job_diagnosis.job
+
+    @property
+    def name(self) -> str:
+        return self.job_diagnosis.job.name
+
+    @property
+    def ranks(self) -> dict[int, TraceReport]:
+        """rank → that rank's :class:`TraceReport`."""
+        if "ranks" not in self._memo:
+            jd = self.job_diagnosis
+            self._memo["ranks"] = {r.rank: TraceReport(jd.diagnoses[r.rank], r.tables) for r in jd.job.ranks if r.rank in jd.diagnoses}
+        return self._memo["ranks"]  # type: ignore[no-any-return]
+
+    @property
+    def step_ms(self) -> float | None:
+        """Median time of the steps aligned across ranks (one rank: its median step time), ms."""
+        m = self.job_diagnosis.multirank.step_ms_median
+        if m is None and len(self.ranks) == 1:
+            return next(iter(self.ranks.values())).step_ms
+        return m
+
+    @property
+    def per_rank(self) -> pl.DataFrame:
+        """One row per rank: step time, GPU utilization, compute, communication, lateness (ms per step)."""
+        return self.job_diagnosis.multirank.per_rank
+
+    @property
+    def findings(self) -> pl.DataFrame:
+        """Findings across ranks (``rank`` null) then each rank's own, with the columns of
+        :attr:`TraceReport.findings` and ``rank`` first."""
+        jd = self.job_diagnosis
+        first = _with_rank(_findings_frame(jd.multirank.findings, None), None)
+        return pl.concat([first, *(_with_rank(r.findings, k) for k, r in sorted(self.ranks.items()))], how="vertical_relaxed")
+
+    def _stack(self, name: str) -> pl.DataFrame:
+        return _concat([_with_rank(getattr(r, name), k) for k, r in sorted(self.ranks.items())])
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        """Every rank's :attr:`TraceReport.steps`."""
+        return self._stack("steps")
+
+    @property
+    def gaps(self) -> pl.DataFrame:
+        """Every rank's :attr:`TraceReport.gaps`."""
+        return self._stack("gaps")
+
+    @property
+    def syncs(self) -> pl.DataFrame:
+        """Every rank's :attr:`TraceReport.syncs`."""
+        return self._stack("syncs")
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """Every rank's :attr:`TraceReport.kernels`, with a ``rank`` column."""
+        return self._stack("kernels")
+
+    @property
+    def what_ifs(self) -> pl.DataFrame:
+        """Every rank's :attr:`TraceReport.what_ifs`, with a ``rank`` column."""
+        return self._stack("what_ifs")
+
+    def _view(self) -> StepView | None:
+        first = min(self.ranks) if self.ranks else None
+        return None if first is None else self.ranks[first].view()
+
+    def to_dict(self) -> dict[str, Any]:
+        from .report.json_report import job_to_json_dict
+
+        return job_to_json_dict(self.job_diagnosis)
+
+    def to_text(self) -> str:
+        from .report.text import render_job_text
+
+        return render_job_text(self.job_diagnosis)
+
+    def to_markdown(self) -> str:
+        from .report.text import render_job_markdown
+
+        return render_job_markdown(self.job_diagnosis)
+
+    def to_html(self) -> str:
+        from .report.html import render_job_html
+
+        return render_job_html(self.job_diagnosis, self._view())
+
+    def _fragment(self) -> str:
+        from .report.html import html_fragment, job_sections
+
+        return html_fragment(job_sections(self.job_diagnosis, self._view()))
+
+    def __repr__(self) -> str:
+        from .report.formatting import job_lines
+
+        head, _ = job_lines(self.job_diagnosis)
+        jd = self.job_diagnosis
+        lines = [f"JobReport({self.name!r})", f"  {head[1]}"]
+        if len(jd.diagnoses) > 1:
+            lines.append("  findings across ranks:")
+            lines.extend(_finding_lines(jd.multirank.findings, "    "))
+        for rank in sorted(jd.diagnoses):
+            d = jd.diagnoses[rank]
+            top = f"{d.findings[0].kind} ({d.findings[0].ms_per_step:,.2f} ms per step)" if d.findings else "none"
+            step = "n/a" if d.step_ms_median is None else f"{d.step_ms_median:,.2f} ms"
+            util = "n/a" if d.gpu_utilization is None else f"{100 * d.gpu_utilization:.1f}%"
+            lines.append(f"  rank {rank}: step {step}, GPU utilization {util}, largest finding {top}")
+        lines.append("  tables: .findings .steps .gaps .syncs .kernels .what_ifs .per_rank · .ranks[r] for one rank")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- several jobs
+
+
+class FolderReport(_Rendered, Sequence[JobReport]):
+    """Every job in one folder (:func:`analyze` on a folder of several jobs): a sequence of
+    :class:`JobReport`, also indexable by job name (as listed in ``.summary``)."""
+
+    def __init__(self, folder: str, jobs: Sequence[JobReport], *, skipped: Sequence[tuple[str, str]] = ()) -> None:
+        self.folder = folder
+        self.jobs = tuple(jobs)
+        #: (path, reason) of the folder's files that could not be read as traces
+        self.skipped = tuple(skipped)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    @overload
+    def __getitem__(self, key: int | str) -> JobReport: ...
+    @overload
+    def __getitem__(self, key: slice) -> Sequence[JobReport]: ...
+
+    def __getitem__(self, key: int | str | slice) -> JobReport | Sequence[JobReport]:
+        if isinstance(key, str):
+            for job in self.jobs:
+                if key in (job.name, self._label(job)):
+                    return job
+            raise KeyError(f"no job {key!r} in {self.folder} (jobs: {', '.join(self._label(j) for j in self.jobs)})")
+        return self.jobs[key]
+
+    def __iter__(self) -> Iterator[JobReport]:
+        return iter(self.jobs)
+
+    def _label(self, job: JobReport) -> str:
+        prefix = self.folder.rstrip("/") + "/"
+        return job.name[len(prefix):] if job.name.startswith(prefix) else job.name
+
+    @property
+    def summary(self) -> pl.DataFrame:
+        """One row per job: ``job``, ``ranks``, ``complete_steps`` (lowest rank), ``step_ms``,
+        ``gpu_utilization`` (lowest rank), ``top_finding``, ``top_finding_ms_per_step``."""
+        rows = []
+        for job in self.jobs:
+            jd = job.job_diagnosis
+            first = jd.diagnoses[min(jd.diagnoses)]
+            top = (jd.multirank.findings or first.findings or (None,))[0]
+            rows.append({
+                "job": self._label(job), "ranks": len(jd.diagnoses), "complete_steps": first.complete_steps,
+                "step_ms": job.step_ms, "gpu_utilization": first.gpu_utilization,
+                "top_finding": None if top is None else top.kind,
+                "top_finding_ms_per_step": None if top is None else top.ms_per_step,
+            })
+        schema = {"job": pl.String, "ranks": pl.Int64, "complete_steps": pl.Int64, "step_ms": pl.Float64,
+                  "gpu_utilization": pl.Float64, "top_finding": pl.String, "top_finding_ms_per_step": pl.Float64}
+        return pl.DataFrame(rows, schema=schema)
+
+    def _stack(self, name: str) -> pl.DataFrame:
+        frames = [(self._label(j), getattr(j, name)) for j in self.jobs]
+        return _concat([f.select(pl.lit(label).alias("job"), pl.all()) for label, f in frames if f.width])
+
+    @property
+    def findings(self) -> pl.DataFrame:
+        """Every job's :attr:`JobReport.findings`, with a ``job`` column first."""
+        return self._stack("findings")
+
+    @property
+    def steps(self) -> pl.DataFrame:
+        return self._stack("steps")
+
+    @property
+    def gaps(self) -> pl.DataFrame:
+        return self._stack("gaps")
+
+    @property
+    def syncs(self) -> pl.DataFrame:
+        return self._stack("syncs")
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        return self._stack("kernels")
+
+    @property
+    def what_ifs(self) -> pl.DataFrame:
+        return self._stack("what_ifs")
+
+    def _jds(self) -> list[JobDiagnosis]:
+        return [j.job_diagnosis for j in self.jobs]
+
+    def to_dict(self) -> dict[str, Any]:
+        from .report.json_report import jobs_to_json_dict
+
+        return jobs_to_json_dict(self.folder, self._jds(), list(self.skipped))
+
+    def to_text(self) -> str:
+        from .report.text import render_jobs_text
+
+        return render_jobs_text(self.folder, self._jds(), list(self.skipped))
+
+    def to_markdown(self) -> str:
+        from .report.text import render_jobs_markdown
+
+        return render_jobs_markdown(self.folder, self._jds(), list(self.skipped))
+
+    def to_html(self) -> str:
+        from .report.html import render_jobs_html
+
+        return render_jobs_html(self.folder, self._jds(), list(self.skipped))
+
+    def _fragment(self) -> str:
+        from .report.html import html_fragment, jobs_sections
+
+        return html_fragment(jobs_sections(self.folder, self._jds(), list(self.skipped)))
+
+    def __repr__(self) -> str:
+        lines = [f"FolderReport({self.folder!r}): {len(self.jobs)} jobs"]
+        for row in self.summary.iter_rows(named=True):
+            step = "n/a" if row["step_ms"] is None else f"{row['step_ms']:,.2f} ms"
+            top = row["top_finding"] or "no findings"
+            lines.append(f"  {row['job']}: {row['ranks']} rank(s), step {step}, {top}")
+        lines.append("  .summary, .findings; report[i] or report['name'] for one job")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- a comparison
+
+
+class DiffReport(_Rendered):
+    """Two traces of the same training loop compared (:func:`diff`): ``result`` holds the deltas
+    (:class:`tracekit.analysis.compare.DiffResult`), ``before`` and ``after`` each trace's report."""
+
+    def __init__(self, result: DiffResult, before: TraceReport, after: TraceReport) -> None:
+        self.result = result
+        self.before = before
+        self.after = after
+
+    @property
+    def verdict(self) -> str:
+        """``faster``, ``slower``, ``unchanged`` or ``unknown``."""
+        return self.result.verdict
+
+    @property
+    def step_ms(self) -> Change:
+        """The median step time before and after (``.before``, ``.after``, ``.delta``, ``.delta_pct``)."""
+        return self.result.step_ms
+
+    @property
+    def causes(self) -> pl.DataFrame:
+        """One row per cause: ``cause``, ``before_ms``, ``after_ms``, ``delta_ms`` (ms per step),
+        ``before_share``, ``after_share``."""
+        rows = [
+            {"cause": c.cause, "before_ms": c.ms_per_step.before, "after_ms": c.ms_per_step.after, "delta_ms": c.ms_per_step.delta,
+             "before_share": c.share.before, "after_share": c.share.after}
+            for c in self.result.causes
+        ]
+        schema = {"cause": pl.String, "before_ms": pl.Float64, "after_ms": pl.Float64, "delta_ms": pl.Float64,
+                  "before_share": pl.Float64, "after_share": pl.Float64}
+        return pl.DataFrame(rows, schema=schema)
+
+    @property
+    def findings(self) -> pl.DataFrame:
+        """One row per finding of either trace: ``kind``, ``title``, ``status`` (fixed, new, better,
+        worse, unchanged), ``before_ms``, ``after_ms``, ``delta_ms`` (ms per step),
+        ``predicted_before_ms``, ``predicted_after_ms``, ``fix``."""
+        rows = [
+            {"kind": f.kind, "title": f.title, "status": f.status, "before_ms": f.ms_per_step.before,
+             "after_ms": f.ms_per_step.after, "delta_ms": f.ms_per_step.delta,
+             "predicted_before_ms": f.predicted_step_ms.before, "predicted_after_ms": f.predicted_step_ms.after, "fix": f.fix}
+            for f in self.result.findings
+        ]
+        schema = {"kind": pl.String, "title": pl.String, "status": pl.String, "before_ms": pl.Float64, "after_ms": pl.Float64,
+                  "delta_ms": pl.Float64, "predicted_before_ms": pl.Float64, "predicted_after_ms": pl.Float64, "fix": pl.String}
+        return pl.DataFrame(rows, schema=schema)
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """The top kernels of either trace: ``name``, ``category``, ``before_ms``, ``after_ms``,
+        ``delta_ms`` (ms per step; null where not among that trace's top kernels)."""
+        rows = [
+            {"name": k.name, "category": k.category, "before_ms": k.ms_per_step.before, "after_ms": k.ms_per_step.after,
+             "delta_ms": k.ms_per_step.delta}
+            for k in self.result.kernels
+        ]
+        schema = {"name": pl.String, "category": pl.String, "before_ms": pl.Float64, "after_ms": pl.Float64, "delta_ms": pl.Float64}
+        return pl.DataFrame(rows, schema=schema)
+
+    def to_dict(self) -> dict[str, Any]:
+        from .report.diff import diff_to_json_dict
+
+        return diff_to_json_dict(self.result)
+
+    def to_text(self) -> str:
+        from .report.diff import render_diff_text
+
+        return render_diff_text(self.result)
+
+    def to_markdown(self) -> str:
+        from .report.diff import render_diff_markdown
+
+        return render_diff_markdown(self.result)
+
+    def to_html(self) -> str:
+        from .report.diff import render_diff_html
+
+        return render_diff_html(self.result)
+
+    def _fragment(self) -> str:
+        from .report.diff import diff_sections
+        from .report.html import html_fragment
+
+        return html_fragment(diff_sections(self.result))
+
+    def __repr__(self) -> str:
+        from .report.diff import diff_headline
+
+        r = self.result
+        lines = [f"DiffReport({r.before.path!r} -> {r.after.path!r})", f"  {diff_headline(r)}"]
+        for f in r.findings:
+            m = f.ms_per_step
+            b = "—" if m.before is None else f"{m.before:,.2f}"
+            a = "—" if m.after is None else f"{m.after:,.2f}"
+            lines.append(f"  {f.status}: {f.title} [{f.kind}] {b} -> {a} ms per step")
+        lines.append("  tables: .causes .findings .kernels · .before/.after for each trace · print() for the full comparison")
+        return "\n".join(lines)
+
+
+__all__ = ["DiffReport", "FolderReport", "JobReport", "TraceReport", "WhatIfSpec", "analyze", "diff", "what_if_questions"]
