@@ -1,0 +1,465 @@
+"""Busy is not efficient: achieved FLOP/s and bytes/s of every operator, the roofline, MFU.
+
+From a ``record_shapes=True`` trace:
+
+1. **Operators** with a performance model (:mod:`tracekit.analysis.flops`) are taken at the
+   outermost level of each host thread (``aten::linear`` rather than the ``aten::addmm``
+   inside it, so no work is counted twice); an Nsight ``emit_nvtx`` range counts as the
+   operator it names.
+2. Each operator's **GPU time** is the time of the kernels launched while it ran on its
+   thread (launch → kernel links, so backward operators on the autograd thread count too).
+3. With the device's **peaks** (:mod:`tracekit.analysis.peaks`): achieved TFLOP/s and GB/s,
+   arithmetic intensity (FLOPs per byte), the place on the roofline (compute-bound above the
+   ridge point, memory-bound below) and the share of the attainable peak
+   ``min(peak FLOP/s, intensity × bandwidth)`` the operator reached.  Operators without
+   model FLOPs (normalisations, elementwise) are judged on bandwidth alone.
+4. **MFU** of a step: its model FLOPs (GEMM, convolution, attention) ÷ (step time × the peak
+   of the dtype that carries most of the trace's FLOPs).
+5. The step split: ``idle`` (not busy; its causes are the existing breakdown),
+   ``busy_efficient`` (the time the modelled operators would take at the roofline),
+   ``busy_inefficient`` (the rest of their kernel time) and ``busy_unmodelled`` (busy time
+   of kernels no modelled operator launched).
+
+Everything is a polars pipeline over the trace; Python runs once per distinct operator
+signature (shape and dtype), never per event.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ..schema import EventKind
+from .flops import MODELLED_OPS, op_costs
+from .peaks import DevicePeaks, device_peaks
+
+#: model-FLOP classes (the others are judged on bandwidth)
+FLOP_CLASSES = ("gemm", "conv", "attention")
+#: a GEMM reaching less than this share of its attainable peak is slow
+SLOW_SHARE = 0.3
+#: output tile edge assumed for wave quantisation (cuBLAS/hipBLASLt tiles are 64-256 wide)
+TILE = 128
+#: reason shown when the trace has no shapes
+NO_SHAPES = "capture with record_shapes=True"
+
+OPS_SCHEMA: dict[str, Any] = {
+    "event_id": pl.Int64, "rank": pl.Int32, "step": pl.Int64, "device": pl.Int32, "name": pl.String,
+    "op_class": pl.String, "shape": pl.String, "dtype": pl.String, "flops": pl.Int64, "bytes": pl.Int64,
+    "gpu_ns": pl.Int64, "kernels": pl.UInt32, "start_ns": pl.Int64, "first_kernel_ns": pl.Int64, "m": pl.Int64,
+    "n": pl.Int64, "k": pl.Int64, "tflops": pl.Float64, "gbps": pl.Float64, "intensity": pl.Float64,
+    "bound": pl.String, "pct_of_attainable": pl.Float64, "ideal_ns": pl.Float64, "pid": pl.Int64, "tid": pl.Int64,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """How well the busy time was used (see the module docstring)."""
+
+    #: True when at least one operator has a cost and GPU time
+    available: bool
+    #: why MFU is missing (no shapes, unknown device...), None when it is there
+    reason: str | None
+    #: the device the peaks are for (name as the trace gives it) and its peaks (None: unknown)
+    device_name: str | None = None
+    peaks: DevicePeaks | None = None
+    #: per operator call: see :data:`OPS_SCHEMA`
+    ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OPS_SCHEMA))
+    #: per (name, op_class, shape, dtype): calls, gpu_ns, flops, bytes, tflops, gbps, intensity,
+    #: bound, pct_of_attainable, share_of_gpu_time
+    by_op: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: per op_class: the same measures
+    by_class: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: per (rank, step): dur_ns, model_flops, tflops, mfu, busy_ns, idle_ns, busy_efficient_ns,
+    #: busy_inefficient_ns, busy_unmodelled_ns, complete
+    per_step: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: model FLOPs ÷ (time × peak) over the complete steps (all steps when none is complete)
+    mfu: float | None = None
+    #: the dtype whose peak MFU is measured against, and that peak
+    mfu_dtype: str | None = None
+    peak_tflops: float | None = None
+    #: achieved model TFLOP/s over the same steps
+    achieved_tflops: float | None = None
+    #: step split as shares of step time: idle, busy_efficient, busy_inefficient, busy_unmodelled
+    split: dict[str, float] = field(default_factory=dict)
+    #: operator calls whose shapes did not fit their operator (not costed), and why (a sample)
+    uncosted: int = 0
+    uncosted_reasons: tuple[str, ...] = ()
+
+    @property
+    def headline(self) -> str:
+        """One line for report headlines: ``MFU 41.2% of bf16 peak`` or why it is missing."""
+        if self.mfu is not None and self.mfu_dtype is not None:
+            return f"MFU {self.mfu:.1%} of the {self.mfu_dtype} peak ({self.peak_tflops:g} TFLOP/s, {self.peaks.model if self.peaks else '?'})"
+        return f"MFU n/a: {self.reason}" if self.reason else "MFU n/a"
+
+
+def outermost_ops(events: pl.DataFrame) -> pl.DataFrame:
+    """Operator rows with shapes and a performance model, outermost on their thread.
+
+    Adds ``_base``: the operator name (an ``emit_nvtx`` range name cut before its first comma).
+    """
+    kinds = [EventKind.CPU_OP.value, EventKind.ANNOTATION.value]
+    cand = (
+        events.filter(pl.col("kind").is_in(kinds) & pl.col("input_dims").is_not_null())
+        .with_columns(pl.col("name").str.split(", ").list.first().str.strip_chars().alias("_base"))
+        .filter(pl.col("_base").is_in(MODELLED_OPS))
+        .sort(["pid", "tid", "start_ns", "dur_ns"], descending=[False, False, False, True])
+    )
+    prev_end = pl.col("end_ns").cum_max().shift(1).over(["pid", "tid"])
+    return cand.filter(prev_end.is_null() | (pl.col("start_ns") >= prev_end))
+
+
+def unavailable(reason: str) -> Efficiency:
+    return Efficiency(available=False, reason=reason)
+
+
+def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame, steps: pl.DataFrame) -> Efficiency:
+    """Efficiency of every modelled operator and step.
+
+    ``steps`` is the diagnosis' step table (rank, step, start_ns, end_ns, dur_ns, complete,
+    and optionally device and gpu_busy_ns for the busy split).
+    """
+    if events.filter(pl.col("input_dims").is_not_null()).height == 0:
+        return unavailable(f"no operator shapes in the trace ({NO_SHAPES})")
+    outer = outermost_ops(events)
+    if outer.height == 0:
+        return unavailable("the trace records shapes but no GEMM, convolution, attention or elementwise operator")
+
+    # kernels launched while each outer operator ran on its thread
+    kernels = events.filter(pl.col("kind") == EventKind.KERNEL.value).select(
+        pl.col("event_id").alias("gpu_event_id"),
+        pl.col("start_ns").alias("k_start"),
+        pl.col("dur_ns").alias("k_dur"),
+        pl.col("device").alias("k_device"),
+        pl.col("name").alias("k_name"),
+    )
+    launches = events.filter(pl.col("kind").is_in([EventKind.RUNTIME.value, EventKind.DRIVER.value])).select(
+        pl.col("event_id").alias("launch_event_id"), "pid", "tid", pl.col("start_ns").alias("l_start")
+    )
+    launched = (
+        links.select("launch_event_id", "gpu_event_id")
+        .join(kernels, on="gpu_event_id", how="inner")
+        .join(launches, on="launch_event_id", how="inner")
+        .filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null())
+        .sort("l_start")
+    )
+    spans = outer.select(
+        pl.col("event_id").alias("op_event_id"),
+        "pid",
+        "tid",
+        pl.col("start_ns").alias("op_start"),
+        pl.col("end_ns").alias("op_end"),
+    ).sort("op_start")
+    owned = launched.join_asof(
+        spans, left_on="l_start", right_on="op_start", by=["pid", "tid"], strategy="backward", check_sortedness=False
+    ).filter(pl.col("op_event_id").is_not_null() & (pl.col("l_start") < pl.col("op_end")))
+    per_op = owned.group_by("op_event_id").agg(
+        pl.col("k_dur").sum().alias("gpu_ns"),
+        pl.len().alias("kernels"),
+        pl.col("k_start").min().alias("first_kernel_ns"),
+        pl.col("k_device").drop_nulls().first().alias("device"),
+        pl.col("k_name").str.contains("(?i)tf32|xf32").any().alias("_tf32"),
+    )
+    ops = outer.drop("bytes", "device").join(per_op, left_on="event_id", right_on="op_event_id", how="inner")
+    if ops.height == 0:
+        return unavailable(
+            "no GPU kernel is linked to an operator with shapes (GPU-only or CPU-only trace, or no launch links)"
+        )
+
+    # costs, once per distinct signature
+    sig_cols = ["_base", "input_dims", "input_types", "concrete_inputs"]
+    ops = ops.with_columns([pl.col(c).fill_null("") for c in sig_cols[1:]])
+    sigs = ops.select(sig_cols).unique().rename({"_base": "name"})
+    costs = op_costs(sigs).rename({"name": "_base"})
+    ops = ops.join(costs, on=sig_cols, how="left")
+    bad = ops.filter(pl.col("flops").is_null())
+    reasons = tuple(
+        bad.select(pl.format("{}: {}", "_base", "cost_error")).unique(maintain_order=True).to_series().head(3).to_list()
+    )
+    ops = ops.filter(pl.col("flops").is_not_null())
+    if ops.height == 0:
+        return Efficiency(
+            available=False,
+            reason="no operator's shapes could be costed",
+            uncosted=bad.height,
+            uncosted_reasons=reasons,
+        )
+
+    # the device and its peaks
+    name, peaks = _device(devices, ops)
+    dtype = pl.when((pl.col("dtype") == "fp32") & pl.col("_tf32")).then(pl.lit("tf32")).otherwise(pl.col("dtype"))
+    ops = ops.with_columns(dtype.alias("dtype"))
+    ops = _place_on_roofline(ops, peaks)
+    ops = _assign_steps(ops, steps)
+    ops = (
+        ops.select(
+            "event_id",
+            "rank",
+            "step",
+            "device",
+            pl.col("_base").alias("name"),
+            "op_class",
+            "shape",
+            "dtype",
+            "flops",
+            "bytes",
+            "gpu_ns",
+            "kernels",
+            "start_ns",
+            "first_kernel_ns",
+            "m",
+            "n",
+            "k",
+            "tflops",
+            "gbps",
+            "intensity",
+            "bound",
+            "pct_of_attainable",
+            "ideal_ns",
+            "pid",
+            "tid",
+        )
+        .cast(pl.Schema(OPS_SCHEMA))
+        .sort("start_ns")
+    )
+
+    flops_by_dtype = (
+        ops.filter(pl.col("op_class").is_in(FLOP_CLASSES))
+        .group_by("dtype")
+        .agg(pl.col("flops").sum())
+        .sort(["flops", "dtype"], descending=[True, False])
+    )
+    mfu_dtype = flops_by_dtype["dtype"][0] if flops_by_dtype.height and flops_by_dtype["flops"][0] > 0 else None
+    peak = peaks.tflops(mfu_dtype) if peaks is not None and mfu_dtype is not None else None
+    per_step = _per_step(ops, steps, peak)
+    counted = per_step.filter(pl.col("complete")) if per_step.filter(pl.col("complete")).height else per_step
+    total_s = float(counted["dur_ns"].sum() or 0) / 1e9
+    total_flops = float(counted["model_flops"].sum() or 0)
+    achieved = total_flops / total_s / 1e12 if total_s > 0 else None
+    mfu = achieved / peak if achieved is not None and peak else None
+    reason = None
+    if mfu is None:
+        if peaks is None:
+            reason = (
+                f"device {name!r} is not in the peak table (docs/efficiency.md lists the known ones)"
+                if name
+                else "the trace does not name its GPU"
+            )
+        elif mfu_dtype is None:
+            reason = "no GEMM, convolution or attention operator ran on the GPU"
+        elif peak is None:
+            reason = f"{peaks.model} has no {mfu_dtype} matrix unit in the peak table"
+        else:
+            reason = "no step windows"
+    split: dict[str, float] = {}
+    dur = float(counted["dur_ns"].sum() or 0)
+    if dur > 0 and "busy_ns" in counted.columns:
+        for part in ("idle", "busy_efficient", "busy_inefficient", "busy_unmodelled"):
+            split[part] = float(counted[f"{part}_ns"].sum() or 0) / dur
+    return Efficiency(
+        available=True,
+        reason=reason,
+        device_name=name,
+        peaks=peaks,
+        ops=ops,
+        by_op=summarise(ops, ["name", "op_class", "shape", "dtype"]),
+        by_class=summarise(ops, ["op_class"]),
+        per_step=per_step,
+        mfu=mfu,
+        mfu_dtype=mfu_dtype,
+        peak_tflops=peak,
+        achieved_tflops=achieved,
+        split=split,
+        uncosted=bad.height,
+        uncosted_reasons=reasons,
+    )
+
+
+def _device(devices: pl.DataFrame, ops: pl.DataFrame) -> tuple[str | None, DevicePeaks | None]:
+    """The name and peaks of the device most GPU time of the operators ran on.
+
+    A device the trace does not name takes the name of the trace's named devices when they
+    are all the same model (ROCm traces number kernels' devices apart from the properties).
+    """
+    main = ops.group_by("device").agg(pl.col("gpu_ns").sum()).sort(["gpu_ns", "device"], descending=[True, False])
+    device = main["device"][0] if main.height else None
+    names = {int(d): n for d, n in devices.select("device", "name").iter_rows() if d is not None and n}
+    name = names.get(int(device)) if device is not None else None
+    if name is None and len(set(names.values())) == 1:
+        name = next(iter(names.values()))
+    return name, device_peaks(name)
+
+
+def _place_on_roofline(ops: pl.DataFrame, peaks: DevicePeaks | None) -> pl.DataFrame:
+    secs = pl.col("gpu_ns").cast(pl.Float64) / 1e9
+    ops = ops.with_columns(
+        pl.when(pl.col("gpu_ns") > 0).then(pl.col("flops") / secs / 1e12).alias("tflops"),
+        pl.when(pl.col("gpu_ns") > 0).then(pl.col("bytes") / secs / 1e9).alias("gbps"),
+        pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")).alias("intensity"),
+    )
+    if peaks is None:
+        return ops.with_columns(
+            pl.lit(None, dtype=pl.String).alias("bound"),
+            pl.lit(None, dtype=pl.Float64).alias("pct_of_attainable"),
+            pl.lit(None, dtype=pl.Float64).alias("ideal_ns"),
+        )
+    peak_by_dtype = {d: peaks.tflops(d) for d in ("fp32", "tf32", "bf16", "fp16", "fp8")}
+    peak = pl.col("dtype").replace_strict(peak_by_dtype, default=None, return_dtype=pl.Float64)
+    bw = peaks.memory_gbps
+    has_flops = pl.col("op_class").is_in(FLOP_CLASSES) & (pl.col("flops") > 0)
+    attainable = pl.min_horizontal(peak, pl.col("intensity") * bw / 1e3)  # TFLOP/s
+    ridge = peak * 1e3 / bw  # FLOPs per byte where the roofline bends
+    ops = ops.with_columns(
+        pl.when(has_flops & peak.is_not_null())
+        .then(pl.when(pl.col("intensity") >= ridge).then(pl.lit("compute")).otherwise(pl.lit("memory")))
+        .when(~has_flops & (pl.col("bytes") > 0))
+        .then(pl.lit("memory"))
+        .alias("bound"),
+        pl.when(has_flops & peak.is_not_null())
+        .then(pl.col("tflops") / attainable)
+        .when(~has_flops & (pl.col("bytes") > 0))
+        .then(pl.col("gbps") / bw)
+        .alias("pct_of_attainable"),
+    )
+    return ops.with_columns((pl.col("gpu_ns") * pl.col("pct_of_attainable").clip(0.0, 1.0)).alias("ideal_ns"))
+
+
+def _assign_steps(ops: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """The step each operator's first kernel started in (null outside every step window)."""
+    if steps.height == 0:
+        return ops.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
+    windows = steps.select(
+        pl.col("rank").cast(pl.Int32), "step", pl.col("start_ns").alias("_ws"), pl.col("end_ns").alias("_we")
+    ).sort("_ws")
+    placed = (
+        ops.with_columns(pl.col("rank").cast(pl.Int32))
+        .sort("first_kernel_ns")
+        .join_asof(
+            windows, left_on="first_kernel_ns", right_on="_ws", by="rank", strategy="backward", check_sortedness=False
+        )
+    )
+    return placed.with_columns(
+        pl.when(pl.col("first_kernel_ns") < pl.col("_we")).then(pl.col("step")).alias("step")
+    ).drop("_ws", "_we")
+
+
+def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None) -> pl.DataFrame:
+    if steps.height == 0:
+        return pl.DataFrame()
+    key = ["rank", "step"]
+    win = steps.with_columns(pl.col("rank").cast(pl.Int32))
+    if "device" in win.columns:
+        on_main = ops.join(win.select(*key, pl.col("device").alias("_main")), on=key, how="inner").filter(
+            pl.col("_main").is_null() | (pl.col("device") == pl.col("_main"))
+        )
+    else:
+        on_main = ops.filter(pl.col("step").is_not_null())
+    agg = on_main.group_by(key).agg(
+        pl.col("flops").filter(pl.col("op_class").is_in(FLOP_CLASSES)).sum().alias("model_flops"),
+        pl.col("gpu_ns").sum().alias("_modelled_ns"),
+        pl.col("ideal_ns").sum().alias("_ideal_ns"),
+        pl.len().alias("ops"),
+    )
+    out = win.join(agg, on=key, how="left").with_columns(
+        pl.col("model_flops").fill_null(0),
+        pl.col("_modelled_ns").fill_null(0),
+        pl.col("_ideal_ns").fill_null(0.0),
+        pl.col("ops").fill_null(0),
+    )
+    secs = pl.col("dur_ns").cast(pl.Float64) / 1e9
+    out = out.with_columns(
+        pl.when(pl.col("dur_ns") > 0).then(pl.col("model_flops") / secs / 1e12).alias("tflops"),
+    ).with_columns(
+        (pl.col("tflops") / peak if peak else pl.lit(None, dtype=pl.Float64)).alias("mfu"),
+    )
+    cols = [*key, "dur_ns", "complete", "ops", "model_flops", "tflops", "mfu"]
+    if "gpu_busy_ns" in out.columns:
+        busy = pl.col("gpu_busy_ns").fill_null(0).cast(pl.Float64)
+        modelled = pl.col("_modelled_ns").cast(pl.Float64)
+        # kernels of several streams can overlap: the modelled parts never exceed busy time
+        scale = pl.when(modelled > busy).then(busy / modelled).otherwise(1.0)
+        ideal = pl.col("_ideal_ns") * scale
+        out = out.with_columns(
+            busy.alias("busy_ns"),
+            (pl.col("dur_ns") - busy).clip(0).alias("idle_ns"),
+            ideal.alias("busy_efficient_ns"),
+            ((modelled - pl.col("_ideal_ns")) * scale).alias("busy_inefficient_ns"),
+            (busy - modelled * scale).clip(0).alias("busy_unmodelled_ns"),
+        )
+        cols += ["busy_ns", "idle_ns", "busy_efficient_ns", "busy_inefficient_ns", "busy_unmodelled_ns"]
+    return out.select(cols).sort(key)
+
+
+def summarise(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Achieved rates of groups of operator calls (time-weighted: totals over totals)."""
+    total = float(ops["gpu_ns"].sum() or 0)
+    secs = pl.col("gpu_ns").cast(pl.Float64) / 1e9
+    return (
+        ops.group_by(by)
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("gpu_ns").sum(),
+            pl.col("flops").sum(),
+            pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()).alias("bytes"),
+            pl.when(pl.col("ideal_ns").is_not_null().any()).then(pl.col("ideal_ns").sum()).alias("ideal_ns"),
+            pl.col("gpu_ns").filter(pl.col("ideal_ns").is_not_null()).sum().alias("_rated_ns"),
+            pl.col("bound").drop_nulls().mode().first().alias("bound"),
+        )
+        .with_columns(
+            pl.when(pl.col("gpu_ns") > 0).then(pl.col("flops") / secs / 1e12).alias("tflops"),
+            pl.when(pl.col("gpu_ns") > 0).then(pl.col("bytes") / secs / 1e9).alias("gbps"),
+            pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")).alias("intensity"),
+            pl.when(pl.col("_rated_ns") > 0).then(pl.col("ideal_ns") / pl.col("_rated_ns")).alias("pct_of_attainable"),
+            (pl.col("gpu_ns") / total if total else pl.lit(None, dtype=pl.Float64)).alias("share_of_gpu_time"),
+        )
+        .drop("_rated_ns")
+        .sort(["gpu_ns", *by], descending=[True, *([False] * len(by))])
+    )
+
+
+def to_dict(eff: Efficiency, top: int = 15) -> dict[str, Any]:
+    """JSON-ready summary (docs/json-report.md, ``efficiency``)."""
+
+    def r(x: Any, nd: int = 4) -> Any:
+        return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else round(float(x), nd)
+
+    def rows(frame: pl.DataFrame, cols: list[str]) -> list[dict[str, Any]]:
+        out = []
+        for row in frame.iter_rows(named=True):
+            out.append({c: (r(row[c]) if isinstance(row[c], float) else row[c]) for c in cols if c in row})
+        return out
+
+    measure = [
+        "calls",
+        "gpu_ns",
+        "flops",
+        "bytes",
+        "tflops",
+        "gbps",
+        "intensity",
+        "bound",
+        "pct_of_attainable",
+        "share_of_gpu_time",
+    ]
+    p = eff.peaks
+    return {
+        "available": eff.available,
+        "mfu": r(eff.mfu),
+        "mfu_dtype": eff.mfu_dtype,
+        "reason": eff.reason,
+        "achieved_tflops": r(eff.achieved_tflops),
+        "device": {
+            "name": eff.device_name,
+            "model": p.model if p else None,
+            "peak_tflops": {d: p.tflops(d) for d in ("fp32", "tf32", "bf16", "fp8")} if p else None,
+            "memory_gbps": p.memory_gbps if p else None,
+        },
+        "split": {k: r(v) for k, v in eff.split.items()},
+        "by_class": rows(eff.by_class, ["op_class", *measure]),
+        "top_ops": rows(eff.by_op.head(top), ["name", "op_class", "shape", "dtype", *measure]),
+        "steps": rows(eff.per_step, [c for c in eff.per_step.columns]) if eff.per_step.height else [],
+        "uncosted_ops": eff.uncosted,
+    }
