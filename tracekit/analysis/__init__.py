@@ -16,7 +16,8 @@ import polars as pl
 
 from ..schema import EventKind, TraceInfo, TraceTables
 from .critical_path import CriticalPath, critical_path
-from .findings import Finding, build_findings, rank_by_saving
+from .efficiency import Efficiency, efficiency, efficiency_findings
+from .findings import MIN_SHARE, Finding, build_findings, rank_by_saving
 from .host import host_breakdown
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
@@ -53,6 +54,8 @@ class Diagnosis:
     critical_path: CriticalPath | None = None
     #: the what-if questions the caller asked (``diagnose(..., what_if=...)``), answered
     what_ifs: tuple[WhatIfResult, ...] = ()
+    #: FLOPs, roofline and MFU (``efficiency.available`` is False without record_shapes)
+    efficiency: Efficiency = field(default_factory=lambda: Efficiency(available=False, reason=None))
 
     @property
     def complete_steps(self) -> int:
@@ -90,7 +93,9 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     )
     main_steps = timeline.per_step.join(primary, on=["rank", "device"], how="inner")
     step_table = steps.frame.join(
-        main_steps.select("rank", "step", "device", pl.col("busy_ns").alias("gpu_busy_ns")), on=["rank", "step"], how="left"
+        main_steps.select("rank", "step", "device", pl.col("busy_ns").alias("gpu_busy_ns")),
+        on=["rank", "step"],
+        how="left",
     ).with_columns((pl.col("gpu_busy_ns") / pl.col("dur_ns")).alias("utilization"))
     complete = step_table.filter(pl.col("complete"))
     complete_main = main_steps.join(complete.select("rank", "step"), on=["rank", "step"], how="semi")
@@ -115,13 +120,26 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
             breakdown[cause] = float(value / total) if total else 0.0
             breakdown_ms[cause] = float(value / 1e6 / n)
     findings = build_findings(
-        per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
+        per_step=complete_main,
+        gaps=finding_gaps,
+        syncs=syncs,
+        kernels=kstats,
+        memory=list(headroom),
+        events=events,
         utilization=utilization,
     )
+    # busy but not efficient: FLOPs, roofline and MFU from recorded shapes (issue 19)
+    eff = efficiency(events, links, tables.devices, step_table)
+    busy_findings = efficiency_findings(eff, step_ms_mean, MIN_SHARE)
+    if any(f.kind == "fp32_gemm" for f in busy_findings):
+        # the same cause, measured from the operators' dtypes rather than kernel names
+        findings = [f for f in findings if f.kind != "no_tensor_cores"]
+    findings = [*findings, *busy_findings]
     # the critical path predicts each finding's step time once fixed; findings are then
     # ranked by what fixing them would save, not by the time they take
     asked = tuple(WhatIf.of(w) for w in what_if)
     per_finding = {f.kind: wi for f in findings if (wi := finding_what_if(f.kind)) is not None}
+    per_finding.update(_efficiency_what_ifs(busy_findings, eff))
     cpath = None
     if steps.frame.height:
         scenarios = list(dict.fromkeys([*per_finding.values(), *asked]))
@@ -146,7 +164,23 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         devices=tables.devices,
         critical_path=cpath,
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
+        efficiency=eff,
     )
+
+
+def _efficiency_what_ifs(found: Sequence[Finding], eff: Efficiency) -> dict[str, WhatIf]:
+    """Price efficiency findings with the critical path: all compute kernels are scaled so
+    that they lose the finding's cost per step (overlap with host work is honoured)."""
+    steps = eff.per_step
+    if steps.height == 0 or "kernel_ns" not in steps.columns:
+        return {}
+    counted = steps.filter(pl.col("complete")) if steps.filter(pl.col("complete")).height else steps
+    kernel_ms = float(counted["kernel_ns"].sum()) / max(counted.height, 1) / 1e6
+    out = {}
+    for f in found:
+        if kernel_ms > 0:
+            out[f.kind] = WhatIf.of({"kernels": max(0.0, 1.0 - f.ms_per_step / kernel_ms)})
+    return out
 
 
 def _ms(value: Any) -> float | None:
@@ -165,22 +199,30 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> lis
             "the breakdown splits the training thread's step time into data loading and the rest (compute)."
         )
     if gpu and not cpu:
-        notes.append("GPU-only trace: no host events were recorded, so idle gaps cannot be attributed to host activity (they stay unattributed).")
+        notes.append(
+            "GPU-only trace: no host events were recorded, so idle gaps cannot be attributed to host activity (they stay unattributed)."
+        )
     if gpu and tables.links.height == 0 and EventKind.RUNTIME.value in kinds:
-        notes.append("GPU work is not linked to its launch calls (no correlation ids); gap causes rely on the main thread's activity.")
+        notes.append(
+            "GPU work is not linked to its launch calls (no correlation ids); gap causes rely on the main thread's activity."
+        )
     if gpu and EventKind.SYNC.value not in kinds:
         notes.append(
             "No explicit synchronisation events (cuda_sync): sync points are inferred from API and operator names. "
             "Capture with torch.profiler experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True) or nsys --trace=cuda."
         )
     if gpu and EventKind.PYTHON.value not in kinds and syncs.height:
-        notes.append("No Python stacks (with_stack=False): sync points name the operator, not the line of Python that caused them.")
+        notes.append(
+            "No Python stacks (with_stack=False): sync points name the operator, not the line of Python that caused them."
+        )
     sources = set(steps.sources.values())
     if sources and sources != {"profiler_step"}:
         notes.append("Steps were found from " + ", ".join(sorted(sources)) + " (no ProfilerStep markers).")
     partial = steps.frame.filter(~pl.col("complete")).height
     if partial:
-        notes.append(f"{partial} partial step window(s) (before the first or after the last boundary) are shown but not counted in medians.")
+        notes.append(
+            f"{partial} partial step window(s) (before the first or after the last boundary) are shown but not counted in medians."
+        )
     if tables.info.truncated:
         notes.append("The trace was truncated; the last step may be incomplete.")
     del ev

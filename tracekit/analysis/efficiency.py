@@ -33,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from ..schema import EventKind
+from .findings import FIXES, TITLES, Finding
 from .flops import MODELLED_OPS, op_costs
 from .peaks import DevicePeaks, device_peaks
 
@@ -131,6 +132,7 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
     # kernels launched while each outer operator ran on its thread
     kernels = events.filter(pl.col("kind") == EventKind.KERNEL.value).select(
         pl.col("event_id").alias("gpu_event_id"),
+        pl.col("rank").alias("k_rank"),
         pl.col("start_ns").alias("k_start"),
         pl.col("dur_ns").alias("k_dur"),
         pl.col("device").alias("k_device"),
@@ -234,7 +236,7 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
     )
     mfu_dtype = flops_by_dtype["dtype"][0] if flops_by_dtype.height and flops_by_dtype["flops"][0] > 0 else None
     peak = peaks.tflops(mfu_dtype) if peaks is not None and mfu_dtype is not None else None
-    per_step = _per_step(ops, steps, peak)
+    per_step = _per_step(ops, steps, peak, kernels)
     counted = per_step.filter(pl.col("complete")) if per_step.filter(pl.col("complete")).height else per_step
     total_s = float(counted["dur_ns"].sum() or 0) / 1e9
     total_flops = float(counted["model_flops"].sum() or 0)
@@ -346,11 +348,20 @@ def _assign_steps(ops: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     ).drop("_ws", "_we")
 
 
-def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None) -> pl.DataFrame:
+def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None, kernels: pl.DataFrame) -> pl.DataFrame:
     if steps.height == 0:
         return pl.DataFrame()
     key = ["rank", "step"]
     win = steps.with_columns(pl.col("rank").cast(pl.Int32))
+    # kernel time per step on the step's device (what the what-if pricing scales)
+    k = kernels.select(pl.col("k_rank").cast(pl.Int32).alias("rank"), "k_start", "k_dur", "k_device").sort("k_start")
+    k = _assign_steps(k.rename({"k_start": "first_kernel_ns"}), steps).rename({"first_kernel_ns": "k_start"})
+    if "device" in win.columns:
+        k = k.join(win.select(*key, pl.col("device").alias("_main")), on=key, how="inner").filter(
+            pl.col("_main").is_null() | (pl.col("k_device") == pl.col("_main"))
+        )
+    kernel_ns = k.filter(pl.col("step").is_not_null()).group_by(key).agg(pl.col("k_dur").sum().alias("kernel_ns"))
+    win = win.join(kernel_ns, on=key, how="left").with_columns(pl.col("kernel_ns").fill_null(0))
     if "device" in win.columns:
         on_main = ops.join(win.select(*key, pl.col("device").alias("_main")), on=key, how="inner").filter(
             pl.col("_main").is_null() | (pl.col("device") == pl.col("_main"))
@@ -375,7 +386,7 @@ def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None) -> pl.
     ).with_columns(
         (pl.col("tflops") / peak if peak else pl.lit(None, dtype=pl.Float64)).alias("mfu"),
     )
-    cols = [*key, "dur_ns", "complete", "ops", "model_flops", "tflops", "mfu"]
+    cols = [*key, "dur_ns", "complete", "ops", "model_flops", "tflops", "mfu", "kernel_ns"]
     if "gpu_busy_ns" in out.columns:
         busy = pl.col("gpu_busy_ns").fill_null(0).cast(pl.Float64)
         modelled = pl.col("_modelled_ns").cast(pl.Float64)
@@ -463,3 +474,149 @@ def to_dict(eff: Efficiency, top: int = 15) -> dict[str, Any]:
         "steps": rows(eff.per_step, [c for c in eff.per_step.columns]) if eff.per_step.height else [],
         "uncosted_ops": eff.uncosted,
     }
+
+
+# --- findings -------------------------------------------------------------------------------
+
+
+def efficiency_findings(eff: Efficiency, step_ms: float | None, min_share: float) -> list[Finding]:
+    """fp32 GEMMs on tensor-core hardware, small GEMMs, unfused elementwise chains.
+
+    Costs are per complete step (all step windows when none is complete) on the steps'
+    devices; a finding is reported when it costs at least ``min_share`` of the step.
+    """
+    if not eff.available or eff.per_step.height == 0 or not step_ms:
+        return []
+    steps = eff.per_step.filter(pl.col("complete")) if eff.per_step.filter(pl.col("complete")).height else eff.per_step
+    n = steps.height
+    ops = eff.ops.join(steps.select("rank", "step"), on=["rank", "step"], how="semi")
+    if ops.height == 0:
+        return []
+    found: list[Finding] = []
+    peaks = eff.peaks
+
+    def make(kind: str, cost_ns: float, evidence: dict[str, Any], worst: pl.DataFrame) -> None:
+        ms = cost_ns / 1e6 / n
+        share = ms / step_ms
+        if share < min_share:
+            return
+        per_step = worst.group_by("step").agg(pl.col("_cost").sum()).sort(["_cost", "step"], descending=[True, False])
+        found.append(
+            Finding(
+                kind=kind,
+                title=TITLES[kind],
+                ms_per_step=ms,
+                share_of_step=share,
+                evidence=evidence,
+                fix=FIXES[kind],
+                steps_affected=per_step.filter(pl.col("_cost") > 0).height,
+                worst_steps=tuple(int(s) for s in per_step.head(3)["step"].to_list()),
+            )
+        )
+
+    # fp32 matrix math on a GPU with a much faster low-precision unit
+    if peaks is not None and peaks.tensor_cores and peaks.bf16_tflops:
+        fp32 = ops.filter(pl.col("op_class").is_in(FLOP_CLASSES) & (pl.col("dtype") == "fp32"))
+        if fp32.height:
+            ratio = peaks.fp32_tflops / peaks.bf16_tflops
+            fp32 = fp32.with_columns((pl.col("gpu_ns") * (1 - ratio)).alias("_cost"))
+            time_ns = float(fp32["gpu_ns"].sum())
+            evidence: dict[str, Any] = {
+                "fp32_ms_per_step": round(time_ns / 1e6 / n, 3),
+                "peak_tflops": {"fp32": peaks.fp32_tflops, "tf32": peaks.tf32_tflops, "bf16": peaks.bf16_tflops},
+                "saving_ms_per_step": {
+                    "bf16": round(time_ns * (1 - ratio) / 1e6 / n, 3),
+                    "tf32": round(time_ns * (1 - peaks.fp32_tflops / peaks.tf32_tflops) / 1e6 / n, 3)
+                    if peaks.tf32_tflops
+                    else None,
+                },
+                "ops": _top_shapes(fp32),
+                "device": peaks.model,
+            }
+            make("fp32_gemm", float(fp32["_cost"].sum()), evidence, fp32)
+
+    # GEMMs too small to fill the chip: less than one wave of output tiles, and slow
+    if peaks is not None:
+        tiles = ((pl.col("m") + TILE - 1) // TILE) * ((pl.col("n") + TILE - 1) // TILE)
+        small = ops.filter(
+            (pl.col("op_class") == "gemm") & (pl.col("pct_of_attainable") < SLOW_SHARE) & (tiles < peaks.sm_count)
+        ).with_columns(tiles.alias("tiles"), (pl.col("gpu_ns") - pl.col("ideal_ns")).alias("_cost"))
+        if small.height:
+            evidence = {
+                "small_gemm_ms_per_step": round(float(small["gpu_ns"].sum()) / 1e6 / n, 3),
+                "sm_count": peaks.sm_count,
+                "tile": TILE,
+                "ops": _top_shapes(small, extra=("tiles",)),
+            }
+            make("small_gemm", float(small["_cost"].sum()), evidence, small)
+
+    # runs of memory-bound operators that one fused kernel could do in a single pass
+    mem = pl.col("op_class").is_in(["elementwise", "norm"])
+    chained = (
+        ops.sort(["pid", "tid", "start_ns"])
+        .with_columns((~mem).cast(pl.Int64).cum_sum().over(["pid", "tid"]).alias("_chain"))
+        .filter(mem)
+    )
+    chains = (
+        chained.group_by(["pid", "tid", "_chain"])
+        .agg(
+            pl.len().alias("ops"),
+            pl.col("gpu_ns").sum().alias("gpu_ns"),
+            pl.col("gpu_ns").max().alias("_longest"),
+            pl.col("step").first().alias("step"),
+            pl.col("name").str.join(" → ").alias("names"),
+        )
+        .filter(pl.col("ops") >= 2)
+        .with_columns((pl.col("gpu_ns") - pl.col("_longest")).alias("_cost"))
+    )
+    if chains.height:
+        top = (
+            chains.group_by("names")
+            .agg(pl.len().alias("count"), pl.col("gpu_ns").sum(), pl.col("_cost").sum())
+            .sort(["_cost", "names"], descending=[True, False])
+            .head(3)
+        )
+        evidence = {
+            "chains_per_step": round(chains.height / n, 1),
+            "ops_per_chain": round(float(chains["ops"].sum()) / chains.height, 1),
+            "elementwise_ms_per_step": round(float(chains["gpu_ns"].sum()) / 1e6 / n, 3),
+            "achieved_gbps": _r(float(chained["bytes"].sum() or 0) / (float(chained["gpu_ns"].sum()) / 1e9) / 1e9)
+            if float(chained["gpu_ns"].sum())
+            else None,
+            "peak_gbps": peaks.memory_gbps if peaks else None,
+            "chains": [{"ops": names, "count": c, "ms_total": round(g / 1e6, 3)} for names, c, g, _ in top.iter_rows()],
+        }
+        make("unfused_elementwise", float(chains["_cost"].sum()), evidence, chains)
+    return found
+
+
+def _r(x: float | None, nd: int = 1) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _top_shapes(ops: pl.DataFrame, extra: tuple[str, ...] = (), top: int = 5) -> list[dict[str, Any]]:
+    agg = (
+        ops.group_by(["name", "shape", "dtype"])
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("gpu_ns").sum(),
+            pl.col("flops").sum(),
+            *[pl.col(c).first() for c in extra],
+        )
+        .sort(["gpu_ns", "name", "shape"], descending=[True, False, False])
+        .head(top)
+    )
+    out = []
+    for row in agg.iter_rows(named=True):
+        secs = row["gpu_ns"] / 1e9
+        item = {
+            "op": row["name"],
+            "shape": row["shape"],
+            "dtype": row["dtype"],
+            "calls": row["calls"],
+            "ms_total": round(row["gpu_ns"] / 1e6, 3),
+            "tflops": round(row["flops"] / secs / 1e12, 2) if secs else None,
+        }
+        item.update({c: row[c] for c in extra})
+        out.append(item)
+    return out
