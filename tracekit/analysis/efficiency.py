@@ -43,6 +43,8 @@ FLOP_CLASSES = ("gemm", "conv", "attention")
 SLOW_SHARE = 0.3
 #: output tile edge assumed for wave quantisation (cuBLAS/hipBLASLt tiles are 64-256 wide)
 TILE = 128
+#: operator names shown for a chain of elementwise operators
+CHAIN_NAMES = 6
 #: reason shown when the trace has no shapes
 NO_SHAPES = "capture with record_shapes=True"
 
@@ -564,10 +566,13 @@ def efficiency_findings(eff: Efficiency, step_ms: float | None, min_share: float
             pl.col("gpu_ns").sum().alias("gpu_ns"),
             pl.col("gpu_ns").max().alias("_longest"),
             pl.col("step").first().alias("step"),
-            pl.col("name").str.join(" → ").alias("names"),
+            pl.col("name").head(CHAIN_NAMES).str.join(" → ").alias("names"),
         )
         .filter(pl.col("ops") >= 2)
-        .with_columns((pl.col("gpu_ns") - pl.col("_longest")).alias("_cost"))
+        .with_columns(
+            (pl.col("gpu_ns") - pl.col("_longest")).alias("_cost"),
+            pl.when(pl.col("ops") > CHAIN_NAMES).then(pl.format("{} → … ({} ops)", "names", "ops")).otherwise("names").alias("names"),
+        )
     )
     if chains.height:
         top = (

@@ -46,7 +46,56 @@ def _headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     parts.append(steps)
     lines = [" · ".join(parts)]
     lines.append(f"step time {_ms(s['step_ms_median'])} (median) · GPU utilization {_pct(s['gpu_utilization'])}")
+    if s.get("mfu_note"):
+        eff = data["efficiency"]
+        rate = f" · {eff['achieved_tflops']:,.1f} model TFLOP/s achieved" if eff.get("achieved_tflops") is not None else ""
+        lines.append(s["mfu_note"] + rate)
     return lines
+
+
+#: labels of the efficiency split of step time (tracekit.analysis.efficiency)
+SPLIT_LABELS = {
+    "busy_efficient": "busy at the roofline",
+    "busy_inefficient": "busy below the roofline",
+    "busy_unmodelled": "busy, no shapes/model",
+    "idle": "idle",
+}
+
+
+def _efficiency_text(data: dict[str, Any]) -> list[str]:
+    """The roofline summary: the step split, each operator class and the top operators."""
+    eff = data.get("efficiency") or {}
+    if not eff.get("available"):
+        return []
+    out = []
+    dev = eff["device"]
+    peak = ""
+    if dev["model"]:
+        tf = dev["peak_tflops"]
+        peak = f" on {dev['model']} (peak {tf.get(eff['mfu_dtype'] or 'bf16') or tf['bf16']} TFLOP/s {eff['mfu_dtype'] or 'bf16'}, {dev['memory_gbps']:,.0f} GB/s)"
+    out.append(f"How well the busy time is used: roofline{peak}")
+    if eff["split"]:
+        out.append("  " + " · ".join(f"{SPLIT_LABELS[k]} {_pct(v)}" for k, v in eff["split"].items()))
+    out.append(f"  {'class':<12} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>9} {'bound':<8} {'of attainable':>13}  share of GPU time")
+    for c in eff["by_class"]:
+        out.append(
+            f"  {c['op_class']:<12} {c['gpu_ns'] / 1e6:>10,.2f} {_num(c['tflops']):>9} {_num(c['gbps'], 0):>9} "
+            f"{c['bound'] or '?':<8} {_pct(c['pct_of_attainable']):>13}  {_pct(c['share_of_gpu_time'])}"
+        )
+    top = [o for o in eff["top_ops"] if o["op_class"] in ("gemm", "conv", "attention")][:5]
+    if top:
+        out.append("  Top matrix operators:")
+        for o in top:
+            out.append(
+                f"    {o['gpu_ns'] / 1e6:>9,.2f} ms ×{o['calls']:<5} {o['name']} {o['shape']} {o['dtype'] or '?'}: "
+                f"{_num(o['tflops'])} TFLOP/s, {_pct(o['pct_of_attainable'])} of attainable ({o['bound'] or '?'}-bound)"
+            )
+    out.append("")
+    return out
+
+
+def _num(x: float | None, nd: int = 1) -> str:
+    return "n/a" if x is None else f"{x:,.{nd}f}"
 
 
 def _evidence_text(f: Finding) -> str:
@@ -76,6 +125,19 @@ def _evidence_text(f: Finding) -> str:
         bits.extend(ev.get("communication_kernels", [])[:2])
     elif f.kind == "no_tensor_cores":
         bits.extend(ev.get("fp32_matmul_kernels", [])[:2])
+    elif f.kind in ("fp32_gemm", "small_gemm"):
+        for o in ev.get("ops", [])[:3]:
+            tiles = f", {o['tiles']} tiles" if o.get("tiles") is not None else ""
+            bits.append(f"{o['op']} {o['shape']} {o['dtype']} ×{o['calls']} at {o['tflops']} TFLOP/s{tiles}")
+        if f.kind == "fp32_gemm" and ev.get("saving_ms_per_step"):
+            sv = ev["saving_ms_per_step"]
+            bits.append(f"at the bf16 peak they would take {sv['bf16']} ms less per step" + (f" (TF32: {sv['tf32']} ms)" if sv.get("tf32") is not None else ""))
+        if f.kind == "small_gemm":
+            bits.append(f"the GPU has {ev.get('sm_count')} SMs")
+    elif f.kind == "unfused_elementwise":
+        bits.append(f"{ev.get('chains_per_step')} chains per step of {ev.get('ops_per_chain')} ops on average")
+        for c in ev.get("chains", [])[:2]:
+            bits.append(f"{c['ops']} ×{c['count']}")
     elif f.kind == "allocator":
         bits.extend(f"{c['api']} ×{c['count']}" for c in ev.get("calls", []))
     elif f.kind == "cpu_bound":
@@ -101,6 +163,7 @@ def render_text(d: Diagnosis) -> str:
             out.append(f"  {CAUSE_LABELS[cause]:<22} {ms:>10,.2f} ms {100 * share:6.1f}%  {bar}")
         out.append("")
     out.extend(_critical_path_text(data))
+    out.extend(_efficiency_text(data))
     if d.findings:
         out.append("Findings (largest cost first)")
         for i, f in enumerate(d.findings, 1):
@@ -197,6 +260,34 @@ def _critical_path_markdown(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _efficiency_markdown(data: dict[str, Any]) -> list[str]:
+    eff = data.get("efficiency") or {}
+    if not eff.get("available"):
+        return []
+    dev = eff["device"]
+    out = ["### How well the busy time is used (roofline)", ""]
+    if dev["model"]:
+        out += [f"Device: {dev['model']} (peaks: " + ", ".join(f"{k} {v} TFLOP/s" for k, v in dev["peak_tflops"].items() if v)
+                + f"; {dev['memory_gbps']:,.0f} GB/s).", ""]
+    if eff["split"]:
+        out += [" · ".join(f"{SPLIT_LABELS[k]} {_pct(v)}" for k, v in eff["split"].items()), ""]
+    out += ["| class | ms | TFLOP/s | GB/s | bound | of attainable | share of GPU time |", "|---|---:|---:|---:|---|---:|---:|"]
+    for c in eff["by_class"]:
+        out.append(f"| {c['op_class']} | {c['gpu_ns'] / 1e6:,.2f} | {_num(c['tflops'])} | {_num(c['gbps'], 0)} | "
+                   f"{c['bound'] or '?'} | {_pct(c['pct_of_attainable'])} | {_pct(c['share_of_gpu_time'])} |")
+    out.append("")
+    if eff["top_ops"]:
+        out += ["<details><summary>Top operators by GPU time</summary>", "",
+                "| operator | shape | dtype | calls | ms | TFLOP/s | GB/s | bound | of attainable |",
+                "|---|---|---|---:|---:|---:|---:|---|---:|"]
+        for o in eff["top_ops"][:10]:
+            out.append(f"| `{_cell(o['name'])}` | {_cell(o['shape'] or '')} | {o['dtype'] or '?'} | {o['calls']} | "
+                       f"{o['gpu_ns'] / 1e6:,.2f} | {_num(o['tflops'])} | {_num(o['gbps'], 0)} | {o['bound'] or '?'} | "
+                       f"{_pct(o['pct_of_attainable'])} |")
+        out += ["", "</details>", ""]
+    return out
+
+
 def _short(name: str, width: int = 80) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
@@ -237,6 +328,7 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
     if view is not None:
         out += _markdown_view(d, view)
     out += _critical_path_markdown(data)
+    out += _efficiency_markdown(data)
     out += ["### Findings", ""]
     if d.findings:
         out += ["| # | finding | ms per step | share | predicted step if fixed |", "|---:|---|---:|---:|---:|"]
