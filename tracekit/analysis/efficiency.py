@@ -32,7 +32,7 @@ from typing import Any
 
 import polars as pl
 
-from ..schema import EventKind
+from ..schema import Column, EventKind, TableSchema
 from .findings import FIXES, TITLES, Finding
 from .flops import MODELLED_OPS, op_costs
 from .peaks import DevicePeaks, device_peaks
@@ -55,6 +55,32 @@ OPS_SCHEMA: dict[str, Any] = {
     "n": pl.Int64, "k": pl.Int64, "tflops": pl.Float64, "gbps": pl.Float64, "intensity": pl.Float64,
     "bound": pl.String, "pct_of_attainable": pl.Float64, "ideal_ns": pl.Float64, "pid": pl.Int64, "tid": pl.Int64,
 }  # fmt: skip
+
+
+#: the per-operator efficiency table ``tracekit export`` writes (efficiency.parquet)
+OP_EFFICIENCY = TableSchema(
+    "efficiency",
+    "One row per operator shape: the outermost modelled operators of a `record_shapes=True` trace with the same "
+    "name, class, shapes and dtype, their GPU time and where they sit on the device's roofline "
+    "(docs/efficiency.md). Written only when the trace records shapes.",
+    (
+        Column("name", pl.String(), "Operator (`aten::linear`...)."),
+        Column("op_class", pl.String(), "gemm, conv, attention, norm or elementwise."),
+        Column("shape", pl.String(), "Problem size: `M= N= K=` for GEMMs, tensors for convolutions, `B H Sq Sk D` for attention, the largest tensor otherwise."),
+        Column("dtype", pl.String(), "Dtype the math runs in (fp32, tf32 when the kernels say so, bf16, fp16, fp8...)."),
+        Column("calls", pl.UInt32(), "Operator calls with this signature."),
+        Column("gpu_ns", pl.Int64(), "Time of the kernels they launched, ns."),
+        Column("flops", pl.Int64(), "Model FLOPs (a multiply-add is 2; 0 for normalisation/elementwise)."),
+        Column("bytes", pl.Int64(), "Minimum bytes moved: inputs read once, output written once (null when a dtype is not recorded)."),
+        Column("ideal_ns", pl.Float64(), "Time at the roofline: the same work at the attainable peak, ns (null for an unknown GPU)."),
+        Column("bound", pl.String(), "`compute` or `memory`: the side of the ridge point the operator sits on."),
+        Column("tflops", pl.Float64(), "Achieved TFLOP/s."),
+        Column("gbps", pl.Float64(), "Achieved GB/s (10^9 bytes/s)."),
+        Column("intensity", pl.Float64(), "Arithmetic intensity, FLOPs per byte."),
+        Column("pct_of_attainable", pl.Float64(), "Share of the attainable peak reached (ideal_ns / gpu_ns), 0..1."),
+        Column("share_of_gpu_time", pl.Float64(), "Share of the modelled operators' GPU time."),
+    ),
+)
 
 
 @dataclass(frozen=True)
