@@ -47,7 +47,18 @@ def batch_text() -> str:
     return batch_schema_markdown()
 
 
-GENERATED: dict[str, Callable[[], str]] = {"docs/schema.md": schema_text, "docs/cli.md": cli_text, "docs/batch.md": batch_text}
+def efficiency_text() -> str:
+    from tracekit.analysis.efficiency import OP_EFFICIENCY
+
+    return OP_EFFICIENCY.describe_markdown()
+
+
+GENERATED: dict[str, Callable[[], str]] = {
+    "docs/schema.md": schema_text,
+    "docs/cli.md": cli_text,
+    "docs/batch.md": batch_text,
+    "docs/efficiency.md": efficiency_text,
+}
 
 
 def render(path: Path, body: str) -> str:

@@ -195,9 +195,11 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
     )
     ops = outer.drop("bytes", "device").join(per_op, left_on="event_id", right_on="op_event_id", how="inner")
     if ops.height == 0:
-        return unavailable(
-            "no GPU kernel is linked to an operator with shapes (GPU-only or CPU-only trace, or no launch links)"
-        )
+        if kernels.height == 0:
+            return unavailable("the trace has no GPU kernels (CPU-only trace), so operators have no GPU time to rate")
+        if launched.height == 0:
+            return unavailable("GPU kernels are not linked to the host calls that launched them (no correlation ids)")
+        return unavailable("no GPU kernel was launched inside an operator whose shapes the trace records")
 
     # costs, once per distinct signature
     sig_cols = ["_base", "input_dims", "input_types", "concrete_inputs"]
