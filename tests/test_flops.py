@@ -124,6 +124,24 @@ def test_elementwise_bytes_and_unknowns() -> None:
     assert "inner dimensions" in costs["cost_error"][1]
 
 
+def test_nvtx_range_names_give_shapes() -> None:
+    """emit_nvtx(record_shapes=True) writes the shapes into the range name."""
+    from parsers.nsight import _NVTX_SIZES
+
+    names = pl.Series(
+        [
+            "aten::mm, seq = 3, op_id = 7, sizes = [[64, 32], [32, 16]], input_op_ids = [(1, 0), (2, 0)]",
+            "aten::add, op_id = 9, sizes = [[8], [], []]",
+            "aten::view, op_id = 314290",
+        ]
+    )
+    dims = names.str.extract(_NVTX_SIZES, 1).to_list()
+    assert dims == ["[[64, 32], [32, 16]]", "[[8], [], []]", None]
+    cost = op_cost(names[0], dims[0])
+    assert cost is not None
+    assert (cost.flops, cost.dtype, cost.bytes) == (2 * 64 * 32 * 16, None, None)
+
+
 # --- truth: torch's FlopCounterMode on the same operators, run on CPU -----------------------
 
 torch = pytest.importorskip("torch", reason="the FlopCounterMode cross-check needs torch (pip install torch)")

@@ -66,13 +66,27 @@ OP_EFFICIENCY = TableSchema(
     (
         Column("name", pl.String(), "Operator (`aten::linear`...)."),
         Column("op_class", pl.String(), "gemm, conv, attention, norm or elementwise."),
-        Column("shape", pl.String(), "Problem size: `M= N= K=` for GEMMs, tensors for convolutions, `B H Sq Sk D` for attention, the largest tensor otherwise."),
-        Column("dtype", pl.String(), "Dtype the math runs in (fp32, tf32 when the kernels say so, bf16, fp16, fp8...)."),
+        Column(
+            "shape",
+            pl.String(),
+            "Problem size: `M= N= K=` for GEMMs, tensors for convolutions, `B H Sq Sk D` for attention, the largest tensor otherwise.",
+        ),
+        Column(
+            "dtype", pl.String(), "Dtype the math runs in (fp32, tf32 when the kernels say so, bf16, fp16, fp8...)."
+        ),
         Column("calls", pl.UInt32(), "Operator calls with this signature."),
         Column("gpu_ns", pl.Int64(), "Time of the kernels they launched, ns."),
         Column("flops", pl.Int64(), "Model FLOPs (a multiply-add is 2; 0 for normalisation/elementwise)."),
-        Column("bytes", pl.Int64(), "Minimum bytes moved: inputs read once, output written once (null when a dtype is not recorded)."),
-        Column("ideal_ns", pl.Float64(), "Time at the roofline: the same work at the attainable peak, ns (null for an unknown GPU)."),
+        Column(
+            "bytes",
+            pl.Int64(),
+            "Minimum bytes moved: inputs read once, output written once (null when a dtype is not recorded).",
+        ),
+        Column(
+            "ideal_ns",
+            pl.Float64(),
+            "Time at the roofline: the same work at the attainable peak, ns (null for an unknown GPU).",
+        ),
         Column("bound", pl.String(), "`compute` or `memory`: the side of the ridge point the operator sits on."),
         Column("tflops", pl.Float64(), "Achieved TFLOP/s."),
         Column("gbps", pl.Float64(), "Achieved GB/s (10^9 bytes/s)."),
@@ -259,7 +273,7 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
     )
 
     flops_by_dtype = (
-        ops.filter(pl.col("op_class").is_in(FLOP_CLASSES))
+        ops.filter(pl.col("op_class").is_in(FLOP_CLASSES) & pl.col("dtype").is_not_null())
         .group_by("dtype")
         .agg(pl.col("flops").sum())
         .sort(["flops", "dtype"], descending=[True, False])
@@ -280,6 +294,8 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
                 if name
                 else "the trace does not name its GPU"
             )
+        elif mfu_dtype is None and ops.filter(pl.col("op_class").is_in(FLOP_CLASSES)).height:
+            reason = "the trace records shapes but not dtypes (Nsight emit_nvtx), and MFU needs the dtype's peak"
         elif mfu_dtype is None:
             reason = "no GEMM, convolution or attention operator ran on the GPU"
         elif peak is None:
@@ -447,7 +463,9 @@ def summarise(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
             pl.when(pl.col("bytes").is_not_null().any()).then(pl.col("bytes").sum()).alias("bytes"),
             pl.when(pl.col("ideal_ns").is_not_null().any()).then(pl.col("ideal_ns").sum()).alias("ideal_ns"),
             pl.col("gpu_ns").filter(pl.col("ideal_ns").is_not_null()).sum().alias("_rated_ns"),
-            pl.col("bound").drop_nulls().mode().first().alias("bound"),
+            # the side of the ridge that holds most of the group's GPU time
+            pl.col("gpu_ns").filter(pl.col("bound") == "compute").sum().alias("_compute_ns"),
+            pl.col("gpu_ns").filter(pl.col("bound") == "memory").sum().alias("_memory_ns"),
         )
         .with_columns(
             pl.when(pl.col("gpu_ns") > 0).then(pl.col("flops") / secs / 1e12).alias("tflops"),
@@ -456,7 +474,15 @@ def summarise(ops: pl.DataFrame, by: list[str]) -> pl.DataFrame:
             pl.when(pl.col("_rated_ns") > 0).then(pl.col("ideal_ns") / pl.col("_rated_ns")).alias("pct_of_attainable"),
             (pl.col("gpu_ns") / total if total else pl.lit(None, dtype=pl.Float64)).alias("share_of_gpu_time"),
         )
-        .drop("_rated_ns")
+        .with_columns(
+            pl.when(pl.col("_compute_ns") + pl.col("_memory_ns") == 0)
+            .then(pl.lit(None, dtype=pl.String))
+            .when(pl.col("_compute_ns") >= pl.col("_memory_ns"))
+            .then(pl.lit("compute"))
+            .otherwise(pl.lit("memory"))
+            .alias("bound")
+        )
+        .drop("_rated_ns", "_compute_ns", "_memory_ns")
         .sort(["gpu_ns", *by], descending=[True, *([False] * len(by))])
     )
 
@@ -599,7 +625,10 @@ def efficiency_findings(eff: Efficiency, step_ms: float | None, min_share: float
         .filter(pl.col("ops") >= 2)
         .with_columns(
             (pl.col("gpu_ns") - pl.col("_longest")).alias("_cost"),
-            pl.when(pl.col("ops") > CHAIN_NAMES).then(pl.format("{} → … ({} ops)", "names", "ops")).otherwise("names").alias("names"),
+            pl.when(pl.col("ops") > CHAIN_NAMES)
+            .then(pl.format("{} → … ({} ops)", "names", "ops"))
+            .otherwise("names")
+            .alias("names"),
         )
     )
     if chains.height:
