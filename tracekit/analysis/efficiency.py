@@ -115,8 +115,9 @@ class Efficiency:
     by_op: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: per op_class: the same measures
     by_class: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: per (rank, step): dur_ns, model_flops, tflops, mfu, busy_ns, idle_ns, busy_efficient_ns,
-    #: busy_inefficient_ns, busy_unmodelled_ns, complete
+    #: per (rank, step): dur_ns, complete, ops, model_flops, bytes (of the modelled operators),
+    #: tflops, gbps (over the step's wall time), mfu, kernel_ns, busy_ns, idle_ns,
+    #: busy_efficient_ns, busy_inefficient_ns, busy_unmodelled_ns
     per_step: pl.DataFrame = field(default_factory=pl.DataFrame)
     #: model FLOPs ÷ (time × peak) over the complete steps (all steps when none is complete)
     mfu: float | None = None
@@ -418,10 +419,12 @@ def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None, kernel
         pl.col("flops").filter(pl.col("op_class").is_in(FLOP_CLASSES)).sum().alias("model_flops"),
         pl.col("gpu_ns").sum().alias("_modelled_ns"),
         pl.col("ideal_ns").sum().alias("_ideal_ns"),
+        pl.col("bytes").sum().alias("bytes"),
         pl.len().alias("ops"),
     )
     out = win.join(agg, on=key, how="left").with_columns(
         pl.col("model_flops").fill_null(0),
+        pl.col("bytes").fill_null(0),
         pl.col("_modelled_ns").fill_null(0),
         pl.col("_ideal_ns").fill_null(0.0),
         pl.col("ops").fill_null(0),
@@ -429,10 +432,11 @@ def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None, kernel
     secs = pl.col("dur_ns").cast(pl.Float64) / 1e9
     out = out.with_columns(
         pl.when(pl.col("dur_ns") > 0).then(pl.col("model_flops") / secs / 1e12).alias("tflops"),
+        pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / secs / 1e9).alias("gbps"),
     ).with_columns(
         (pl.col("tflops") / peak if peak else pl.lit(None, dtype=pl.Float64)).alias("mfu"),
     )
-    cols = [*key, "dur_ns", "complete", "ops", "model_flops", "tflops", "mfu", "kernel_ns"]
+    cols = [*key, "dur_ns", "complete", "ops", "model_flops", "bytes", "tflops", "gbps", "mfu", "kernel_ns"]
     if "gpu_busy_ns" in out.columns:
         busy = pl.col("gpu_busy_ns").fill_null(0).cast(pl.Float64)
         modelled = pl.col("_modelled_ns").cast(pl.Float64)
