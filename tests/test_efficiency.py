@@ -154,3 +154,43 @@ def test_tracelens_gemm_rates_agree_within_the_peaks(model: str) -> None:
     assert t_h < p_h
     assert t_m < p_m
     assert 0.5 * min(1.0, p_m / p_h) <= t_m / t_h <= 2.0 * max(1.0, p_m / p_h)
+
+
+def test_reports_show_mfu_roofline_and_efficiency(tmp_path: Path) -> None:
+    from tracekit.report import render_html, render_markdown, render_text, to_json_dict
+
+    d = _diagnose(tmp_path, sc.small_gemms())
+    mfu = d.efficiency.mfu
+    assert mfu is not None
+    text = render_text(d)
+    assert f"MFU {mfu:.1%} of the bf16 peak (989.4 TFLOP/s, H100 SXM)" in text
+    assert "How well the busy time is used: roofline on H100 SXM" in text
+    assert "M=32 N=1024 K=1024" in text
+    md = render_markdown(d)
+    assert "### How well the busy time is used (roofline)" in md
+    html = render_html(d)
+    assert 'aria-label="Roofline (bf16 peak 989.4 TFLOP/s, 3350 GB/s)"' in html
+    data = to_json_dict(d)
+    assert data["summary"]["mfu"] == round(mfu, 4)
+    assert data["summary"]["mfu_dtype"] == "bf16"
+    eff = data["efficiency"]
+    assert eff["device"]["model"] == "H100 SXM"
+    assert {c["op_class"] for c in eff["by_class"]} == {"gemm"}
+    assert sum(eff["split"].values()) == pytest.approx(1.0, abs=1e-3)
+    assert len(eff["steps"]) == 4
+
+
+def test_export_writes_the_efficiency_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracekit.analysis.efficiency import OP_EFFICIENCY
+    from tracekit.cli import main
+
+    path = sc.write(tmp_path / "t.json", sc.unfused_chain())
+    assert main(["export", str(path), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
+    table = pl.read_parquet(tmp_path / "out" / "efficiency.parquet")
+    assert table.columns == OP_EFFICIENCY.names
+    gemm = table.filter(pl.col("op_class") == "gemm").row(0, named=True)
+    assert (gemm["calls"], gemm["flops"], gemm["gpu_ns"]) == (4, 4 * 2 * 8192 * 4096 * 4096, 4 * 370_000)
+    bare = sc.write(tmp_path / "bare.json", sc.unfused_chain(), shapes=False)
+    assert main(["export", str(bare), "--out", str(tmp_path / "bare"), "--no-cache"]) == 0
+    assert not (tmp_path / "bare" / "efficiency.parquet").exists()
+    assert "record_shapes=True" in capsys.readouterr().err
