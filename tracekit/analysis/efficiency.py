@@ -43,6 +43,9 @@ FLOP_CLASSES = ("gemm", "conv", "attention")
 SLOW_SHARE = 0.3
 #: output tile edge assumed for wave quantisation (cuBLAS/hipBLASLt tiles are 64-256 wide)
 TILE = 128
+#: kernel names of fp32 GEMMs that run on TF32 tensor cores (cuBLAS/CUTLASS: ``tf32``, ``xf32``,
+#: ``tensorop_s1688gemm`` / ``s16816gemm`` on Ampere and later)
+TF32_KERNEL = r"(?i)tf32|xf32|s1688gemm|s16816gemm|tensorop_s\d"
 #: operator names shown for a chain of elementwise operators
 CHAIN_NAMES = 6
 #: reason shown when the trace has no shapes
@@ -206,7 +209,7 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
         pl.len().alias("kernels"),
         pl.col("k_start").min().alias("first_kernel_ns"),
         pl.col("k_device").drop_nulls().first().alias("device"),
-        pl.col("k_name").str.contains("(?i)tf32|xf32").any().alias("_tf32"),
+        pl.col("k_name").str.contains(TF32_KERNEL).any().alias("_tf32"),
     )
     ops = outer.drop("bytes", "device").join(per_op, left_on="event_id", right_on="op_event_id", how="inner")
     if ops.height == 0:
