@@ -65,7 +65,7 @@ _TABLE: tuple[tuple[str, DevicePeaks], ...] = (
     (r"H100.*PCI", DevicePeaks("H100 PCIe", 51.0, 378.0, 756.0, 1513.0, 2000.0, 114)),
     (r"H100", DevicePeaks("H100 SXM", 67.0, 494.7, 989.4, 1978.9, 3350.0, 132)),
     (r"H200", DevicePeaks("H200 SXM", 67.0, 494.7, 989.4, 1978.9, 4800.0, 132)),
-    (r"B200", DevicePeaks("B200", 75.0, 1100.0, 2250.0, 4500.0, 8000.0, 148)),
+    (r"B200", DevicePeaks("B200", 75.0, 1100.0, 2250.0, 4500.0, 7700.0, 148)),
     (r"L40S", DevicePeaks("L40S", 91.6, 183.0, 362.1, 733.0, 864.0, 142)),
     (r"\bL4\b", DevicePeaks("L4", 30.3, 60.0, 121.0, 242.5, 300.0, 58)),
     # NVIDIA GeForce (tensor rates with fp32 accumulation)
