@@ -229,4 +229,4 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> lis
     return notes
 
 
-__all__ = ["CAUSES", "CriticalPath", "Diagnosis", "Finding", "WhatIfResult", "diagnose"]
+__all__ = ["CAUSES", "CriticalPath", "Diagnosis", "Efficiency", "Finding", "WhatIfResult", "diagnose"]
