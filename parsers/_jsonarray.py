@@ -237,28 +237,41 @@ def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
                 return pos
 
 
+#: closing-bracket candidates tried after the first one whose events fail to decode
+_RETRIES_AFTER_DAMAGE = 4
+
+
 def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memoryview], Any]) -> Iterator[Any]:
     body = buf.rstrip(_WS)
     # 1) a properly closed array: try closing brackets from the end whose trailer is valid
     tried = 0
     pos = len(body)
+    # the first closing bracket whose trailer is valid but whose events do not decode; a
+    # later-found one may still be the real end (a trailer that holds an array of objects,
+    # like ``"deviceProperties": [{...}]``, ends with a bracket that looks like the events')
+    damaged: int | None = None
     while tried < 64:
         pos = body.rfind(b"]", 0, pos)
-        if pos < 0:
+        if pos < 0 or (damaged is not None and tried >= _RETRIES_AFTER_DAMAGE):
             break
-        tried += 1
         trailer = body[pos + 1 :]
         if _trailer_ok(trailer, state.bare_array):
+            tried += 1
             try:
                 decoded = try_decode(b"[" + body[:pos] + b"]")
             except ValueError:
-                # a closed array whose events do not all decode: damage, salvage below
-                body = body[:pos]
-                state.trailer = trailer
-                break
+                if damaged is None:
+                    damaged, tried = pos, 0
+                continue
             state.trailer = trailer
             yield decoded
             return
+        else:
+            tried += 1
+    if damaged is not None:
+        # a closed array whose events do not all decode: damage, salvage below
+        state.trailer = body[damaged + 1 :]
+        body = body[:damaged]
     # 2) a bare array without its closing bracket is legal when the last event is whole
     if state.bare_array and not state.truncated and not state.trailer:
         candidate = body.rstrip(b", \t\r\n")

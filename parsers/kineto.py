@@ -121,6 +121,8 @@ class _OpArgs(msgspec.Struct, gc=False):
     external_id_v1: Num = msgspec.field(default=None, name="external id")
     sequence_nr: Num = msgspec.field(default=None, name="Sequence number")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
     collective: Num = msgspec.field(default=None, name="Collective name")
 
 
@@ -247,6 +249,7 @@ _EVENT_SOURCE_COLUMNS = [
     "_order", "cat", "_cat", "name", "pid", "tid", "tid_label", "start_ns", "dur_ns", "device", "stream", "correlation",
     "external_id", "external_id_v1", "bytes", "kind_arg", "grid", "block", "registers", "shared_memory", "occupancy",
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
+    "input_types", "concrete_inputs",
 ]
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 
@@ -459,7 +462,7 @@ def _arg_series(f: str, values: list[Any]) -> pl.Series:
         dims = [pl.Series(list(map(attrgetter(axis), values)), dtype=pl.Int64) for axis in ("x", "y", "z")]
         total = dims[0] * dims[1] * dims[2]
         return pl.select(pl.when(pl.lit(total) > 0).then(pl.lit(total)).otherwise(None)).to_series().alias(f)
-    if f == "input_dims":
+    if f in ("input_dims", "input_types", "concrete_inputs"):
         return pl.Series(f, [bytes(v).decode("utf-8", "replace") if v else None for v in values], dtype=pl.String)
     return _str_series(f, values)
 
@@ -848,6 +851,8 @@ def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
         pl.col("python_id"),
         pl.col("python_parent_id"),
         pl.col("input_dims"),
+        pl.col("input_types"),
+        pl.col("concrete_inputs"),
         pl.col("collective"),
     )
 

@@ -162,6 +162,8 @@ _COLLECTIVE_NAMES = {
 }  # fmt: skip
 #: autograd sequence number in emit_nvtx range names ("aten::mm, seq = 12, op_id = 40")
 _NVTX_SEQ = r"(?:^|, )(?:stashed )?seq = (\d+)"
+#: input shapes in emit_nvtx(record_shapes=True) range names ("..., sizes = [[8, 64], [64, 32]]")
+_NVTX_SIZES = r", sizes = (\[(?:[^\[\]]|\[[^\[\]]*\])*\])"
 _RANK_THREAD_NAME = r"^(?:MPI |NCCL )?[Rr]ank (\d+)$"
 
 _GPU_LINK_KINDS = [*GPU_ACTIVITY_KINDS, EventKind.SYNC.value]
@@ -871,6 +873,7 @@ class _Reader:
                 pl.col("start").alias("start_ns"),
                 "dur_ns",
                 pl.col("text").str.extract(_NVTX_SEQ, 1).cast(_I64, strict=False).alias("sequence_nr"),
+                pl.col("text").str.extract(_NVTX_SIZES, 1).alias("input_dims"),
                 pl.when(pl.col("domain_id").fill_null(0) == 0)
                 .then(None)
                 .otherwise(pl.coalesce("own_domain", "any_domain"))

@@ -47,6 +47,12 @@ def batch_text() -> str:
     return batch_schema_markdown()
 
 
+def efficiency_text() -> str:
+    from tracekit.analysis.efficiency import OP_EFFICIENCY
+
+    return OP_EFFICIENCY.describe_markdown()
+
+
 def causes_block(name: str) -> Callable[[], str]:
     """One table of the cause registry (tracekit.analysis.causes), by the function's name."""
 
@@ -65,6 +71,7 @@ GENERATED: dict[tuple[str, str | None], Callable[[], str]] = {
     ("docs/schema.md", None): schema_text,
     ("docs/cli.md", None): cli_text,
     ("docs/batch.md", None): batch_text,
+    ("docs/efficiency.md", None): efficiency_text,
     ("docs/analysis.md", "idle-causes"): causes_block("idle_causes_markdown"),
     ("docs/json-report.md", "breakdown"): causes_block("breakdown_markdown"),
     ("docs/json-report.md", "finding-kinds"): causes_block("finding_kinds_markdown"),

@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 
 #: Version of the canonical schema; part of the cache key, bumped on any column change.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class EventKind(str, Enum):
@@ -244,6 +244,8 @@ EVENTS = TableSchema(
         Column("python_id", I64, "Python frame id (python rows)."),
         Column("python_parent_id", I64, "Parent Python frame id (python rows)."),
         Column("input_dims", STR, "Operator input shapes as JSON text (record_shapes traces)."),
+        Column("input_types", STR, "Operator input dtypes as JSON text, e.g. `[\"c10::BFloat16\", \"float\"]` (record_shapes traces)."),
+        Column("concrete_inputs", STR, "Operator scalar arguments as JSON text (strides, paddings, flags; record_shapes traces)."),
         Column("collective", STR, "Collective operation name for communication ops/kernels (all_reduce...)."),
         Column("domain", STR, "Annotation domain (NVTX domain name), null for profiler annotations."),
     ),

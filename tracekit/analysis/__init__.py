@@ -13,7 +13,8 @@ from __future__ import annotations
 from .causes import CAUSES
 from .critical_path import CriticalPath
 from .diagnose import Diagnosis, JobDiagnosis, diagnose, diagnose_job
+from .efficiency import Efficiency
 from .findings import Finding
 from .whatif import WhatIfResult
 
-__all__ = ["CAUSES", "CriticalPath", "Diagnosis", "Finding", "JobDiagnosis", "WhatIfResult", "diagnose", "diagnose_job"]
+__all__ = ["CAUSES", "CriticalPath", "Diagnosis", "Efficiency", "Finding", "JobDiagnosis", "WhatIfResult", "diagnose", "diagnose_job"]

@@ -323,6 +323,33 @@ FINDINGS: tuple[FindingKind, ...] = (
         "other host code (optimizer, logging) between GPU work",
         what_if={"cpu_bound": 0.0}, measured=True, idle_like=True,
     ),
+    # busy but not efficient (analysis/efficiency.py): priced by scaling the compute kernels so that
+    # they lose the finding's cost (diagnose._efficiency_what_ifs), hence no fixed what-if here
+    FindingKind(
+        "fp32_gemm", "Matrix multiplies run in fp32 on a GPU with much faster bf16/TF32 units",
+        "Run the matrix math in lower precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) for the "
+        "forward pass (float16 needs a GradScaler), or at least TF32 with "
+        "torch.set_float32_matmul_precision('high'); the evidence lists the fp32 shapes and the saving at each "
+        "dtype's peak.",
+        "fp32 GEMM/convolution operators (from recorded shapes and dtypes) on a GPU whose bf16/TF32 peak is far higher",
+        what_if_doc="compute kernels scaled to lose the fp32 GEMMs' excess time at the bf16/TF32 peak",
+    ),
+    FindingKind(
+        "small_gemm", "GEMMs too small to fill the GPU",
+        "Give each GEMM more work: a larger batch (or micro-batch), fuse small projections (one GEMM for Q, K and V; "
+        "batched GEMMs instead of loops), pad dimensions to multiples of 64/128; the evidence lists the shapes, "
+        "their output tiles against the GPU's SM count and the TFLOP/s they reach.",
+        "GEMMs whose output tiles leave most SMs idle (wave quantisation) and reach a small share of the peak",
+        what_if_doc="compute kernels scaled to lose the small GEMMs' time beyond a well-filled GPU's",
+    ),
+    FindingKind(
+        "unfused_elementwise", "Chains of memory-bound elementwise kernels (unfused)",
+        "Fuse elementwise chains into one kernel: torch.compile(model) (Inductor fuses pointwise ops and "
+        "normalisations), fused optimizers (fused=True / foreach=True) and fused layers (e.g. fused LayerNorm, "
+        "F.scaled_dot_product_attention); each unfused op reads and writes the whole tensor again.",
+        "runs of memory-bound elementwise/normalisation kernels that a compiler would fuse",
+        what_if_doc="compute kernels scaled to lose the traffic that fusing the chains saves",
+    ),
     FindingKind(
         "straggler", "Straggler rank(s): the other ranks wait in their collectives",
         "Find out why the late rank(s) are slow: compare their per-rank reports (data loading, host syncs, "

@@ -18,7 +18,8 @@ from ..progress import Progress
 from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceInfo, TraceTables
 from .causes import CAUSES
 from .critical_path import CriticalPath, critical_path
-from .findings import Finding, build_findings, rank_by_saving
+from .efficiency import Efficiency, efficiency, efficiency_findings
+from .findings import MIN_SHARE, Finding, build_findings, rank_by_saving
 from .host import host_breakdown
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
@@ -59,6 +60,8 @@ class Diagnosis:
     critical_path: CriticalPath | None = None
     #: the what-if questions the caller asked (``diagnose(..., what_if=...)``), answered
     what_ifs: tuple[WhatIfResult, ...] = ()
+    #: FLOPs, roofline and MFU (``efficiency.available`` is False without record_shapes)
+    efficiency: Efficiency = field(default_factory=lambda: Efficiency(available=False, reason=None))
 
     @property
     def complete_steps(self) -> int:
@@ -129,10 +132,18 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
         utilization=utilization,
     )
+    # busy but not efficient: FLOPs, roofline and MFU from recorded shapes
+    eff = efficiency(events, links, tables.devices, step_table)
+    busy_findings = efficiency_findings(eff, step_ms_mean, MIN_SHARE)
+    if any(f.kind == "fp32_gemm" for f in busy_findings):
+        # the same cause, measured from the operators' dtypes rather than kernel names
+        findings = [f for f in findings if f.kind != "no_tensor_cores"]
+    findings = [*findings, *busy_findings]
     # the critical path predicts each finding's step time once fixed; findings are then
     # ranked by what fixing them would save, not by the time they take
     asked = tuple(WhatIf.of(w) for w in what_if)
     per_finding = {f.kind: wi for f in findings if (wi := finding_what_if(f.kind)) is not None}
+    per_finding.update(_efficiency_what_ifs(busy_findings, eff))
     cpath = None
     if steps.frame.height:
         scenarios = list(dict.fromkeys([*per_finding.values(), *asked]))
@@ -158,7 +169,23 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         devices=tables.devices,
         critical_path=cpath,
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
+        efficiency=eff,
     )
+
+
+def _efficiency_what_ifs(found: Sequence[Finding], eff: Efficiency) -> dict[str, WhatIf]:
+    """Price efficiency findings with the critical path: all compute kernels are scaled so
+    that they lose the finding's cost per step (overlap with host work is honoured)."""
+    steps = eff.per_step
+    if steps.height == 0 or "kernel_ns" not in steps.columns:
+        return {}
+    counted = steps.filter(pl.col("complete")) if steps.filter(pl.col("complete")).height else steps
+    kernel_ms = float(counted["kernel_ns"].sum()) / max(counted.height, 1) / 1e6
+    out = {}
+    for f in found:
+        if kernel_ms > 0:
+            out[f.kind] = WhatIf.of({"kernels": max(0.0, 1.0 - f.ms_per_step / kernel_ms)})
+    return out
 
 
 def _no_phase(name: str, total: int | None = None) -> None:

@@ -32,6 +32,8 @@ HEALTHY_UTILIZATION = 0.95
 LARGE_HEADROOM = 0.4
 
 
+
+
 @dataclass(frozen=True)
 class Finding:
     """One named cause of lost GPU time."""
@@ -124,7 +126,10 @@ def build_findings(
                     title=TITLES["no_tensor_cores"],
                     ms_per_step=ms,
                     share_of_step=share,
-                    evidence={"fp32_matmul_kernels": list(kernels.fp32_matmul_names), "fp32_matmul_ms_total": round(kernels.fp32_matmul_time_ns / 1e6, 3)},
+                    evidence={
+                        "fp32_matmul_kernels": list(kernels.fp32_matmul_names),
+                        "fp32_matmul_ms_total": round(kernels.fp32_matmul_time_ns / 1e6, 3),
+                    },
                     fix=FIXES["no_tensor_cores"],
                     steps_affected=n_steps,
                 )
@@ -142,7 +147,9 @@ def build_findings(
                 evidence={
                     "memory_headroom": round(min(headroom), 3),
                     "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
-                    "median_kernel_us": None if kernels.median_kernel_ns is None else round(kernels.median_kernel_ns / 1e3, 2),
+                    "median_kernel_us": None
+                    if kernels.median_kernel_ns is None
+                    else round(kernels.median_kernel_ns / 1e3, 2),
                 },
                 fix=FIXES["small_batch"],
                 steps_affected=launch.steps_affected,
@@ -173,7 +180,12 @@ def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfRes
 
 
 def _evidence(
-    kind: str, per_step: pl.DataFrame, gaps: pl.DataFrame, syncs: pl.DataFrame, kernels: KernelStats, events: pl.DataFrame
+    kind: str,
+    per_step: pl.DataFrame,
+    gaps: pl.DataFrame,
+    syncs: pl.DataFrame,
+    kernels: KernelStats,
+    events: pl.DataFrame,
 ) -> dict[str, Any]:
     col = f"{kind}_ns"
     ev: dict[str, Any] = {"total_ms": round(float(per_step[col].sum()) / 1e6, 3)}
@@ -182,26 +194,49 @@ def _evidence(
         ev["gaps"] = g.height
         if g.height:
             ev["largest_gap"] = {
-                "step": g["step"][0], "start_ns": g["start_ns"][0], "dur_ms": round(g["dur_ns"][0] / 1e6, 3),
+                "step": g["step"][0],
+                "start_ns": g["start_ns"][0],
+                "dur_ms": round(g["dur_ns"][0] / 1e6, 3),
                 "attributed_ms": round(g[col][0] / 1e6, 3),
             }
     if kind == "data_loading":
         names = events.filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
-        top = names.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
+        top = (
+            names.group_by("name")
+            .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+            .sort("dur_ns", descending=True)
+            .head(3)
+        )
         ev["ranges"] = [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]
         if names.filter(pl.col("name").str.contains("SingleProcessDataLoaderIter")).height:
             ev["single_process_dataloader"] = True
     elif kind == "host_device_sync" and syncs.height:
-        top = syncs.group_by("api", "op").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(5)
-        ev["sync_calls"] = [{"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()]
-        frames = syncs.filter(pl.col("python_frame").is_not_null()).group_by("python_frame").len().sort("len", descending=True).head(3)
+        top = (
+            syncs.group_by("api", "op")
+            .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+            .sort("dur_ns", descending=True)
+            .head(5)
+        )
+        ev["sync_calls"] = [
+            {"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()
+        ]
+        frames = (
+            syncs.filter(pl.col("python_frame").is_not_null())
+            .group_by("python_frame")
+            .len()
+            .sort("len", descending=True)
+            .head(3)
+        )
         if frames.height:
             ev["python_frames"] = frames["python_frame"].to_list()
         steps_with = syncs.filter(pl.col("step").is_not_null())
         if steps_with.height:
             ev["syncs_per_step"] = round(steps_with.height / max(steps_with["step"].n_unique(), 1), 2)
     elif kind == "pageable_memcpy":
-        copies = events.filter((pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")))
+        copies = events.filter(
+            (pl.col("kind") == EventKind.MEMCPY.value)
+            & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+        )
         ev["pageable_copies"] = copies.height
         ev["pageable_bytes"] = int(copies["bytes"].sum() or 0)
         if copies.height:
@@ -211,7 +246,9 @@ def _evidence(
         ev["short_kernels"] = kernels.short_kernel_count
         ev["kernels"] = kernels.kernel_count
         ev["kernels_per_step"] = round(kernels.kernel_count / max(per_step.height, 1), 1)
-        ev["launch_delay_p50_us"] = None if kernels.launch_delay_ns["p50"] is None else round(kernels.launch_delay_ns["p50"] / 1e3, 2)
+        ev["launch_delay_p50_us"] = (
+            None if kernels.launch_delay_ns["p50"] is None else round(kernels.launch_delay_ns["p50"] / 1e3, 2)
+        )
     elif kind == "exposed_communication":
         comm = kernels.top.filter(pl.col("category") == "communication").head(3)
         ev["communication_kernels"] = comm["name"].to_list()
@@ -246,8 +283,18 @@ def _ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list
         j = g.select(pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")).join_where(
             o.select("name", "start_ns", "end_ns"), pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs")
         )
-        parts.append(j.select("name", (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")).alias("overlap")))
+        parts.append(
+            j.select(
+                "name", (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")).alias("overlap")
+            )
+        )
     if not parts:
         return []
-    agg = pl.concat(parts).group_by("name").agg(pl.col("overlap").sum()).sort(["overlap", "name"], descending=[True, False]).head(top)
+    agg = (
+        pl.concat(parts)
+        .group_by("name")
+        .agg(pl.col("overlap").sum())
+        .sort(["overlap", "name"], descending=[True, False])
+        .head(top)
+    )
     return [{"name": n, "ms_in_gaps": round(v / 1e6, 3)} for n, v in agg.iter_rows()]

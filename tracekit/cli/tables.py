@@ -20,8 +20,12 @@ def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> N
     """Write TRACE's canonical tables as Parquet files into --out.
 
     One file per table (events, links, flows, devices, threads, counters, memory) plus
-    info.json; see docs/schema.md for the columns.
+    info.json; see docs/schema.md for the columns.  A trace captured with
+    record_shapes=True also gets efficiency.parquet: FLOPs, TFLOP/s and the roofline
+    place of every operator shape (docs/efficiency.md).
     """
+    from ..analysis.efficiency import OP_EFFICIENCY, efficiency
+    from ..analysis.steps import find_steps
     from ..reader import read_trace
 
     with progress_line(quiet) as progress:
@@ -30,6 +34,13 @@ def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> N
         tables = read_trace(trace, cache=not no_cache, progress=progress)
         phase(progress, "writing Parquet")
         written = tables.write_parquet(out)
+        eff = efficiency(tables.events, tables.links, tables.devices, find_steps(tables.events, tables.links).frame)
+        if eff.available:
+            path = out / "efficiency.parquet"
+            OP_EFFICIENCY.conform(eff.by_op).write_parquet(path, compression="zstd", statistics=True)
+            written.append(path)
+        else:
+            click.echo(f"no efficiency.parquet: {eff.headline.removeprefix('MFU n/a: ')}", err=True)
     for warning in tables.info.warnings:
         click.echo(f"warning: {warning}", err=True)
     counts = tables.kind_counts()

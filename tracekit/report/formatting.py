@@ -46,7 +46,24 @@ def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     parts.append(steps)
     lines = [" · ".join(parts)]
     lines.append(f"step time {fmt_ms(s['step_ms_median'])} (median) · GPU utilization {fmt_pct(s['gpu_utilization'])}")
+    if s.get("mfu_note"):
+        eff = data["efficiency"]
+        rate = f" · {eff['achieved_tflops']:,.1f} model TFLOP/s achieved" if eff.get("achieved_tflops") is not None else ""
+        lines.append(s["mfu_note"] + rate)
     return lines
+
+
+def fmt_num(x: float | None, nd: int = 1) -> str:
+    return "n/a" if x is None else f"{x:,.{nd}f}"
+
+
+#: labels of the efficiency split of step time (tracekit.analysis.efficiency)
+SPLIT_LABELS = {
+    "busy_efficient": "busy at the roofline",
+    "busy_inefficient": "busy below the roofline",
+    "busy_unmodelled": "busy, no shapes/model",
+    "idle": "idle",
+}
 
 
 #: evidence keys every measured finding has (rendered by :func:`evidence_text` for all kinds)
@@ -81,6 +98,20 @@ def evidence_text(f: Finding) -> str:
         bits.extend(ev.get("communication_kernels", [])[:2])
     elif f.kind == "no_tensor_cores":
         bits.extend(ev.get("fp32_matmul_kernels", [])[:2])
+    elif f.kind in ("fp32_gemm", "small_gemm"):
+        for o in ev.get("ops", [])[:3]:
+            tiles = f", {o['tiles']} tiles" if o.get("tiles") is not None else ""
+            bits.append(f"{o['op']} {o['shape']} {o['dtype']} ×{o['calls']} at {o['tflops']} TFLOP/s{tiles}")
+        if f.kind == "fp32_gemm" and ev.get("saving_ms_per_step"):
+            sv = ev["saving_ms_per_step"]
+            tf32 = f" (TF32: {sv['tf32']} ms)" if sv.get("tf32") is not None else ""
+            bits.append(f"at the bf16 peak they would take {sv['bf16']} ms less per step{tf32}")
+        if f.kind == "small_gemm":
+            bits.append(f"the GPU has {ev.get('sm_count')} SMs")
+    elif f.kind == "unfused_elementwise":
+        bits.append(f"{ev.get('chains_per_step')} chains per step of {ev.get('ops_per_chain')} ops on average")
+        for c in ev.get("chains", [])[:2]:
+            bits.append(f"{c['ops']} ×{c['count']}")
     elif f.kind == "allocator":
         bits.extend(f"{c['api']} ×{c['count']}" for c in ev.get("calls", []))
     elif f.kind == "cpu_bound":
@@ -140,7 +171,9 @@ __all__ = [
     "SHORT_LABELS",
     "cause_label",
     "evidence_text",
+    "SPLIT_LABELS",
     "fmt_ms",
+    "fmt_num",
     "fmt_pct",
     "headline",
     "job_evidence_text",

@@ -22,9 +22,9 @@ from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_label
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
 from . import formatting
-from .formatting import evidence_text, fmt_pct, headline, job_evidence_text, job_label, job_lines
+from .formatting import SPLIT_LABELS, evidence_text, fmt_num, fmt_pct, headline, job_evidence_text, job_label, job_lines
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
-from .svg import breakdown_svg, fmt_ms, steps_svg, timeline_svg
+from .svg import breakdown_svg, fmt_ms, roofline_svg, steps_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -87,6 +87,7 @@ def report_sections(d: Diagnosis, view: StepView | None, data: dict[str, Any] | 
         breakdown_section(d),
         _steps_section(d, view),
         _timeline_section(d, view),
+        _efficiency_section(d, data),
         _findings_section(d, data),
         _syncs_section(data),
         _kernels_section(data),
@@ -208,6 +209,7 @@ def _cards(d: Diagnosis, data: dict[str, Any]) -> str:
     cards = [
         ("step time (median)", formatting.fmt_ms(s["step_ms_median"]), f"mean {formatting.fmt_ms(s['step_ms_mean'])}"),
         ("GPU utilization", fmt_pct(s["gpu_utilization"]), "busy share of step time"),
+        ("MFU", fmt_pct(s["mfu"]), _mfu_sub(data)),
         ("steps", f"{s['complete_steps']}", f"complete, of {s['steps']} windows" + (f" · from {s['step_source']}" if s["step_source"] else "")),
         (
             "largest cost",
@@ -221,6 +223,58 @@ def _cards(d: Diagnosis, data: dict[str, Any]) -> str:
         for k, v, sub in cards
     )
     return f'<section class="cards">{inner}</section>'
+
+
+def _mfu_sub(data: dict[str, Any]) -> str:
+    eff = data["efficiency"]
+    if eff["mfu"] is None:
+        return str(data["summary"]["mfu_note"]).removeprefix("MFU n/a: ")
+    return f"of the {eff['mfu_dtype']} peak of {eff['device']['model']}"
+
+
+def _efficiency_section(d: Diagnosis, data: dict[str, Any]) -> str:
+    eff, e = d.efficiency, data["efficiency"]
+    if not eff.available:
+        return f"<section><h2>How well the busy time is used</h2><p class=\"muted\">{_e(data['summary']['mfu_note'])}</p></section>"
+    parts = ["<section><h2>How well the busy time is used (roofline)</h2>", f"<p>{_e(data['summary']['mfu_note'])}"]
+    if e["achieved_tflops"] is not None:
+        parts.append(f"; {e['achieved_tflops']:,.1f} model TFLOP/s achieved over the step")
+    parts.append(".")
+    if e["split"]:
+        parts.append(" Step time: " + _e(" · ".join(f"{SPLIT_LABELS[k]} {fmt_pct(v)}" for k, v in e["split"].items())) + ".")
+    parts.append("</p>")
+    p = eff.peaks
+    matrix = eff.by_op.filter(pl.col("op_class").is_in(["gemm", "conv", "attention"]))
+    if p is not None and eff.mfu_dtype is not None and (peak := p.tflops(eff.mfu_dtype)) and matrix.height:
+        parts.append(
+            f'<div class="figure">{roofline_svg(matrix, peak_tflops=peak, memory_gbps=p.memory_gbps, dtype=eff.mfu_dtype, fp32_tflops=p.fp32_tflops)}</div>'
+            '<p class="caption">Each dot is one operator shape (area: its share of GPU time) at its arithmetic intensity '
+            "and achieved TFLOP/s; the roof is the most the device can do at that intensity. Dots far under the roof "
+            "leave speed on the table; left of the knee the operator is memory-bound. Elementwise and normalisation "
+            "operators do no model FLOPs and are judged on bandwidth in the tables.</p>"
+        )
+    rows = "".join(
+        f'<tr><td>{_e(c["op_class"])}</td><td class="n">{c["gpu_ns"] / 1e6:,.2f}</td><td class="n">{fmt_num(c["tflops"])}</td>'
+        f'<td class="n">{fmt_num(c["gbps"], 0)}</td><td>{_e(c["bound"] or "?")}</td><td class="n">{fmt_pct(c["pct_of_attainable"])}</td>'
+        f'<td class="n">{fmt_pct(c["share_of_gpu_time"])}</td></tr>'
+        for c in e["by_class"]
+    )
+    parts.append(
+        '<table><thead><tr><th>class</th><th class="n">ms</th><th class="n">TFLOP/s</th><th class="n">GB/s</th><th>bound</th>'
+        f'<th class="n">of attainable</th><th class="n">share of GPU time</th></tr></thead><tbody>{rows}</tbody></table>'
+    )
+    ops = "".join(
+        f'<tr><td class="mono">{_e(o["name"])}</td><td class="mono">{_e(o["shape"] or "")}</td><td>{_e(o["dtype"] or "?")}</td>'
+        f'<td class="n">{o["calls"]:,}</td><td class="n">{o["gpu_ns"] / 1e6:,.2f}</td><td class="n">{fmt_num(o["tflops"])}</td>'
+        f'<td class="n">{fmt_num(o["gbps"], 0)}</td><td>{_e(o["bound"] or "?")}</td><td class="n">{fmt_pct(o["pct_of_attainable"])}</td></tr>'
+        for o in e["top_ops"]
+    )
+    parts.append(
+        '<details><summary>Top operators by GPU time</summary><table><thead><tr><th>operator</th><th>shape</th><th>dtype</th>'
+        '<th class="n">calls</th><th class="n">ms</th><th class="n">TFLOP/s</th><th class="n">GB/s</th><th>bound</th>'
+        f'<th class="n">of attainable</th></tr></thead><tbody>{ops}</tbody></table></details></section>'
+    )
+    return "".join(parts)
 
 
 def _steps_section(d: Diagnosis, view: StepView | None) -> str:

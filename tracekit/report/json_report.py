@@ -1,8 +1,8 @@
 """The JSON report: a stable, documented contract (docs/json-report.md).
 
 Top-level keys: ``schema``, ``tracekit_version``, ``trace``, ``summary``, ``steps``,
-``findings``, ``sync_points``, ``kernels``, ``memory``, ``critical_path``, ``data_quality``,
-``warnings``.
+``findings``, ``sync_points``, ``kernels``, ``efficiency``, ``memory``, ``critical_path``,
+``data_quality``, ``warnings``.
 Times are milliseconds in ``*_ms`` keys and integer nanoseconds in ``*_ns`` keys; shares are
 fractions in 0..1.  New keys may be added; existing keys keep their meaning.
 """
@@ -15,6 +15,7 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis import CAUSES, CriticalPath, Diagnosis
+from ..analysis.efficiency import to_dict as efficiency_dict
 
 JSON_SCHEMA_VERSION = "tracekit.report/1"
 
@@ -67,6 +68,9 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             "breakdown": {c: _r(d.breakdown.get(c, 0.0)) for c in CAUSES} if d.breakdown else {},
             "breakdown_ms_per_step": {c: _r(d.breakdown_ms.get(c, 0.0)) for c in CAUSES} if d.breakdown_ms else {},
             "top_finding": d.findings[0].kind if d.findings else None,
+            "mfu": _r(d.efficiency.mfu),
+            "mfu_dtype": d.efficiency.mfu_dtype,
+            "mfu_note": d.efficiency.headline,
         },
         "steps": step_rows,
         "findings": [f.to_dict() for f in d.findings],
@@ -94,6 +98,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
                 for r in k.top.iter_rows(named=True)
             ],
         },
+        "efficiency": efficiency_dict(d.efficiency),
         "memory": [
             {
                 "device": m.device, "total_bytes": m.total_bytes, "peak_allocated_bytes": m.peak_allocated_bytes,

@@ -466,3 +466,81 @@ def _device_of(track: str) -> int:
 
 
 __all__ = ["CAUSE_COLORS", "CAUSE_LABELS", "KIND_COLORS", "breakdown_svg", "nice_ticks", "steps_svg", "timeline_svg"]
+
+
+# --------------------------------------------------------------------------- roofline
+
+#: one colour per operator class of the roofline chart
+CLASS_COLORS: dict[str, str] = {"gemm": "#4c78a8", "conv": "#54a24b", "attention": "#e45756"}
+
+
+def roofline_svg(
+    points: pl.DataFrame, *, peak_tflops: float, memory_gbps: float, dtype: str, fp32_tflops: float | None = None,
+    width: float = 1180, height: float = 340,
+) -> str:
+    """The roofline of one device (log-log) with one dot per operator shape.
+
+    ``points`` holds ``name, op_class, shape, dtype, intensity, tflops, gpu_ns`` rows (the
+    efficiency table's matrix operators); a dot's area follows its share of GPU time.  The roof
+    is ``min(peak, intensity × bandwidth)`` for the dtype MFU is measured against, with the fp32
+    roof dashed under it when that differs.
+    """
+    pts = points.filter(pl.col("intensity").is_not_null() & (pl.col("intensity") > 0) & pl.col("tflops").is_not_null()
+                        & (pl.col("tflops") > 0)).sort(["gpu_ns", "name", "shape"], descending=[True, False, False])
+    left, right, top, bottom = 64.0, 20.0, 16.0, 46.0
+    pw, ph = width - left - right, height - top - bottom
+    ridge = peak_tflops * 1e3 / memory_gbps
+    xs = [ridge, *pts["intensity"].to_list()]
+    ys = [peak_tflops, *pts["tflops"].to_list()]
+    x_lo = 10 ** math.floor(math.log10(max(min(xs) / 2, 1e-3)))
+    x_hi = 10 ** math.ceil(math.log10(max(xs) * 2))
+    y_hi = 10 ** math.ceil(math.log10(peak_tflops * 1.05))
+    y_lo = 10 ** math.floor(math.log10(max(min(ys) / 2, 1e-3)))
+
+    def px(x: float) -> float:
+        return left + (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * pw
+
+    def py(y: float) -> float:
+        return top + ph - (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * ph
+
+    svg = Svg(width, height, label=f"Roofline ({dtype} peak {peak_tflops:g} TFLOP/s, {memory_gbps:g} GB/s)")
+    e = int(math.log10(x_lo))
+    while 10**e <= x_hi:
+        x = px(10**e)
+        svg.line(x, top, x, top + ph, GRID)
+        svg.text(x, top + ph + 14, f"{10**e:g}", size=10, fill=MUTED, anchor="middle")
+        e += 1
+    e = int(math.log10(y_lo))
+    while 10**e <= y_hi:
+        y = py(10**e)
+        svg.line(left, y, left + pw, y, GRID)
+        svg.text(left - 6, y + 4, f"{10**e:g}", size=10, fill=MUTED, anchor="end")
+        e += 1
+    svg.text(left + pw / 2, height - 8, "arithmetic intensity (FLOPs per byte moved)", size=11, fill=MUTED, anchor="middle")
+    svg.raw(f'<text x="0" y="0" font-size="11" fill="{MUTED}" text-anchor="middle" '
+            f'transform="translate(16 {_f(top + ph / 2)}) rotate(-90)">TFLOP/s</text>')
+
+    def roof(peak: float, color: str, dash: str | None, label: str) -> None:
+        knee = peak * 1e3 / memory_gbps
+        start = max(x_lo, y_lo * 1e3 / memory_gbps)
+        line = [(px(start), py(start * memory_gbps / 1e3)), (px(knee), py(peak)), (px(x_hi), py(peak))]
+        if dash:
+            svg.polyline(line, color, width=1.5, stroke_dasharray=dash)
+        else:
+            svg.polyline(line, color, width=2.0)
+        svg.text(left + pw - 4, py(peak) - 5, label, size=11, fill=color, anchor="end")
+
+    if fp32_tflops and dtype != "fp32" and fp32_tflops < peak_tflops:
+        roof(fp32_tflops, MUTED, "5,4", f"fp32 peak {fp32_tflops:g} TFLOP/s")
+    roof(peak_tflops, INK, None, f"{dtype} peak {peak_tflops:g} TFLOP/s · {memory_gbps:,.0f} GB/s")
+    total = float(pts["gpu_ns"].sum() or 0) or 1.0
+    for row in pts.iter_rows(named=True):
+        r = 3 + 12 * math.sqrt(row["gpu_ns"] / total)
+        color = CLASS_COLORS.get(row["op_class"], "#999999")
+        title = (f"{row['name']} {row['shape']} {row['dtype'] or '?'}: {row['tflops']:,.1f} TFLOP/s at "
+                 f"{row['intensity']:,.1f} FLOP/B, {row['gpu_ns'] / 1e6:,.2f} ms")
+        svg.raw(f'<circle cx="{_f(px(row["intensity"]))}" cy="{_f(py(row["tflops"]))}" r="{_f(r)}" fill="{color}" '
+                f'fill-opacity="0.55" stroke="{color}"><title>{_esc(title)}</title></circle>')
+    classes = [c for c in CLASS_COLORS if c in set(pts["op_class"].to_list())]
+    _legend(svg, left + 8, top + 14, [(CLASS_COLORS[c], c) for c in classes], max_x=left + pw / 2)
+    return svg.render()

@@ -9,10 +9,53 @@ import polars as pl
 from ..analysis import Diagnosis
 from ..analysis.causes import CAUSE_LABELS, CAUSES, PATH_LABELS
 from ..analysis.view import StepView
-from .formatting import evidence_text, fmt_ms, fmt_pct, headline, job_evidence_text, job_label, job_lines
+from .formatting import (
+    SPLIT_LABELS,
+    evidence_text,
+    fmt_ms,
+    fmt_num,
+    fmt_pct,
+    headline,
+    job_evidence_text,
+    job_label,
+    job_lines,
+)
 from .json_report import to_json_dict
 
 BAR_WIDTH = 30
+
+
+def _efficiency_text(data: dict[str, Any]) -> list[str]:
+    """The roofline summary: the step split, each operator class and the top operators."""
+    eff = data.get("efficiency") or {}
+    if not eff.get("available"):
+        return []
+    out = []
+    dev = eff["device"]
+    peak = ""
+    if dev["model"]:
+        tf = dev["peak_tflops"]
+        peak = f" on {dev['model']} (peak {tf.get(eff['mfu_dtype'] or 'bf16') or tf['bf16']} TFLOP/s {eff['mfu_dtype'] or 'bf16'}, {dev['memory_gbps']:,.0f} GB/s)"
+    out.append(f"How well the busy time is used: roofline{peak}")
+    if eff["split"]:
+        out.append("  " + " · ".join(f"{SPLIT_LABELS[k]} {fmt_pct(v)}" for k, v in eff["split"].items()))
+    out.append(f"  {'class':<12} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>9} {'bound':<8} {'of attainable':>13}  share of GPU time")
+    for c in eff["by_class"]:
+        out.append(
+            f"  {c['op_class']:<12} {c['gpu_ns'] / 1e6:>10,.2f} {fmt_num(c['tflops']):>9} {fmt_num(c['gbps'], 0):>9} "
+            f"{c['bound'] or '?':<8} {fmt_pct(c['pct_of_attainable']):>13}  {fmt_pct(c['share_of_gpu_time'])}"
+        )
+    top = [o for o in eff["top_ops"] if o["op_class"] in ("gemm", "conv", "attention")][:5]
+    if top:
+        out.append("  Top matrix operators:")
+        for o in top:
+            out.append(
+                f"    {o['gpu_ns'] / 1e6:>9,.2f} ms ×{o['calls']:<5} {o['name']} {o['shape']} {o['dtype'] or '?'}: "
+                f"{fmt_num(o['tflops'])} TFLOP/s, {fmt_pct(o['pct_of_attainable'])} of attainable ({o['bound'] or '?'}-bound)"
+            )
+    out.append("")
+    return out
+
 
 
 
@@ -31,6 +74,7 @@ def render_text(d: Diagnosis) -> str:
             out.append(f"  {CAUSE_LABELS[cause]:<22} {ms:>10,.2f} ms {100 * share:6.1f}%  {bar}")
         out.append("")
     out.extend(_critical_path_text(data))
+    out.extend(_efficiency_text(data))
     if d.findings:
         out.append("Findings (largest cost first)")
         for i, f in enumerate(d.findings, 1):
@@ -116,6 +160,34 @@ def _critical_path_markdown(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def _efficiency_markdown(data: dict[str, Any]) -> list[str]:
+    eff = data.get("efficiency") or {}
+    if not eff.get("available"):
+        return []
+    dev = eff["device"]
+    out = ["### How well the busy time is used (roofline)", ""]
+    if dev["model"]:
+        out += [f"Device: {dev['model']} (peaks: " + ", ".join(f"{k} {v} TFLOP/s" for k, v in dev["peak_tflops"].items() if v)
+                + f"; {dev['memory_gbps']:,.0f} GB/s).", ""]
+    if eff["split"]:
+        out += [" · ".join(f"{SPLIT_LABELS[k]} {fmt_pct(v)}" for k, v in eff["split"].items()), ""]
+    out += ["| class | ms | TFLOP/s | GB/s | bound | of attainable | share of GPU time |", "|---|---:|---:|---:|---|---:|---:|"]
+    for c in eff["by_class"]:
+        out.append(f"| {c['op_class']} | {c['gpu_ns'] / 1e6:,.2f} | {fmt_num(c['tflops'])} | {fmt_num(c['gbps'], 0)} | "
+                   f"{c['bound'] or '?'} | {fmt_pct(c['pct_of_attainable'])} | {fmt_pct(c['share_of_gpu_time'])} |")
+    out.append("")
+    if eff["top_ops"]:
+        out += ["<details><summary>Top operators by GPU time</summary>", "",
+                "| operator | shape | dtype | calls | ms | TFLOP/s | GB/s | bound | of attainable |",
+                "|---|---|---|---:|---:|---:|---:|---|---:|"]
+        for o in eff["top_ops"][:10]:
+            out.append(f"| `{_cell(o['name'])}` | {_cell(o['shape'] or '')} | {o['dtype'] or '?'} | {o['calls']} | "
+                       f"{o['gpu_ns'] / 1e6:,.2f} | {fmt_num(o['tflops'])} | {fmt_num(o['gbps'], 0)} | {o['bound'] or '?'} | "
+                       f"{fmt_pct(o['pct_of_attainable'])} |")
+        out += ["", "</details>", ""]
+    return out
+
+
 def _short(name: str, width: int = 80) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
@@ -161,6 +233,7 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
     if view is not None:
         out += _markdown_view(d, view)
     out += _critical_path_markdown(data)
+    out += _efficiency_markdown(data)
     out += ["### Findings", ""]
     if d.findings:
         out += ["| # | finding | ms per step | share | predicted step if fixed |", "|---:|---|---:|---:|---:|"]

@@ -162,9 +162,40 @@ def steps_frame(d: Diagnosis) -> pl.DataFrame:
     return base.join(per, on=["rank", "step"], how="left").sort(["rank", "step"])
 
 
+def efficiency_frame(d: Diagnosis) -> pl.DataFrame:
+    """Operator shapes on the roofline: name, op_class, shape, dtype, calls, total_ms, tflops, gbps,
+    bound, attainable (share of the attainable peak), share (of GPU time), and where the first
+    call is (rank, step, event_id, start_ns, end_ns)."""
+    eff = d.efficiency
+    if not eff.available or eff.by_op.height == 0:
+        return pl.DataFrame(
+            schema={"name": pl.String, "op_class": pl.String, "shape": pl.String, "dtype": pl.String, "calls": pl.Int64,
+                    "total_ms": pl.Float64, "tflops": pl.Float64, "gbps": pl.Float64, "bound": pl.String,
+                    "attainable": pl.Float64, "share": pl.Float64, "rank": pl.Int32, "step": pl.Int64,
+                    "event_id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64}
+        )
+    key = ["name", "op_class", "shape", "dtype"]
+    first = (
+        eff.ops.filter(pl.col("step").is_not_null()).sort("start_ns").unique(key, keep="first", maintain_order=True)
+        .select(*key, "rank", "step", "event_id", "start_ns", (pl.col("first_kernel_ns") + pl.col("gpu_ns")).alias("end_ns"))
+    )
+    return (
+        eff.by_op.join(first, on=key, how="left", nulls_equal=True)
+        .select(
+            *key, pl.col("calls").cast(pl.Int64), (pl.col("gpu_ns") / 1e6).alias("total_ms"), "tflops", "gbps", "bound",
+            pl.col("pct_of_attainable").alias("attainable"), pl.col("share_of_gpu_time").alias("share"),
+            "rank", "step", "event_id", "start_ns", "end_ns",
+        )
+        .sort(["total_ms", "name", "shape"], descending=[True, False, False])
+    )
+
+
 def display_frames(d: Diagnosis) -> dict[str, pl.DataFrame]:
     """Every table the tables screen shows, by name."""
-    return {"gaps": gaps_frame(d), "syncs": syncs_frame(d), "kernels": kernels_frame(d), "steps": steps_frame(d)}
+    return {
+        "gaps": gaps_frame(d), "syncs": syncs_frame(d), "kernels": kernels_frame(d), "steps": steps_frame(d),
+        "efficiency": efficiency_frame(d),
+    }
 
 
 def step_of(d: Diagnosis, rank: int, at_ns: int) -> int | None:

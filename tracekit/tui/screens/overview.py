@@ -54,6 +54,7 @@ def summary_text(tk_source: str, kind: InputKind, d: Diagnosis, where: str) -> T
     util = "n/a" if d.gpu_utilization is None else f"{100 * d.gpu_utilization:.1f}%"
     text.append(f"{d.complete_steps} steps (from {sources}) · step time {median} (median) · GPU utilization ")
     text.append(util, "bold")
+    text.append("\n" + d.efficiency.headline)
     return text
 
 

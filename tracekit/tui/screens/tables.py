@@ -1,9 +1,9 @@
-"""The tables: idle gaps, sync points, kernels and steps — sortable, filterable, and Enter
-opens the timeline at the row."""
+"""The tables: idle gaps, sync points, kernels, steps and operator efficiency — sortable,
+filterable, and Enter opens the timeline at the row."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import polars as pl
 from textual.app import ComposeResult
@@ -14,6 +14,11 @@ from ..bindings import TABLES, bindings
 from ..model import Focus, kernel_occurrence
 from ..widgets.frame_table import Column, FrameTable, ms, pct, us
 from .base import SessionScreen
+
+
+def _rate(value: Any) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
 
 TABLE_COLUMNS: dict[str, tuple[Column, ...]] = {
     "gaps": (
@@ -55,19 +60,34 @@ TABLE_COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("complete", "complete", 8),
         Column("source", "found from", 14),
     ),
+    "efficiency": (
+        Column("name", "operator", 34),
+        Column("shape", "shape", 28),
+        Column("dtype", "dtype", 5),
+        Column("calls", "calls", 6, str, "right"),
+        Column("total_ms", "total (ms)", 11, ms, "right"),
+        Column("tflops", "TFLOP/s", 8, _rate, "right"),
+        Column("gbps", "GB/s", 7, _rate, "right"),
+        Column("bound", "bound", 7),
+        Column("attainable", "of peak", 7, pct, "right"),
+        Column("share", "share", 6, pct, "right"),
+    ),
 }
 
-TABLE_TITLES = {"gaps": "Idle gaps", "syncs": "Sync points", "kernels": "Kernels", "steps": "Steps"}
+TABLE_TITLES = {
+    "gaps": "Idle gaps", "syncs": "Sync points", "kernels": "Kernels", "steps": "Steps", "efficiency": "Efficiency",
+}
 SEARCH = {
     "gaps": ("cause", "thread", "step"),
     "syncs": ("api", "op", "kind", "python_frame"),
     "kernels": ("name", "category"),
     "steps": ("step", "top_idle", "source"),
+    "efficiency": ("name", "op_class", "shape", "dtype", "bound"),
 }
 
 
 class TablesScreen(SessionScreen):
-    """Four tables of the current trace, one tab each, with one filter box."""
+    """Five tables of the current trace, one tab each, with one filter box."""
 
     SPECS = TABLES
     BINDINGS: ClassVar[list[BindingType]] = bindings(TABLES)  # type: ignore[assignment]
@@ -171,6 +191,9 @@ class TablesScreen(SessionScreen):
             focus = kernel_occurrence(trace_index, tk.trace, str(r["name"]))
         elif key == "steps":
             focus = Focus(trace_index, int(r["rank"]), int(r["step"]))
+        elif key == "efficiency" and r.get("step") is not None:
+            focus = Focus(trace_index, int(r["rank"]), int(r["step"]), int(r["start_ns"]), int(r["end_ns"]),
+                          event_id=int(r["event_id"]))
         if focus is None:
             self.notify("this row is not inside any step", timeout=2)
             return

@@ -1,0 +1,30 @@
+"""A Kineto trace whose metadata after ``traceEvents`` holds arrays of objects (the
+``deviceProperties`` of torch 2.x traces written by some tools) is read whole: the array's
+closing bracket is not taken for the end of the events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tracekit
+
+
+def test_device_properties_after_the_events_are_read(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 + i, "dur": 1,
+         "args": {"device": 0, "stream": 7, "correlation": i}}
+        for i in range(5)
+    ]  # fmt: skip
+    props = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "numSms": 132}]
+    text = (
+        '{"traceEvents": ' + json.dumps(events) + ', "schemaVersion": 1, "deviceProperties": ' + json.dumps(props)
+        + ', "cuda_runtime_version": 12060, "displayTimeUnit": "ms"}'
+    )  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    tables = tracekit.read_trace(path, cache=False)
+    assert tables.info.warnings == ()
+    assert tables.info.format_version == "1"
+    assert tables.devices["name"].to_list() == ["NVIDIA H100 80GB HBM3"]
+    assert tables.events.height == 5
