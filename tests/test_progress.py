@@ -252,5 +252,5 @@ def test_progress_line_for_a_job_folder(cli_env: dict[str, str]) -> None:
     assert "stragglers" in out
     text = err.decode()
     assert ".cycle0.pt.trace.json.gz · " in text  # the rank file being read (which phase depends on timing)
-    assert "analysing 2 ranks" in text
+    assert "analyzing 2 ranks" in text
     assert text.endswith("\r\x1b[K")

@@ -51,8 +51,8 @@ import polars as pl
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .analysis.diagnose import Diagnosis, JobDiagnosis
     from .analysis.compare import Change, DiffResult
+    from .analysis.diagnose import Diagnosis, JobDiagnosis
     from .analysis.view import StepView
     from .job import Job
     from .schema import TraceInfo, TraceTables
@@ -441,8 +441,8 @@ class TraceReport(_Rendered):
         return render_html_fragment(self.diagnosis, self.view())
 
     def __repr__(self) -> str:
-        from .report.json_report import to_json_dict
         from .report.formatting import headline
+        from .report.json_report import to_json_dict
 
         d = self.diagnosis
         lines = [f"TraceReport({self.path!r})", *(f"  {line}" for line in headline(d, to_json_dict(d)))]
