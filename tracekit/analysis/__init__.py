@@ -116,7 +116,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
             breakdown_ms[cause] = float(value / 1e6 / n)
     findings = build_findings(
         per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
-        utilization=utilization,
+        utilization=utilization, host_only=host_only,
     )
     # the critical path predicts each finding's step time once fixed; findings are then
     # ranked by what fixing them would save, not by the time they take

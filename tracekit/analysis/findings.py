@@ -29,6 +29,8 @@ MIN_SHARE = 0.05
 HEALTHY_UTILIZATION = 0.95
 #: device memory unused at the peak from which a larger batch is recommended
 LARGE_HEADROOM = 0.4
+#: a median GEMM/convolution kernel shorter than this does too little work per launch
+SMALL_GEMM_NS = 20_000
 
 FINDING_KINDS = (
     "data_loading",
@@ -52,6 +54,19 @@ TITLES = {
     "small_batch": "The batch is too small for this GPU",
     "exposed_communication": "Communication is not overlapped with compute",
     "cpu_bound": "The GPU waits for other host code",
+}
+
+#: titles and fixes for a CPU-only trace: no GPU was recorded, so the words speak of the host
+HOST_TITLES = {
+    "data_loading": "The training loop waits for the DataLoader",
+    "cpu_bound": "Host code other than the model dominates the step",
+}
+HOST_FIXES = {
+    "data_loading": (
+        "Load data in parallel and ahead of time: DataLoader(num_workers=N > 0, prefetch_factor=2-4, "
+        "persistent_workers=True) so batches are ready when the loop asks; move slow preprocessing (decode, augment) "
+        "into the workers; cache decoded samples."
+    ),
 }
 
 FIXES = {
@@ -82,8 +97,9 @@ FIXES = {
         "(or float16 with a GradScaler), or at least TF32 via torch.set_float32_matmul_precision('high')."
     ),
     "small_batch": (
-        "Increase the batch size (scale the learning rate accordingly): kernels are short and most device memory is "
-        "unused, so each step pays fixed launch costs for little work."
+        "Increase the batch size (scale the learning rate accordingly): matrix multiplies are too small to fill the GPU "
+        "and most device memory is unused, so each step pays fixed launch costs for little work. If the batch must stay, "
+        "cut the per-launch cost instead: torch.compile(mode='reduce-overhead') or CUDA graphs for the step."
     ),
     "exposed_communication": (
         "Overlap communication with compute: tune DDP bucket_cap_mb, use gradient_as_bucket_view=True and no_sync() "
@@ -134,8 +150,13 @@ def build_findings(
     memory: list[MemoryHeadroom],
     events: pl.DataFrame,
     utilization: float | None,
+    host_only: bool = False,
 ) -> list[Finding]:
-    """Findings from the primary-device per-step accounting (complete steps only)."""
+    """Findings from the primary-device per-step accounting (complete steps only).
+
+    ``host_only``: the trace recorded no GPU activity; titles and fixes speak of the training
+    thread (:data:`HOST_TITLES`), not of a GPU that was never seen.
+    """
     n_steps = per_step.height
     if n_steps == 0:
         return []
@@ -155,11 +176,11 @@ def build_findings(
         found.append(
             Finding(
                 kind=kind,
-                title=TITLES[kind],
+                title=HOST_TITLES.get(kind, TITLES[kind]) if host_only else TITLES[kind],
                 ms_per_step=ms,
                 share_of_step=share,
                 evidence=_evidence(kind, per_step, gaps, syncs, kernels, events),
-                fix=FIXES[kind],
+                fix=HOST_FIXES.get(kind, FIXES[kind]) if host_only else FIXES[kind],
                 steps_affected=affected.height,
                 worst_steps=tuple(int(s) for s in worst),
             )
@@ -180,28 +201,43 @@ def build_findings(
                     steps_affected=n_steps,
                 )
             )
-    # short kernels with lots of free memory: a bigger batch
-    launch = next((f for f in found if f.kind == "launch_bound"), None)
-    headroom = [m.headroom for m in memory if m.headroom is not None]
-    if launch is not None and headroom and min(headroom) >= LARGE_HEADROOM:
-        found.append(
-            Finding(
-                kind="small_batch",
-                title=TITLES["small_batch"],
-                ms_per_step=launch.ms_per_step,
-                share_of_step=launch.share_of_step,
-                evidence={
-                    "memory_headroom": round(min(headroom), 3),
-                    "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
-                    "median_kernel_us": None if kernels.median_kernel_ns is None else round(kernels.median_kernel_ns / 1e3, 2),
-                },
-                fix=FIXES["small_batch"],
-                steps_affected=launch.steps_affected,
-                worst_steps=launch.worst_steps,
-            )
-        )
+    # launch-bound with evidence of a small batch of its own: one finding, not two with the same ms
+    found = _launch_or_small_batch(found, kernels, memory)
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     return sorted(found, key=lambda f: (-round(f.ms_per_step, 6), order[f.kind]))
+
+
+def _launch_or_small_batch(found: list[Finding], kernels: KernelStats, memory: Sequence[MemoryHeadroom]) -> list[Finding]:
+    """A launch-bound step whose batch is demonstrably small becomes one ``small_batch`` finding.
+
+    The evidence must be the batch's own: most device memory unused at the peak
+    (:data:`LARGE_HEADROOM`) *and* matrix multiplies too small to fill the GPU (median
+    GEMM/convolution kernel under :data:`SMALL_GEMM_NS`, or fewer thread blocks than the GPU
+    has SMs).  Without it the launch-bound finding stands alone; its fix names both remedies
+    (a larger batch, CUDA graphs / compile), so nothing is reported twice with the same cost.
+    """
+    launch = next((f for f in found if f.kind == "launch_bound"), None)
+    if launch is None:
+        return found
+    headroom = [m.headroom for m in memory if m.headroom is not None]
+    roomy = bool(headroom) and min(headroom) >= LARGE_HEADROOM
+    short_gemm = kernels.gemm_median_ns is not None and kernels.gemm_median_ns < SMALL_GEMM_NS
+    narrow_gemm = (
+        kernels.gemm_median_blocks is not None and kernels.sm_count is not None and kernels.gemm_median_blocks < kernels.sm_count
+    )
+    if not (roomy and kernels.gemm_count and (short_gemm or narrow_gemm)):
+        return found
+    evidence = {
+        **launch.evidence,
+        "memory_headroom": round(min(headroom), 3),
+        "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
+        "gemm_kernels": kernels.gemm_count,
+        "median_gemm_us": None if kernels.gemm_median_ns is None else round(kernels.gemm_median_ns / 1e3, 2),
+        "median_gemm_blocks": None if kernels.gemm_median_blocks is None else round(kernels.gemm_median_blocks, 1),
+        "sm_count": kernels.sm_count,
+    }
+    small = dataclasses.replace(launch, kind="small_batch", title=TITLES["small_batch"], evidence=evidence, fix=FIXES["small_batch"])
+    return [small if f is launch else f for f in found]
 
 
 def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfResult]) -> list[Finding]:

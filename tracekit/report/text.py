@@ -72,6 +72,8 @@ def _evidence_text(f: Finding) -> str:
             bits.append(f"{ev['kernels_per_step']} kernels per step")
         if ev.get("memory_headroom") is not None:
             bits.append(f"{100 * ev['memory_headroom']:.0f}% of device memory unused at peak")
+        if ev.get("median_gemm_us") is not None:
+            bits.append(f"median GEMM {ev['median_gemm_us']} µs")
     elif f.kind == "exposed_communication":
         bits.extend(ev.get("communication_kernels", [])[:2])
     elif f.kind == "no_tensor_cores":
