@@ -7,6 +7,7 @@ number the analysis computed.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,187 @@ def test_cpu_only_findings_speak_of_the_host() -> None:
     assert "GPU" not in f.fix
     assert "pin_memory" not in f.fix, "pinning only helps copies to a GPU"
     assert "DataLoader" in f.title
+
+
+# --------------------------------------------------------------------------- warm-up and one statistic
+
+
+def _warm_loop(*, first_call_ms: float) -> Loop:
+    """Six 10 ms steps of 6 ms GPU work; the first also pays ``first_call_ms`` of cudaFree
+    (cuBLAS initialising) before its GEMM."""
+    loop = Loop()
+    t = 1000.0
+    for i in range(6):
+        extra = first_call_ms * 1000 if i == 0 else 0.0
+        dur = 10_000 + extra
+        loop.step(i, t, dur)
+        if extra:
+            loop.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaFree", "pid": 1, "tid": 1, "ts": t + 100,
+                                "dur": extra, "args": {"correlation": 10_000 + i}})
+        loop.host("aten::mm", t + 200 + extra, 20)
+        loop.kernel(BF16_XMMA, t + 205 + extra, t + 4000 + extra, 6000)
+        t += dur
+    return loop
+
+
+def test_first_call_allocator_burst_is_warm_up_not_a_steady_state_cause(tmp_path: Path) -> None:
+    d = diagnose(tracekit.read_trace(_warm_loop(first_call_ms=900).write(tmp_path / "t.json"), cache=False))
+    assert d.warmup.found
+    assert d.warmup.steps["step"].to_list() == [0]
+    assert d.warmup.calls[0]["name"] == "cudaFree"
+    assert d.steps.filter(step=0)["warmup"].item() is True
+    assert d.steps.filter(step=0)["complete"].item() is False
+    assert d.complete_steps == 5
+    assert d.step_ms_median == pytest.approx(10.0, rel=1e-3)
+    assert "allocator" not in {f.kind for f in d.findings}
+    note = next(n for n in d.data_quality if n.startswith("Warm-up"))
+    assert "schedule(" in note
+    assert "cudaFree" in note
+    # without the burst there is nothing to leave out
+    clean = diagnose(tracekit.read_trace(_warm_loop(first_call_ms=0).write(tmp_path / "c.json"), cache=False))
+    assert not clean.warmup.found
+    assert clean.complete_steps == 6
+
+
+def test_whole_trace_window_drops_the_warm_up_before_the_measured_iteration() -> None:
+    """HTA's simple_add (PARAM AlexNet): 24.6 s of CUDA context creation and 15.7 s of cuDNN
+    warm-up precede one measured forward pass of well under a second."""
+    from conftest import shared_trace
+
+    d = diagnose(tracekit.read_trace(shared_trace("hta/tests/data/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz")))
+    assert d.warmup.found
+    assert "cudaDeviceGetStreamPriorityRange" in {c["name"] for c in d.warmup.calls}
+    assert d.step_ms_median is not None
+    assert d.step_ms_median < 1000.0
+    assert "pageable_memcpy" not in {f.kind for f in d.findings}, "context creation inside aten::to is not a pageable copy"
+
+
+def _shared_traces() -> list[Path]:
+    from conftest import SHARED_TRACES
+
+    if not SHARED_TRACES.exists():
+        return []
+    paths = [p for p in SHARED_TRACES.rglob("*.json*") if "execution_trace/benchmark_simple_add_et" not in str(p)]
+    return sorted([*paths, *SHARED_TRACES.rglob("*.sqlite")])
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", _shared_traces(), ids=lambda p: str(p).split("traces/")[-1])
+def test_every_per_step_number_describes_the_stated_step(path: Path) -> None:
+    """The breakdown adds up to the stated step time and no fix predicts a longer step."""
+    d = diagnose(tracekit.read_trace(path))
+    if d.step_ms_median is None:
+        pytest.skip("no complete step")
+    step = d.step_ms_median
+    if d.breakdown_ms:
+        assert sum(d.breakdown_ms.values()) == pytest.approx(step, rel=1e-6)
+    for f in d.findings:
+        assert f.ms_per_step <= step * (1 + 1e-9), f.kind
+        if f.predicted_step_ms is not None:
+            assert f.predicted_step_ms <= step * (1 + 1e-9), f.kind
+    if d.critical_path is not None and d.critical_path.steps.height:
+        cp = d.critical_path.breakdown_per_step()
+        if sum(cp.values()):
+            assert sum(cp.values()) == pytest.approx(step, rel=1e-6)
+
+
+# --------------------------------------------------------------------------- honest diffs
+
+
+def test_noise_floor_comes_from_both_traces_spread() -> None:
+    from tracekit.analysis.compare import noise_floor_pct
+
+    steady = [100.0] * 9
+    assert noise_floor_pct(steady, steady) == pytest.approx(1.0), "identical steps: the 1% floor"
+    # before: median 100, MAD 10 → robust sd 14.826, se of the median 1.2533 × 14.826 / 3
+    noisy = [80.0, 90.0, 90.0, 100.0, 100.0, 100.0, 110.0, 110.0, 120.0]
+    se = 1.2533 * 1.4826 * 10.0 / 3.0
+    assert noise_floor_pct(noisy, steady) == pytest.approx(2 * se, rel=1e-6)
+    assert noise_floor_pct([], steady) is None
+
+
+def _loop_steps(tmp_path: Path, name: str, durs_ms: list[float]) -> Path:
+    loop = Loop()
+    t = 1000.0
+    for i, d in enumerate(durs_ms):
+        loop.step(i, t, d * 1000)
+        loop.host("aten::mm", t + 10, 20)
+        loop.kernel(BF16_XMMA, t + 15, t + 40, d * 1000 * 0.9)
+        t += d * 1000
+    return loop.write(tmp_path / name)
+
+
+def test_diff_verdicts(tmp_path: Path) -> None:
+    from tracekit.analysis.compare import compare
+
+    def diff(a: list[float], b: list[float]) -> Any:
+        return compare(diagnose(tracekit.read_trace(_loop_steps(tmp_path, "a.json", a), cache=False)),
+                       diagnose(tracekit.read_trace(_loop_steps(tmp_path, "b.json", b), cache=False)))
+
+    steady = [10.0] * 8
+    r = diff(steady, [12.0] * 8)
+    assert r.verdict == "slower"
+    assert r.slower_than(5.0)
+    # a 3% change inside a spread of ±20% step to step is noise, not a regression
+    jittery = [8.0, 12.0, 9.0, 11.0, 8.0, 12.0, 9.0, 11.0]
+    r = diff(jittery, [x * 1.03 for x in jittery])
+    assert r.verdict == "within_noise"
+    assert r.noise_pct is not None
+    assert r.noise_pct > 3.0
+    assert not r.slower_than(0.0)
+    # two steps are not enough to tell anything
+    r = diff([10.0, 10.0], [12.0, 12.0])
+    assert r.verdict == "not_comparable"
+    assert any("too few complete steps" in x for x in r.verdict_reasons)
+    assert not r.slower_than(0.0)
+
+
+def test_diff_of_periodicity_steps_is_not_comparable(capsys: pytest.CaptureFixture[str]) -> None:
+    """The GPUPuzzlers pair has no step markers: its "steps" are a kernel's period."""
+    from conftest import shared_trace
+
+    from tracekit.cli import main
+
+    before = shared_trace("gpupuzzlers/streams/blocking/blocking_streams.json.gz")
+    after = shared_trace("gpupuzzlers/streams/non_blocking/non_blocking_streams.json.gz")
+    code = main(["diff", str(before), str(after), "--format", "json", "--fail-if-slower", "0"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["verdict"] == "not_comparable"
+    assert any("periodicity" in r for r in doc["verdict_reasons"])
+    assert code == 6, "not comparable: --fail-if-slower cannot pass or fail"
+    assert "not comparable" in err
+
+
+# --------------------------------------------------------------------------- .item() per element
+
+
+def test_item_per_element_is_a_sync_not_a_pinning_problem(tmp_path: Path) -> None:
+    """Each 10 ms step: a 2 ms kernel, then 64 ``.item()`` calls in a Python loop, each a 4-byte
+    device-to-host copy into pageable memory followed by a stream sync (≈ 0.1 ms each)."""
+    loop = Loop()
+    t = 1000.0
+    for i in range(6):
+        loop.step(i, t, 10_000)
+        loop.host("aten::mul", t + 10, 20)
+        loop.kernel("vectorized_elementwise_kernel", t + 15, t + 40, 2000)
+        at = t + 2100
+        for _ in range(64):
+            loop.host("aten::item", at, 110)
+            loop.host("aten::_local_scalar_dense", at + 2, 106)
+            loop.corr += 1
+            loop.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": at + 5,
+                                "dur": 10, "args": {"correlation": loop.corr}})
+            loop.events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7,
+                                "ts": at + 20, "dur": 2, "args": {"device": 0, "stream": 7, "correlation": loop.corr, "bytes": 4}})
+            loop.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": at + 16,
+                                "dur": 90, "args": {"correlation": loop.corr + 100_000}})
+            at += 120
+        t += 10_000
+    d = diagnose(tracekit.read_trace(loop.write(tmp_path / "t.json"), cache=False))
+    kinds = [f.kind for f in d.findings]
+    assert "pageable_memcpy" not in kinds, kinds
+    assert "host_device_sync" in kinds
+    f = next(f for f in d.findings if f.kind == "host_device_sync")
+    assert any(c["op"] == "aten::item" for c in f.evidence["sync_calls"])
+    assert "element by element" in f.fix

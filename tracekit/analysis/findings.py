@@ -78,7 +78,9 @@ FIXES = {
     "host_device_sync": (
         "Remove synchronisations from the training loop: avoid .item(), .cpu(), .tolist(), print(tensor) and "
         "torch.cuda.synchronize() every step (accumulate metrics on the GPU and read them every N steps); avoid "
-        "data-dependent ops (nonzero, boolean masks) in the hot path; use .to(device, non_blocking=True)."
+        "data-dependent ops (nonzero, boolean masks) in the hot path; never read a tensor element by element "
+        "(.item() or .cpu() in a Python loop): transfer it once (t.tolist(), t.cpu()) or keep the logic on the GPU; "
+        "use .to(device, non_blocking=True)."
     ),
     "pageable_memcpy": (
         "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
@@ -151,24 +153,31 @@ def build_findings(
     events: pl.DataFrame,
     utilization: float | None,
     host_only: bool = False,
+    step_ms: float | None = None,
+    windows_ns: int | None = None,
 ) -> list[Finding]:
     """Findings from the primary-device per-step accounting (complete steps only).
 
     ``host_only``: the trace recorded no GPU activity; titles and fixes speak of the training
-    thread (:data:`HOST_TITLES`), not of a GPU that was never seen.
+    thread (:data:`HOST_TITLES`), not of a GPU that was never seen.  ``step_ms``: the stated
+    (median) step time; each cause's ms per step is its share of the steps' time times it, so
+    findings and breakdown describe the same step (:mod:`.steady`).  Without it, means over
+    ``per_step``.  ``windows_ns``: the time of every step window, the denominator of the share
+    of fp32 matrix-multiply time (kernel statistics cover the whole trace).
     """
     n_steps = per_step.height
     if n_steps == 0:
         return []
     total_ms = float(per_step["dur_ns"].sum()) / 1e6
-    step_ms = total_ms / n_steps
+    if step_ms is None:
+        step_ms = total_ms / n_steps
     healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
     found: list[Finding] = []
     idle_like = {"data_loading", "host_device_sync", "launch_bound", "allocator", "cpu_bound"}
     for kind in ("data_loading", "host_device_sync", "pageable_memcpy", "launch_bound", "allocator", "exposed_communication", "cpu_bound"):
         col = f"{kind}_ns"
-        ms = float(per_step[col].sum()) / 1e6 / n_steps
-        share = ms / step_ms if step_ms else 0.0
+        share = float(per_step[col].sum()) / 1e6 / total_ms if total_ms else 0.0
+        ms = share * step_ms
         if share < MIN_SHARE or (healthy and kind in idle_like):
             continue
         affected = per_step.filter(pl.col(col) > 0)
@@ -187,8 +196,9 @@ def build_findings(
         )
     # fp32 matrix multiplies on a tensor-core GPU
     if kernels.fp32_matmul_time_ns:
-        ms = kernels.fp32_matmul_time_ns / 1e6 / n_steps
-        share = ms / step_ms if step_ms else 0.0
+        span = windows_ns or int(per_step["dur_ns"].sum())
+        share = min(kernels.fp32_matmul_time_ns / span, 1.0) if span else 0.0
+        ms = share * step_ms
         if share >= MIN_SHARE:
             found.append(
                 Finding(

@@ -66,3 +66,16 @@ FP32_GEMM_KERNEL = (
     r"(?i)(sgemm|simt_sgemm|gemmSN|gemmk1|gemv2T_kernel_val<.*float|cutlass_.*_simt_s|Cijk_.*SS_|"
     r"(xmma|gemm|conv)\w*_f32f32_f32f32_f32(_|$))"
 )
+
+#: calls that are one-time costs by nature: CUDA context and library initialisation, module
+#: loading (lazy loading happens inside the first launch of each kernel), handle creation,
+#: cuDNN/cuBLAS autotuning; long ones in the profiled window are warm-up, not the steady state
+WARMUP_API = (
+    r"^(cuInit|cuDevicePrimaryCtxRetain|cuCtxCreate|cudaSetDevice|cudaGetDeviceCount|cudaGetDeviceProperties|"
+    r"cudaDeviceGetStreamPriorityRange|cudaStreamCreate\w*|cuStreamCreate\w*|cudaEventCreate\w*|"
+    r"cuModuleLoad\w*|cuLibraryLoad\w*|cuModuleGetFunction|cuLibraryGetKernel|cudaFuncGetAttributes|"
+    r"cudaFuncSetAttribute|cudaOccupancy\w*|cublasCreate\w*|cublasLtCreate|cudnnCreate|hipInit|hipSetDevice|"
+    r"hipGetDeviceProperties\w*|hipStreamCreate\w*|hipModuleLoad\w*)(_v\d+)?$"
+)
+#: operators and ranges that are warm-up or autotuning by name
+WARMUP_RANGE = r"(?i)(warm[-_ ]?up|autotun|cudnnFind|benchmark_limit|_find_algorithm|cudnn::find)"

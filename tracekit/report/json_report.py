@@ -36,6 +36,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             "utilization": _r(r["utilization"]),
             "complete": r["complete"],
             "source": r["source"],
+            "warmup": bool(r.get("warmup") or False),
         }
         for r in steps.iter_rows(named=True)
     ]
@@ -73,6 +74,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             "breakdown": {c: _r(d.breakdown.get(c, 0.0)) for c in CAUSES} if d.breakdown else {},
             "breakdown_ms_per_step": {c: _r(d.breakdown_ms.get(c, 0.0)) for c in CAUSES} if d.breakdown_ms else {},
             "top_finding": d.findings[0].kind if d.findings else None,
+            "warmup": d.warmup.to_dict() if d.warmup.found else None,
         },
         "steps": step_rows,
         "findings": [f.to_dict() for f in d.findings],
