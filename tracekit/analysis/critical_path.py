@@ -207,8 +207,14 @@ class CriticalPath:
         return {c: (v / total if total else 0.0) for c, v in ms.items()}
 
     def what_if(self, factors: Mapping[str, float]) -> WhatIfResult:
-        """Predicted step times when the given causes are scaled (see :mod:`.whatif`)."""
-        return evaluate(self.edges, self.steps, [WhatIf.of(factors)])[0]
+        """Predicted step times when the given causes are scaled (see :mod:`.whatif`); stated
+        for ``stated_step_ms`` when it is set, like the findings' predictions."""
+        result = evaluate(self.edges, self.steps, [WhatIf.of(factors)])[0]
+        if self.stated_step_ms is None:
+            return result
+        from .steady import restate
+
+        return restate(result, self.stated_step_ms)
 
     def predicted_step_ms(self, cause: str, factor: float = 0.0) -> float | None:
         """Mean predicted step time (complete steps) with one cause scaled by ``factor``."""

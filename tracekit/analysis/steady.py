@@ -114,7 +114,9 @@ def one_time_intervals(events: pl.DataFrame) -> pl.DataFrame:
         | (api & name.str.contains(patterns.LAUNCH_API) & (dur >= LAUNCH_BURST_NS))
         | (ranges & name.str.contains(patterns.WARMUP_RANGE))
     )
-    return events.filter(pl.col("tid").is_not_null() & (dur > 0) & pick).select("rank", "pid", "tid", "name", "start_ns", "end_ns", "dur_ns")
+    # cheap filters first: only long API calls and host ranges reach the name patterns
+    candidates = events.filter(pl.col("tid").is_not_null() & (dur > 0) & ((api & (dur >= WARMUP_CALL_NS)) | ranges))
+    return candidates.filter(pick).select("rank", "pid", "tid", "name", "start_ns", "end_ns", "dur_ns")
 
 
 def find_warmup(events: pl.DataFrame, steps: Steps) -> tuple[Steps, WarmUp]:
