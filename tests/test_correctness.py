@@ -338,3 +338,22 @@ def test_item_per_element_is_a_sync_not_a_pinning_problem(tmp_path: Path) -> Non
     f = next(f for f in d.findings if f.kind == "host_device_sync")
     assert any(c["op"] == "aten::item" for c in f.evidence["sync_calls"])
     assert "element by element" in f.fix
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("folder", ["hta/tests/data/trace_filter", "hta/tests/data/df_index_resolver"])
+def test_job_per_rank_numbers_describe_the_rank_step(folder: str) -> None:
+    """Each rank's ms per step in the job table (compute, exposed communication, waits) is
+    stated for that rank's median step, so none exceeds it."""
+    from conftest import shared_trace
+
+    from tracekit.job import diagnose_job, read_job
+
+    m = diagnose_job(read_job(shared_trace(folder))).multirank
+    for row in m.per_rank.iter_rows(named=True):
+        step = row["step_ms_median"]
+        if step is None:
+            continue
+        for key in ("gpu_busy_ms", "compute_ms", "communication_ms", "exposed_communication_ms", "wait_ms", "late_ms"):
+            if row[key] is not None:
+                assert row[key] <= step * (1 + 1e-9), (row["rank"], key)
