@@ -154,6 +154,11 @@ def test_cpu_only_findings_speak_of_the_host() -> None:
     assert "GPU" not in f.fix
     assert "pin_memory" not in f.fix, "pinning only helps copies to a GPU"
     assert "DataLoader" in f.title
+    from tracekit.report.text import render_text
+
+    text = render_text(d)
+    assert "host only (no GPU recorded)" in text
+    assert "GPU utilization" not in text.splitlines()[2]
 
 
 # --------------------------------------------------------------------------- warm-up and one statistic

@@ -45,7 +45,10 @@ def _headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     steps = f"{s['complete_steps']} steps" + (f" (from {s['step_source']})" if s["step_source"] else "")
     parts.append(steps)
     lines = [" · ".join(parts)]
-    lines.append(f"step time {_ms(s['step_ms_median'])} (median) · GPU utilization {_pct(s['gpu_utilization'])}")
+    # a CPU-only capture has no GPU to be utilised: say what the numbers are about instead
+    host_only = s["gpu_utilization"] is None and d.timeline.per_step.height == 0 and d.steps.height > 0
+    util = "host only (no GPU recorded)" if host_only else f"GPU utilization {_pct(s['gpu_utilization'])}"
+    lines.append(f"step time {_ms(s['step_ms_median'])} (median) · {util}")
     return lines
 
 
