@@ -103,7 +103,7 @@ def test_reversed_pair_is_slower_and_findings_are_new() -> None:
 def test_same_trace_is_unchanged() -> None:
     d = _diagnosis("host_sync.kineto.json")
     r = compare(d, d)
-    assert r.verdict == "unchanged"
+    assert r.verdict == "within_noise"
     assert r.step_ms.delta == 0.0
     assert r.step_ms.delta_pct == 0.0
     assert all(c.ms_per_step.delta == 0.0 for c in r.causes)

@@ -121,6 +121,9 @@ class FindingKind:
     job: bool = False
     #: how the docs describe its what-if, when that is not "that cause at 0"
     what_if_doc: str = field(default="")
+    #: title and fix on a CPU-only trace, where no GPU was recorded (empty: the usual ones)
+    host_title: str = ""
+    host_fix: str = ""
 
 
 # ------------------------------------------------------------------ breakdown causes
@@ -262,12 +265,18 @@ FINDINGS: tuple[FindingKind, ...] = (
         "into the workers or onto the GPU; cache decoded samples.",
         "the GPU waits while the host loads/prepares the next batch",
         what_if={"data_loading": 0.0}, measured=True, idle_like=True,
+        host_title="The training loop waits for the DataLoader",
+        host_fix="Load data in parallel and ahead of time: DataLoader(num_workers=N > 0, prefetch_factor=2-4, "
+        "persistent_workers=True) so batches are ready when the loop asks; move slow preprocessing (decode, augment) "
+        "into the workers; cache decoded samples.",
     ),
     FindingKind(
         "host_device_sync", "Host-device synchronisation stalls the GPU",
         "Remove synchronisations from the training loop: avoid .item(), .cpu(), .tolist(), print(tensor) and "
         "torch.cuda.synchronize() every step (accumulate metrics on the GPU and read them every N steps); avoid "
-        "data-dependent ops (nonzero, boolean masks) in the hot path; use .to(device, non_blocking=True).",
+        "data-dependent ops (nonzero, boolean masks) in the hot path; never read a tensor element by element "
+        "(.item() or .cpu() in a Python loop): transfer it once (t.tolist(), t.cpu()) or keep the logic on the GPU; "
+        "use .to(device, non_blocking=True).",
         "the host waits for the GPU (`.item()`, `.cpu()`, `torch.cuda.synchronize`, blocking copies), draining its queue",
         what_if={"host_device_sync": 0.0}, measured=True, idle_like=True,
     ),
@@ -302,9 +311,10 @@ FINDINGS: tuple[FindingKind, ...] = (
     ),
     FindingKind(
         "small_batch", "The batch is too small for this GPU",
-        "Increase the batch size (scale the learning rate accordingly): kernels are short and most device memory is "
-        "unused, so each step pays fixed launch costs for little work.",
-        "launch-bound with most device memory unused",
+        "Increase the batch size (scale the learning rate accordingly): matrix multiplies are too small to fill the GPU "
+        "and most device memory is unused, so each step pays fixed launch costs for little work. If the batch must stay, "
+        "cut the per-launch cost instead: torch.compile(mode='reduce-overhead') or CUDA graphs for the step.",
+        "launch-bound, with most device memory unused and matrix multiplies too small to fill the GPU",
         # a larger batch amortises the per-launch cost: the step loses its launch overhead
         what_if={"launch_bound": 0.0},
         what_if_doc="`launch_bound=0` (a bigger batch amortises the per-launch cost)",
@@ -322,6 +332,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "avoid Python loops over parameters; profile with with_stack=True to find the lines.",
         "other host code (optimizer, logging) between GPU work",
         what_if={"cpu_bound": 0.0}, measured=True, idle_like=True,
+        host_title="Host code other than the model dominates the step",
     ),
     # busy but not efficient (analysis/efficiency.py): priced by scaling the compute kernels so that
     # they lose the finding's cost (diagnose._efficiency_what_ifs), hence no fixed what-if here
@@ -377,6 +388,9 @@ IDLE_LIKE: frozenset[str] = frozenset(f.name for f in FINDINGS if f.idle_like)
 TITLES: Mapping[str, str] = MappingProxyType({f.name: f.title for f in FINDINGS if not f.job})
 #: finding kind → fix (single-trace kinds)
 FIXES: Mapping[str, str] = MappingProxyType({f.name: f.fix for f in FINDINGS if not f.job})
+#: titles and fixes on a CPU-only trace (no GPU recorded: the words speak of the host)
+HOST_TITLES: Mapping[str, str] = MappingProxyType({f.name: f.host_title for f in FINDINGS if f.host_title})
+HOST_FIXES: Mapping[str, str] = MappingProxyType({f.name: f.host_fix for f in FINDINGS if f.host_fix})
 #: finding kind → the what-if that models fixing it
 FINDING_WHAT_IF: Mapping[str, Mapping[str, float]] = MappingProxyType(
     {f.name: f.what_if for f in FINDINGS if f.what_if is not None}

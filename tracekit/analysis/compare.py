@@ -4,8 +4,11 @@
 Kineto and Nsight inputs, since both are diagnosed from the same canonical tables — and
 returns a frozen :class:`DiffResult`: step time, GPU utilization, each cause's milliseconds
 per step, the findings (fixed, new, better, worse) and the top kernels side by side, with
-the deltas, plus notes on anything that makes the two traces less comparable (different
-GPUs, different step sources).  Nothing here reads files or prints.
+the deltas, and a verdict with its reasons: ``faster`` or ``slower`` when the median step
+time moved by more than the noise floor set by both traces' step-to-step spread,
+``within_noise`` when it did not, ``not_comparable`` when the step times do not measure the
+same thing (steps found by different sources or by periodicity, too few complete steps,
+different devices or rank counts).  Nothing here reads files or prints.
 
 Conventions: ``delta`` is ``after - before`` (negative step-time delta = faster);
 ``delta_pct`` is the delta relative to ``before`` in percent.  Kernel time per step is the
@@ -14,6 +17,9 @@ kernel's total time in the trace divided by the number of step windows.
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -21,8 +27,17 @@ import polars as pl
 from .causes import CAUSES
 from .diagnose import Diagnosis
 
-#: step-time changes within this many percent are "unchanged"
+#: step-time changes within this many percent are "within noise" however steady the steps are
 UNCHANGED_PCT = 1.0
+#: complete steps each side needs for its step time to be compared at all
+MIN_COMPARABLE_STEPS = 3
+#: the noise floor is this many combined standard errors of the two median step times
+NOISE_SIGMAS = 2.0
+#: step sources whose windows are not training iterations: their "step time" is no step time
+NOT_ITERATIONS = {"periodicity": "a kernel's period found by periodicity", "whole_trace": "the whole trace as one window"}
+#: step sources that cut the same iterations: explicit step markers (torch.profiler's or the
+#: user's/NVTX), or boundaries derived from the loop's own calls
+SOURCE_FAMILY = {"profiler_step": "markers", "user_step": "markers", "optimizer": "derived", "dataloader": "derived"}
 #: a finding whose cost moved by less than this share of its before value (or 0.05 ms) is unchanged
 FINDING_UNCHANGED_SHARE = 0.05
 FINDING_UNCHANGED_MS = 0.05
@@ -106,26 +121,27 @@ class DiffResult:
     sync_points_per_step: Change
     kernels_per_step: Change
     median_kernel_us: Change
-    #: ``faster``, ``slower``, ``unchanged`` (within :data:`UNCHANGED_PCT`) or ``unknown``
+    #: ``faster``, ``slower``, ``within_noise`` (the change is inside :attr:`noise_pct`) or
+    #: ``not_comparable`` (see :attr:`verdict_reasons`)
     verdict: str
     notes: tuple[str, ...]
+    #: why the verdict is what it is (for ``not_comparable``: every reason found)
+    verdict_reasons: tuple[str, ...] = ()
+    #: the noise floor in percent of BEFORE's step time (None when a side has no step time)
+    noise_pct: float | None = None
 
     def slower_than(self, pct: float) -> bool:
-        """True when the after step time is slower than before by more than ``pct`` percent."""
-        return self.step_ms.delta_pct is not None and self.step_ms.delta_pct > pct
+        """True when the after step time is slower than before by more than ``pct`` percent
+        *and* by more than the noise floor (a change inside the noise is no regression)."""
+        if self.step_ms.delta_pct is None or self.verdict == "not_comparable":
+            return False
+        return self.step_ms.delta_pct > max(pct, self.noise_pct or 0.0)
 
 
 def compare(before: Diagnosis, after: Diagnosis) -> DiffResult:
     """Side-by-side deltas of two diagnoses (see the module docstring)."""
     step_ms = Change.of(before.step_ms_median, after.step_ms_median)
-    if step_ms.delta_pct is None:
-        verdict = "unknown"
-    elif step_ms.delta_pct < -UNCHANGED_PCT:
-        verdict = "faster"
-    elif step_ms.delta_pct > UNCHANGED_PCT:
-        verdict = "slower"
-    else:
-        verdict = "unchanged"
+    verdict, reasons, noise = _verdict(before, after, step_ms)
     causes = tuple(
         CauseChange(
             cause=c,
@@ -154,7 +170,72 @@ def compare(before: Diagnosis, after: Diagnosis) -> DiffResult:
         ),
         verdict=verdict,
         notes=tuple(_notes(before, after)),
+        verdict_reasons=reasons,
+        noise_pct=noise,
     )
+
+
+def _steady_ms(d: Diagnosis) -> list[float]:
+    return [float(x) / 1e6 for x in d.steps.filter(pl.col("complete"))["dur_ns"].to_list()] if d.steps.height else []
+
+
+def noise_floor_pct(before_ms: Sequence[float], after_ms: Sequence[float]) -> float | None:
+    """The smallest step-time change, in percent of BEFORE's median, that the step-to-step
+    spread of both traces lets one tell from noise.
+
+    Each side's spread is a robust standard deviation (1.4826 × the median absolute
+    deviation); the standard error of its median is 1.2533 × spread / √n.  The floor is
+    :data:`NOISE_SIGMAS` times the two errors combined, and never below :data:`UNCHANGED_PCT`.
+    """
+    if not before_ms or not after_ms:
+        return None
+    b_med = statistics.median(before_ms)
+    if b_med <= 0:
+        return None
+
+    def se(xs: Sequence[float]) -> float:
+        med = statistics.median(xs)
+        mad = statistics.median(abs(x - med) for x in xs)
+        return 1.2533 * 1.4826 * mad / math.sqrt(len(xs))
+
+    combined = math.sqrt(se(before_ms) ** 2 + se(after_ms) ** 2)
+    return max(UNCHANGED_PCT, 100.0 * NOISE_SIGMAS * combined / b_med)
+
+
+def _verdict(before: Diagnosis, after: Diagnosis, step_ms: Change) -> tuple[str, tuple[str, ...], float | None]:
+    """faster / slower / within_noise / not_comparable, with the reasons (see :class:`DiffResult`)."""
+    b, a = _side(before), _side(after)
+    reasons: list[str] = []
+    for label, side in (("before", b), ("after", a)):
+        if side.complete_steps < MIN_COMPARABLE_STEPS:
+            reasons.append(
+                f"too few complete steps in the {label} trace ({side.complete_steps}; at least {MIN_COMPARABLE_STEPS} are needed "
+                "to tell a change from step-to-step noise)"
+            )
+        if side.step_source in NOT_ITERATIONS:
+            reasons.append(f"the {label} trace's steps are {NOT_ITERATIONS[side.step_source]}, not training iterations (no step markers)")
+    if (
+        b.step_source != a.step_source and b.step_source and a.step_source
+        and SOURCE_FAMILY.get(b.step_source, b.step_source) != SOURCE_FAMILY.get(a.step_source, a.step_source)
+    ):
+        reasons.append(f"steps were found by different sources ({b.step_source} before, {a.step_source} after)")
+    if b.devices and a.devices and b.devices != a.devices:
+        reasons.append(f"different devices ({', '.join(b.devices)} before, {', '.join(a.devices)} after)")
+    if b.world_size and a.world_size and b.world_size != a.world_size:
+        reasons.append(f"different rank counts ({b.world_size} before, {a.world_size} after)")
+    noise = noise_floor_pct(_steady_ms(before), _steady_ms(after))
+    if step_ms.delta_pct is None:
+        if not any("complete steps" in r for r in reasons):
+            reasons.append("a trace has no complete step, so it has no step time")
+        return "not_comparable", tuple(reasons), noise
+    if reasons:
+        return "not_comparable", tuple(reasons), noise
+    assert noise is not None
+    change = f"the median step time moved {step_ms.delta_pct:+.1f}%"
+    if abs(step_ms.delta_pct) <= noise:
+        return "within_noise", (f"{change}, inside the noise floor of ±{noise:.1f}% set by the step-to-step spread",), noise
+    word = "faster" if step_ms.delta_pct < 0 else "slower"
+    return word, (f"{change}, beyond the noise floor of ±{noise:.1f}%",), noise
 
 
 def _side(d: Diagnosis) -> DiffSide:
@@ -254,18 +335,13 @@ def _kernels(before: Diagnosis, after: Diagnosis) -> tuple[KernelChange, ...]:
 def _notes(before: Diagnosis, after: Diagnosis) -> list[str]:
     b, a = _side(before), _side(after)
     notes: list[str] = []
-    if b.devices and a.devices and b.devices != a.devices:
-        notes.append(f"Different GPUs: before ran on {', '.join(b.devices)}, after on {', '.join(a.devices)}.")
-    if b.step_source != a.step_source:
-        notes.append(
-            f"Steps were found differently (before: {b.step_source}, after: {a.step_source}); "
-            "step boundaries may not line up exactly."
-        )
-    if b.world_size != a.world_size and b.world_size and a.world_size:
-        notes.append(f"Different world sizes: {b.world_size} before, {a.world_size} after.")
     for label, side, d in (("before", b, before), ("after", a, after)):
         if side.complete_steps == 0:
             notes.append(f"The {label} trace has no complete step: step times cannot be compared.")
+        if b.step_source != a.step_source and label == "after" and SOURCE_FAMILY.get(b.step_source or "") == SOURCE_FAMILY.get(a.step_source or ""):
+            notes.append(f"Steps were marked differently (before: {b.step_source}, after: {a.step_source}); both are iteration markers.")
+        if d.warmup.found:
+            notes.append(f"The {label} trace starts with warm-up ({d.warmup.steps.height} step window(s)), left out of its step time.")
         if d.gpu_utilization is None:
             notes.append(f"The {label} trace has no GPU activity in its steps: utilization and idle causes cannot be compared.")
     if b.format != a.format:

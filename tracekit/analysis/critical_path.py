@@ -174,6 +174,9 @@ class CriticalPath:
     what_ifs: tuple[WhatIfResult, ...] = ()
     #: data-quality notes about the graph (inferred syncs, broken chains)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the step time every per-step number is stated for (the median step, set by ``diagnose``;
+    #: see analysis/steady.py); None: means over complete steps
+    stated_step_ms: float | None = None
 
     @property
     def inferred_sync(self) -> bool:
@@ -181,7 +184,8 @@ class CriticalPath:
         return bool(self.steps["inferred_sync_edges"].sum() or 0)
 
     def breakdown_per_step(self) -> dict[str, float]:
-        """cause → ms per step on the critical path (mean over complete steps)."""
+        """cause → ms per step on the critical path (mean over complete steps; with
+        ``stated_step_ms``, each cause's share of the path times that step time)."""
         complete = self.steps.filter(pl.col("complete")).select(_WIN)
         if complete.height == 0:
             complete = self.steps.select(_WIN)
@@ -190,6 +194,9 @@ class CriticalPath:
         totals = {c: 0.0 for c in CP_CAUSES}
         for cause, ns in rows.group_by("cause").agg(pl.col("ns").sum()).iter_rows():
             totals[str(cause)] = float(ns) / 1e6 / n
+        path = sum(totals.values())
+        if self.stated_step_ms is not None and path > 0:
+            totals = {c: v / path * self.stated_step_ms for c, v in totals.items()}
         return totals
 
     def breakdown_share(self) -> dict[str, float]:
@@ -199,8 +206,14 @@ class CriticalPath:
         return {c: (v / total if total else 0.0) for c, v in ms.items()}
 
     def what_if(self, factors: Mapping[str, float]) -> WhatIfResult:
-        """Predicted step times when the given causes are scaled (see :mod:`.whatif`)."""
-        return evaluate(self.edges, self.steps, [WhatIf.of(factors)])[0]
+        """Predicted step times when the given causes are scaled (see :mod:`.whatif`); stated
+        for ``stated_step_ms`` when it is set, like the findings' predictions."""
+        result = evaluate(self.edges, self.steps, [WhatIf.of(factors)])[0]
+        if self.stated_step_ms is None:
+            return result
+        from .steady import restate
+
+        return restate(result, self.stated_step_ms)
 
     def predicted_step_ms(self, cause: str, factor: float = 0.0) -> float | None:
         """Mean predicted step time (complete steps) with one cause scaled by ``factor``."""

@@ -8,6 +8,7 @@ the TUI shows and what a batch run tabulates.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from .host import host_breakdown
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
 from .multirank import MultiRank, RankProfile, analyze_ranks, rank_profiles
+from .steady import WarmUp, find_warmup, no_warmup, per_median_step, restate
 from .steps import Steps, find_steps
 from .syncs import find_syncs
 from .timeline import Timeline, analyze_timeline, gpu_activity
@@ -38,7 +40,8 @@ class Diagnosis:
     """Everything tracekit concluded about one trace."""
 
     info: TraceInfo
-    #: rank, step, start_ns, end_ns, dur_ns, cpu_end_ns, complete, source, device, gpu_busy_ns, utilization
+    #: rank, step, start_ns, end_ns, dur_ns, cpu_end_ns, complete, source, warmup, device, gpu_busy_ns,
+    #: utilization; ``complete`` steps are the steady-state population (whole iterations, not warm-up)
     steps: pl.DataFrame
     step_sources: dict[int, str]
     timeline: Timeline
@@ -48,7 +51,7 @@ class Diagnosis:
     findings: tuple[Finding, ...]
     #: cause → share of step time (complete steps, each rank's primary device)
     breakdown: dict[str, float]
-    #: cause → ms per step
+    #: cause → ms in the median step (share × ``step_ms_median``: adds up to it, see analysis/steady.py)
     breakdown_ms: dict[str, float]
     step_ms_median: float | None
     step_ms_mean: float | None
@@ -62,6 +65,8 @@ class Diagnosis:
     what_ifs: tuple[WhatIfResult, ...] = ()
     #: FLOPs, roofline and MFU (``efficiency.available`` is False without record_shapes)
     efficiency: Efficiency = field(default_factory=lambda: Efficiency(available=False, reason=None))
+    #: one-time costs found in the profiled window and left out of the steady state
+    warmup: WarmUp = field(default_factory=no_warmup)
 
     @property
     def complete_steps(self) -> int:
@@ -91,6 +96,8 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     phase = progress.phase if progress is not None else _no_phase
     phase("steps")
     steps: Steps = find_steps(events, links)
+    # warm-up steps leave the steady-state population (they are no longer ``complete``)
+    steps, warmup = find_warmup(events, steps)
     phase("idle time")
     timeline = analyze_timeline(events, links, steps.frame)
     syncs = find_syncs(events, links, steps.frame)
@@ -122,19 +129,19 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     if complete_main.height:
         total = float(complete_main["dur_ns"].sum())
         utilization = float(complete_main["busy_ns"].sum()) / total if total and not host_only else None
-        n = complete_main.height
+        # one statistic: every per-step number is stated for the median step (analysis/steady.py)
         for cause in CAUSES:
             value = float(complete_main[f"{cause}_ns"].sum())
             breakdown[cause] = float(value / total) if total else 0.0
-            breakdown_ms[cause] = float(value / 1e6 / n)
+            breakdown_ms[cause] = per_median_step(value, total, step_ms_median)
     phase("findings")
     findings = build_findings(
         per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, memory=list(headroom), events=events,
-        utilization=utilization,
+        utilization=utilization, host_only=host_only, step_ms=step_ms_median, windows_ns=int(step_table["dur_ns"].sum() or 0),
     )
     # busy but not efficient: FLOPs, roofline and MFU from recorded shapes
     eff = efficiency(events, links, tables.devices, step_table)
-    busy_findings = efficiency_findings(eff, step_ms_mean, MIN_SHARE)
+    busy_findings = efficiency_findings(eff, step_ms_median, MIN_SHARE)
     if any(f.kind == "fp32_gemm" for f in busy_findings):
         # the same cause, measured from the operators' dtypes rather than kernel names
         findings = [f for f in findings if f.kind != "no_tensor_cores"]
@@ -149,6 +156,9 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         scenarios = list(dict.fromkeys([*per_finding.values(), *asked]))
         phase("critical path")
         cpath = critical_path(events, links, steps.frame, what_ifs=scenarios)
+        cpath = dataclasses.replace(
+            cpath, what_ifs=tuple(restate(r, step_ms_median) for r in cpath.what_ifs), stated_step_ms=step_ms_median
+        )
         answers = {r.what_if: r for r in cpath.what_ifs}
         findings = rank_by_saving(findings, {kind: answers[wi] for kind, wi in per_finding.items()})
     return Diagnosis(
@@ -165,11 +175,12 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         step_ms_median=step_ms_median,
         step_ms_mean=step_ms_mean,
         gpu_utilization=utilization,
-        data_quality=tuple(_data_quality(tables, steps, syncs)) + (cpath.notes if cpath is not None else ()),
+        data_quality=tuple(_data_quality(tables, steps, syncs, warmup)) + (cpath.notes if cpath is not None else ()),
         devices=tables.devices,
         critical_path=cpath,
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
         efficiency=eff,
+        warmup=warmup,
     )
 
 
@@ -196,7 +207,7 @@ def _ms(value: Any) -> float | None:
     return None if value is None else float(value) / 1e6
 
 
-def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> list[str]:
+def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame, warmup: WarmUp | None = None) -> list[str]:
     ev = tables.events
     kinds = set(tables.kind_counts())
     notes: list[str] = []
@@ -221,7 +232,13 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame) -> lis
     sources = set(steps.sources.values())
     if sources and sources != {"profiler_step"}:
         notes.append("Steps were found from " + ", ".join(sorted(sources)) + " (no ProfilerStep markers).")
-    partial = steps.frame.filter(~pl.col("complete")).height
+    note = warmup.note() if warmup is not None else None
+    if note:
+        notes.append(note)
+    if "warmup" in steps.frame.columns:
+        partial = steps.frame.filter(~pl.col("complete") & ~pl.col("warmup")).height
+    else:
+        partial = steps.frame.filter(~pl.col("complete")).height
     if partial:
         notes.append(f"{partial} partial step window(s) (before the first or after the last boundary) are shown but not counted in medians.")
     if tables.info.truncated:

@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..schema import LAUNCH_KINDS, EventKind
-from .causes import FINDING_KINDS, FIXES, IDLE_LIKE, JOB_FIXES, JOB_TITLES, MEASURED_FINDINGS, TITLES
+from .causes import (
+    FINDING_KINDS,
+    FIXES,
+    HOST_FIXES,
+    HOST_TITLES,
+    IDLE_LIKE,
+    JOB_FIXES,
+    JOB_TITLES,
+    MEASURED_FINDINGS,
+    TITLES,
+)
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
 
@@ -30,6 +40,8 @@ MIN_SHARE = 0.05
 HEALTHY_UTILIZATION = 0.95
 #: device memory unused at the peak from which a larger batch is recommended
 LARGE_HEADROOM = 0.4
+#: a median GEMM/convolution kernel shorter than this does too little work per launch
+SMALL_GEMM_NS = 20_000
 
 
 
@@ -60,13 +72,18 @@ class Finding:
         steps_affected: int = 0,
         worst_steps: tuple[int, ...] = (),
         job: bool = False,
+        host_only: bool = False,
     ) -> Finding:
         """A finding of a declared kind, titled and with the fix of the cause registry
-        (:mod:`tracekit.analysis.causes`; ``job`` for the cross-rank wording)."""
+        (:mod:`tracekit.analysis.causes`; ``job`` for the cross-rank wording, ``host_only`` for a
+        CPU-only trace, where the words speak of the host)."""
         titles, fixes = (JOB_TITLES, JOB_FIXES) if job else (TITLES, FIXES)
+        title, fix = titles[kind], fixes[kind]
+        if host_only:
+            title, fix = HOST_TITLES.get(kind, title), HOST_FIXES.get(kind, fix)
         return cls(
-            kind=kind, title=titles[kind], ms_per_step=ms_per_step, share_of_step=share_of_step, evidence=evidence,
-            fix=fixes[kind], steps_affected=steps_affected, worst_steps=worst_steps,
+            kind=kind, title=title, ms_per_step=ms_per_step, share_of_step=share_of_step, evidence=evidence,
+            fix=fix, steps_affected=steps_affected, worst_steps=worst_steps,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,19 +109,31 @@ def build_findings(
     memory: list[MemoryHeadroom],
     events: pl.DataFrame,
     utilization: float | None,
+    host_only: bool = False,
+    step_ms: float | None = None,
+    windows_ns: int | None = None,
 ) -> list[Finding]:
-    """Findings from the primary-device per-step accounting (complete steps only)."""
+    """Findings from the primary-device per-step accounting (complete steps only).
+
+    ``host_only``: the trace recorded no GPU activity; titles and fixes speak of the training
+    thread (:data:`HOST_TITLES`), not of a GPU that was never seen.  ``step_ms``: the stated
+    (median) step time; each cause's ms per step is its share of the steps' time times it, so
+    findings and breakdown describe the same step (:mod:`.steady`).  Without it, means over
+    ``per_step``.  ``windows_ns``: the time of every step window, the denominator of the share
+    of fp32 matrix-multiply time (kernel statistics cover the whole trace).
+    """
     n_steps = per_step.height
     if n_steps == 0:
         return []
     total_ms = float(per_step["dur_ns"].sum()) / 1e6
-    step_ms = total_ms / n_steps
+    if step_ms is None:
+        step_ms = total_ms / n_steps
     healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
     found: list[Finding] = []
     for kind in MEASURED_FINDINGS:
         col = f"{kind}_ns"
-        ms = float(per_step[col].sum()) / 1e6 / n_steps
-        share = ms / step_ms if step_ms else 0.0
+        share = float(per_step[col].sum()) / 1e6 / total_ms if total_ms else 0.0
+        ms = share * step_ms
         if share < MIN_SHARE or (healthy and kind in IDLE_LIKE):
             continue
         affected = per_step.filter(pl.col(col) > 0)
@@ -112,13 +141,14 @@ def build_findings(
         found.append(
             Finding.of(
                 kind, ms_per_step=ms, share_of_step=share, evidence=_evidence(kind, per_step, gaps, syncs, kernels, events),
-                steps_affected=affected.height, worst_steps=tuple(int(s) for s in worst),
+                steps_affected=affected.height, worst_steps=tuple(int(s) for s in worst), host_only=host_only,
             )
         )
     # fp32 matrix multiplies on a tensor-core GPU
     if kernels.fp32_matmul_time_ns:
-        ms = kernels.fp32_matmul_time_ns / 1e6 / n_steps
-        share = ms / step_ms if step_ms else 0.0
+        span = windows_ns or int(per_step["dur_ns"].sum())
+        share = min(kernels.fp32_matmul_time_ns / span, 1.0) if span else 0.0
+        ms = share * step_ms
         if share >= MIN_SHARE:
             found.append(
                 Finding(
@@ -134,30 +164,43 @@ def build_findings(
                     steps_affected=n_steps,
                 )
             )
-    # short kernels with lots of free memory: a bigger batch
-    launch = next((f for f in found if f.kind == "launch_bound"), None)
-    headroom = [m.headroom for m in memory if m.headroom is not None]
-    if launch is not None and headroom and min(headroom) >= LARGE_HEADROOM:
-        found.append(
-            Finding(
-                kind="small_batch",
-                title=TITLES["small_batch"],
-                ms_per_step=launch.ms_per_step,
-                share_of_step=launch.share_of_step,
-                evidence={
-                    "memory_headroom": round(min(headroom), 3),
-                    "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
-                    "median_kernel_us": None
-                    if kernels.median_kernel_ns is None
-                    else round(kernels.median_kernel_ns / 1e3, 2),
-                },
-                fix=FIXES["small_batch"],
-                steps_affected=launch.steps_affected,
-                worst_steps=launch.worst_steps,
-            )
-        )
+    # launch-bound with evidence of a small batch of its own: one finding, not two with the same ms
+    found = _launch_or_small_batch(found, kernels, memory)
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     return sorted(found, key=lambda f: (-round(f.ms_per_step, 6), order[f.kind]))
+
+
+def _launch_or_small_batch(found: list[Finding], kernels: KernelStats, memory: Sequence[MemoryHeadroom]) -> list[Finding]:
+    """A launch-bound step whose batch is demonstrably small becomes one ``small_batch`` finding.
+
+    The evidence must be the batch's own: most device memory unused at the peak
+    (:data:`LARGE_HEADROOM`) *and* matrix multiplies too small to fill the GPU (median
+    GEMM/convolution kernel under :data:`SMALL_GEMM_NS`, or fewer thread blocks than the GPU
+    has SMs).  Without it the launch-bound finding stands alone; its fix names both remedies
+    (a larger batch, CUDA graphs / compile), so nothing is reported twice with the same cost.
+    """
+    launch = next((f for f in found if f.kind == "launch_bound"), None)
+    if launch is None:
+        return found
+    headroom = [m.headroom for m in memory if m.headroom is not None]
+    roomy = bool(headroom) and min(headroom) >= LARGE_HEADROOM
+    short_gemm = kernels.gemm_median_ns is not None and kernels.gemm_median_ns < SMALL_GEMM_NS
+    narrow_gemm = (
+        kernels.gemm_median_blocks is not None and kernels.sm_count is not None and kernels.gemm_median_blocks < kernels.sm_count
+    )
+    if not (roomy and kernels.gemm_count and (short_gemm or narrow_gemm)):
+        return found
+    evidence = {
+        **launch.evidence,
+        "memory_headroom": round(min(headroom), 3),
+        "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
+        "gemm_kernels": kernels.gemm_count,
+        "median_gemm_us": None if kernels.gemm_median_ns is None else round(kernels.gemm_median_ns / 1e3, 2),
+        "median_gemm_blocks": None if kernels.gemm_median_blocks is None else round(kernels.gemm_median_blocks, 1),
+        "sm_count": kernels.sm_count,
+    }
+    small = dataclasses.replace(launch, kind="small_batch", title=TITLES["small_batch"], evidence=evidence, fix=FIXES["small_batch"])
+    return [small if f is launch else f for f in found]
 
 
 def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfResult]) -> list[Finding]:

@@ -37,6 +37,13 @@ class KernelStats:
     fp32_matmul_time_ns: int
     fp32_matmul_names: tuple[str, ...]
     tensor_core_gpu: bool | None
+    #: GEMM/convolution kernels: how many, their median duration and median grid size (thread
+    #: blocks); with the device's SM count, the evidence that matrix shapes are too small to
+    #: fill the GPU (``small_batch``)
+    gemm_count: int = 0
+    gemm_median_ns: float | None = None
+    gemm_median_blocks: float | None = None
+    sm_count: int | None = None
 
 
 def kernel_stats(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame, top_n: int = 15) -> KernelStats:
@@ -68,6 +75,10 @@ def kernel_stats(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFram
     tc_gpu = _tensor_core_gpu(devices)
     fp32 = top.filter((pl.col("category") == "gemm/conv") & (pl.col("tensor_cores") == False))  # noqa: E712
     median = kernels["dur_ns"].median()
+    gemms = kernels.filter(name.str.contains(patterns.GEMM_KERNEL) & ~name.str.contains(patterns.COMM_KERNEL))
+    gemm_median = gemms["dur_ns"].median() if gemms.height else None
+    gemm_blocks = gemms["grid_blocks"].drop_nulls().median() if gemms.height else None
+    sms = devices["sm_count"].drop_nulls() if "sm_count" in devices.columns else pl.Series([], dtype=pl.Int32)
     return KernelStats(
         top=top.head(top_n).select("name", "category", "tensor_cores", "count", "total_ns", "mean_ns", "max_ns", "share_of_kernel_time"),
         kernel_count=kernels.height,
@@ -78,6 +89,10 @@ def kernel_stats(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFram
         fp32_matmul_time_ns=int(fp32["total_ns"].sum() or 0) if tc_gpu else 0,
         fp32_matmul_names=tuple(fp32["name"].head(3).to_list()) if tc_gpu else (),
         tensor_core_gpu=tc_gpu,
+        gemm_count=gemms.height,
+        gemm_median_ns=None if gemm_median is None else float(gemm_median),  # type: ignore[arg-type]
+        gemm_median_blocks=None if gemm_blocks is None else float(gemm_blocks),  # type: ignore[arg-type]
+        sm_count=int(sms.min()) if sms.len() else None,  # type: ignore[arg-type]
     )
 
 

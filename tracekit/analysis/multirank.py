@@ -310,17 +310,22 @@ def analyze_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = N
     else:
         per_step = per_step.with_columns(pl.lit(0, dtype=pl.Int64).alias("late_ns"), pl.lit(0, dtype=pl.Int64).alias("wait_ns"))
 
-    # --- per rank
+    # --- per rank; one statistic (analysis/steady.py): each per-step quantity is its share of
+    # the rank's step time times the rank's median step, so they describe the stated step
+    def in_median_step(col: str) -> pl.Expr:
+        value = pl.col(col).sum() / pl.col("dur_ns").sum() * pl.col("dur_ns").median() / 1e6
+        return pl.when(pl.col(col).is_not_null().any()).then(value).otherwise(None).alias(col.replace("_ns", "_ms"))
+
     summary = per_step.group_by("rank").agg(
         pl.len().cast(pl.Int64).alias("steps"),
         (pl.col("dur_ns").median() / 1e6).alias("step_ms_median"),
         (pl.col("gpu_busy_ns").sum() / pl.col("dur_ns").sum()).alias("gpu_utilization"),
-        (pl.col("gpu_busy_ns").mean() / 1e6).alias("gpu_busy_ms"),
-        (pl.col("compute_ns").mean() / 1e6).alias("compute_ms"),
-        (pl.col("communication_ns").mean() / 1e6).alias("communication_ms"),
-        (pl.col("exposed_communication_ns").mean() / 1e6).alias("exposed_communication_ms"),
-        (pl.col("wait_ns").mean() / 1e6).alias("wait_ms"),
-        (pl.col("late_ns").mean() / 1e6).alias("late_ms"),
+        in_median_step("gpu_busy_ns").alias("gpu_busy_ms"),
+        in_median_step("compute_ns"),
+        in_median_step("communication_ns"),
+        in_median_step("exposed_communication_ns"),
+        in_median_step("wait_ns"),
+        in_median_step("late_ns"),
         (pl.col("start_late_ns").median() / 1e6).alias("step_start_late_ms"),
     )
     per_step = per_step.select(list(PER_STEP_SCHEMA)).cast(PER_STEP_SCHEMA).sort("rank", "step")  # type: ignore[arg-type]

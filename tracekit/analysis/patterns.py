@@ -59,5 +59,23 @@ TENSOR_CORE_KERNEL = (
     r"(?i)(tensorop|hmma|wgmma|xmma|mma|h884|h1688|h16816|s1688|s16816|i8816|bf16|f16|fp16|half|tf32|"
     r"fp8|e4m3|e5m2|_16x|884gemm|1688gemm|16816gemm|MFMA|Cijk_.*(HH|BB|HS|BS)|sm90_|sm100_)"
 )
-#: fp32 SIMT GEMM names (no tensor cores)
-FP32_GEMM_KERNEL = r"(?i)(sgemm|simt_sgemm|gemmSN|gemmk1|gemv2T_kernel_val<.*float|cutlass_.*_simt_s|Cijk_.*SS_)"
+#: fp32 GEMM names that do not use tensor cores: SIMT kernels, and cuBLAS xmma kernels whose
+#: type signature (inputs, compute, output: ``_f32f32_f32f32_f32_``) is plain fp32 with no tf32,
+#: which run on the FMA units of an sm80/sm90 GPU although "xmma" is in the name
+FP32_GEMM_KERNEL = (
+    r"(?i)(sgemm|simt_sgemm|gemmSN|gemmk1|gemv2T_kernel_val<.*float|cutlass_.*_simt_s|Cijk_.*SS_|"
+    r"(xmma|gemm|conv)\w*_f32f32_f32f32_f32(_|$))"
+)
+
+#: calls that are one-time costs by nature: CUDA context and library initialisation, module
+#: loading (lazy loading happens inside the first launch of each kernel), handle creation,
+#: cuDNN/cuBLAS autotuning; long ones in the profiled window are warm-up, not the steady state
+WARMUP_API = (
+    r"^(cuInit|cuDevicePrimaryCtxRetain|cuCtxCreate|cudaSetDevice|cudaGetDeviceCount|cudaGetDeviceProperties|"
+    r"cudaDeviceGetStreamPriorityRange|cudaStreamCreate\w*|cuStreamCreate\w*|cudaEventCreate\w*|"
+    r"cuModuleLoad\w*|cuLibraryLoad\w*|cuModuleGetFunction|cuLibraryGetKernel|cudaFuncGetAttributes|"
+    r"cudaFuncSetAttribute|cudaOccupancy\w*|cublasCreate\w*|cublasLtCreate|cudnnCreate|hipInit|hipSetDevice|"
+    r"hipGetDeviceProperties\w*|hipStreamCreate\w*|hipModuleLoad\w*)(_v\d+)?$"
+)
+#: operators and ranges that are warm-up or autotuning by name
+WARMUP_RANGE = r"(?i)(warm[-_ ]?up|autotun|cudnnFind|benchmark_limit|_find_algorithm|cudnn::find)"

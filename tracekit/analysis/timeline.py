@@ -24,7 +24,7 @@ import polars as pl
 from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
 from . import patterns
 from .causes import CAUSES, IDLE_CAUSES
-from .classify import is_api_call, is_host_sync
+from .classify import is_api_call, is_data_dependent_op, is_host_sync
 from .intervals import complement, coverage_at, covered_in, enclosing, union
 
 #: idle gaps up to this long, filled by op dispatch and launch calls, are launch overhead
@@ -123,6 +123,7 @@ def host_categories(events: pl.DataFrame, links: pl.DataFrame) -> dict[str, pl.D
     pageable_copies = events.filter((pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")))
     pageable_calls = links.join(pageable_copies.select(pl.col("event_id").alias("gpu_event_id")), on="gpu_event_id", how="semi")
     pageable = host.join(pageable_calls.select(pl.col("launch_event_id").alias("event_id")).unique(), on="event_id", how="semi")
+    pageable = _without_data_dependent(pageable, host)
     # the user-level operator around the copy call (.to(device) → aten::to) is part of the copy's cost
     if pageable.height:
         ops = host.filter(pl.col("kind") == EventKind.CPU_OP.value)
@@ -142,6 +143,21 @@ def host_categories(events: pl.DataFrame, links: pl.DataFrame) -> dict[str, pl.D
         "exposed_communication": comm,
         "cpu": cpu,
     }
+
+
+def _without_data_dependent(copies: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
+    """Drop copy calls made inside a data-dependent operator (``.item()``, ``.tolist()``,
+    ``nonzero``): the host asked for a value and waits for it, which is a host-device sync,
+    not a pinning problem; pinned memory would not remove the wait."""
+    if copies.height == 0:
+        return copies
+    dependent = host.filter(is_data_dependent_op())
+    if dependent.height == 0:
+        return copies
+    inside = enclosing(copies, dependent, "_dd", outermost=True)
+    if inside.height == 0:
+        return copies
+    return copies.with_row_index("_p").join(inside.select("_p"), on="_p", how="anti").drop("_p")
 
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:

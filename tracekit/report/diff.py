@@ -21,7 +21,7 @@ _MIN_SHARE = 0.0005
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
-    return None if x is None else round(float(x), nd)
+    return None if x is None else round(float(x), nd) + 0.0  # + 0.0: no "-0.0" from rounding
 
 
 def _side_json(s: DiffSide) -> dict[str, Any]:
@@ -52,6 +52,8 @@ def diff_to_json_dict(r: DiffResult) -> dict[str, Any]:
         "before": _side_json(r.before),
         "after": _side_json(r.after),
         "verdict": r.verdict,
+        "verdict_reasons": list(r.verdict_reasons),
+        "noise_pct": _r(r.noise_pct, 2),
         "step_ms": _change_json(r.step_ms, delta_key="delta_ms", pct=True),
         "step_ms_mean": _change_json(r.step_ms_mean, delta_key="delta_ms", pct=True),
         "gpu_utilization": _change_json(r.gpu_utilization),
@@ -110,10 +112,20 @@ def _pct(x: float | None) -> str:
 
 def diff_headline(r: DiffResult) -> str:
     s = r.step_ms
-    if r.verdict == "unknown":
-        return "step times cannot be compared (a trace has no complete step)"
+    if s.delta_pct is None:
+        return "not comparable: step times cannot be compared (a trace has no complete step)"
     change = f"{_signed(s.delta, 2, ' ms')} per step ({_signed(s.delta_pct, 1, '%')})"
-    return {"faster": f"faster: {change}", "slower": f"slower: {change}"}.get(r.verdict, f"about the same: {change}")
+    noise = "" if r.noise_pct is None else f", noise ±{r.noise_pct:.1f}%"
+    return {
+        "faster": f"faster: {change}{noise}",
+        "slower": f"slower: {change}{noise}",
+        "within_noise": f"within noise: {change}{noise}",
+    }.get(r.verdict, f"not comparable: {change} measured, but the step times do not measure the same thing")
+
+
+def _reasons(r: DiffResult) -> list[str]:
+    """The verdict's reasons worth a line: all of them for ``not_comparable``."""
+    return list(r.verdict_reasons) if r.verdict == "not_comparable" else []
 
 
 def _describe(s: DiffSide) -> str:
@@ -153,6 +165,7 @@ def _short(name: str, width: int) -> str:
 
 def render_diff_text(r: DiffResult) -> str:
     out = [f"tracekit diff · {diff_headline(r)}"]
+    out.extend(f"  because {reason}" for reason in _reasons(r))
     for label, side in (("before", r.before), ("after", r.after)):
         out.append(f"  {label:<7} {side.path}")
         out.append(f"  {'':<7} {_describe(side)}")
@@ -196,6 +209,8 @@ def render_diff_text(r: DiffResult) -> str:
 
 def render_diff_markdown(r: DiffResult) -> str:
     out = [f"## tracekit diff: {diff_headline(r)}", ""]
+    if _reasons(r):
+        out += [f"- because {reason}" for reason in _reasons(r)] + [""]
     out += ["| | trace | what |", "|---|---|---|"]
     for label, side in (("before", r.before), ("after", r.after)):
         out.append(f"| {label} | `{side.path}` | {_describe(side)} |")

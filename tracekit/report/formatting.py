@@ -45,7 +45,10 @@ def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     steps = f"{s['complete_steps']} steps" + (f" (from {s['step_source']})" if s["step_source"] else "")
     parts.append(steps)
     lines = [" · ".join(parts)]
-    lines.append(f"step time {fmt_ms(s['step_ms_median'])} (median) · GPU utilization {fmt_pct(s['gpu_utilization'])}")
+    # a CPU-only capture has no GPU to be utilised: say what the numbers are about instead
+    host_only = s["gpu_utilization"] is None and d.timeline.per_step.height == 0 and d.steps.height > 0
+    util = "host only (no GPU recorded)" if host_only else f"GPU utilization {fmt_pct(s['gpu_utilization'])}"
+    lines.append(f"step time {fmt_ms(s['step_ms_median'])} (median) · {util}")
     if s.get("mfu_note"):
         eff = data["efficiency"]
         rate = f" · {eff['achieved_tflops']:,.1f} model TFLOP/s achieved" if eff.get("achieved_tflops") is not None else ""
@@ -94,6 +97,8 @@ def evidence_text(f: Finding) -> str:
             bits.append(f"{ev['kernels_per_step']} kernels per step")
         if ev.get("memory_headroom") is not None:
             bits.append(f"{100 * ev['memory_headroom']:.0f}% of device memory unused at peak")
+        if ev.get("median_gemm_us") is not None:
+            bits.append(f"median GEMM {ev['median_gemm_us']} µs")
     elif f.kind == "exposed_communication":
         bits.extend(ev.get("communication_kernels", [])[:2])
     elif f.kind == "no_tensor_cores":

@@ -37,6 +37,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             "utilization": _r(r["utilization"]),
             "complete": r["complete"],
             "source": r["source"],
+            "warmup": bool(r.get("warmup") or False),
         }
         for r in steps.iter_rows(named=True)
     ]
@@ -71,6 +72,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             "mfu": _r(d.efficiency.mfu),
             "mfu_dtype": d.efficiency.mfu_dtype,
             "mfu_note": d.efficiency.headline,
+            "warmup": d.warmup.to_dict() if d.warmup.found else None,
         },
         "steps": step_rows,
         "findings": [f.to_dict() for f in d.findings],

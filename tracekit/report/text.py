@@ -114,7 +114,8 @@ def render_text(d: Diagnosis) -> str:
 
 
 def _saving(summary: dict[str, Any], predicted_ms: float) -> str:
-    base = summary.get("step_ms_mean")
+    # predictions are stated for the median step (analysis/steady.py): the saving is against it
+    base = summary.get("step_ms_median")
     if base is None:
         return ""
     return f" (saves {base - predicted_ms:,.2f} ms per step)"
