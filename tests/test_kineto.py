@@ -305,7 +305,14 @@ EXPECTED_KIND = {
 def _independent_counts(path: Path) -> tuple[Counter[str], int, int]:
     opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
     with opener(path, "rb") as fh:
-        doc = json.load(fh)
+        raw = fh.read().decode("utf-8")
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError:
+        # a damaged header (GPUPuzzlers' ``{ {`` before the device properties): decode the events
+        # array on its own, as the reader salvages it, so the counts still come from plain json
+        start = raw.index("[", raw.index('"traceEvents"'))
+        doc, _ = json.JSONDecoder().raw_decode(raw, start)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     kinds: Counter[str] = Counter()
     memory = flows = 0
