@@ -128,7 +128,10 @@ def what_if_edit(what_if: WhatIf) -> Edit:
 class Replay:
     """The replayed steps of a trace, unchanged and under each edit."""
 
-    #: rank, step, measured_ns, replayed_ns, and one ``<label>_ns`` column per edit
+    #: rank, step, steady (not the first step of its group), measured_ns (the steps table's
+    #: duration), recorded_ns (the recorded trace's step under the replay's definition: until
+    #: the host starts the next step and the GPU finished this step's work), replayed_ns, and
+    #: one ``<label>_ns`` column per edit
     steps: pl.DataFrame
     #: the edits replayed, in order
     edits: tuple[Edit, ...]
@@ -142,19 +145,29 @@ class Replay:
         return _median_ms(self.steps, "replayed_ns")
 
     @property
+    def recorded_step_ms(self) -> float | None:
+        return _median_ms(self.steps, "recorded_ns")
+
+    @property
     def error(self) -> float | None:
-        """|median replayed step − median measured step| / median measured step."""
-        m, r = self.measured_step_ms, self.replayed_step_ms
+        """|median replayed step − median recorded step| / median recorded step (the same
+        definition of a step on both sides; see :attr:`steps`)."""
+        m, r = self.recorded_step_ms, self.replayed_step_ms
         if m is None or r is None or m <= 0:
             return None
         return abs(r - m) / m
 
-    def saving_ms(self, label: str) -> float | None:
-        """What the edit saves per step: the drop of the median replayed step (never negative)."""
+    def delta_ms(self, label: str) -> float | None:
+        """The drop of the median replayed step under the edit (negative: slower)."""
         base, fixed = self.replayed_step_ms, _median_ms(self.steps, f"{label}_ns")
         if base is None or fixed is None:
             return None
-        return max(0.0, base - fixed)
+        return base - fixed
+
+    def saving_ms(self, label: str) -> float | None:
+        """What the edit saves per step: the drop of the median replayed step (never negative)."""
+        delta = self.delta_ms(label)
+        return None if delta is None else max(0.0, delta)
 
     def predicted_step_ms(self, label: str) -> float | None:
         """The measured median step minus the edit's saving."""
@@ -171,7 +184,9 @@ def _median_ms(steps: pl.DataFrame, col: str) -> float | None:
     return None if v.len() == 0 else float(v.median()) / 1e6  # type: ignore[arg-type]
 
 
-_STEP_SCHEMA = {"rank": pl.Int32, "step": pl.Int64, "steady": pl.Boolean, "measured_ns": pl.Int64, "replayed_ns": pl.Int64}
+_STEP_SCHEMA = {
+    "rank": pl.Int32, "step": pl.Int64, "steady": pl.Boolean, "measured_ns": pl.Int64, "recorded_ns": pl.Int64, "replayed_ns": pl.Int64,
+}
 
 
 def replay(
@@ -221,18 +236,22 @@ def _copy_bytes(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _window(rank: int, group: pl.DataFrame) -> pl.DataFrame:
+    """One window spanning the group's steps (the graph of the whole group is one graph)."""
+    w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
+    w1 = int(group["end_ns"].max())  # type: ignore[arg-type]
+    cpu_end = group["cpu_end_ns"].max() if "cpu_end_ns" in group.columns else None
+    return pl.DataFrame(
+        {"rank": [rank], "step": [0], "start_ns": [w0], "end_ns": [w1], "cpu_end_ns": [cpu_end if cpu_end is not None else w1], "complete": [True]},
+        schema={"rank": pl.Int32, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cpu_end_ns": pl.Int64, "complete": pl.Boolean},
+    )
+
+
 def _replay_group(
     events: pl.DataFrame, links: pl.DataFrame, rank: int, group: pl.DataFrame, edits: Sequence[Edit], pinned_bw: float, single: bool,
     copy_bytes: pl.DataFrame,
 ) -> pl.DataFrame:
-    w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
-    w1 = int(group["end_ns"].max())  # type: ignore[arg-type]
-    cpu_end = group["cpu_end_ns"].max()
-    window = pl.DataFrame(
-        {"rank": [rank], "step": [0], "start_ns": [w0], "end_ns": [w1], "cpu_end_ns": [cpu_end if cpu_end is not None else w1], "complete": [True]},
-        schema={"rank": pl.Int32, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cpu_end_ns": pl.Int64, "complete": pl.Boolean},
-    )
-    graph = build_graph(events.filter(pl.col("rank") == rank), links, window)
+    graph = build_graph(events.filter(pl.col("rank") == rank), links, _window(rank, group))
     nodes, edges = graph.nodes, graph.edges
     starts = group["start_ns"].to_list()
     measured = group["dur_ns"].to_list() if "dur_ns" in group.columns else [e - s for s, e in zip(starts, group["end_ns"].to_list(), strict=True)]
@@ -242,20 +261,50 @@ def _replay_group(
         "steady": [i > 0 or group.height == 1 for i in range(group.height)],
         "measured_ns": measured,
     }
+    schema = {**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}}
     if edges.height == 0:
-        out["replayed_ns"] = [None] * group.height
-        for e in edits:
-            out[f"{e.label}_ns"] = [None] * group.height
-        return pl.DataFrame(out, schema={**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}})
-    markers, owner = _step_nodes(nodes, edges, starts)
-    base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "event_id", "end_ns")
-    topo, dropped = _order(base)
+        for col in schema:
+            out.setdefault(col, [None] * group.height)
+        return pl.DataFrame(out, schema=schema)
+    markers, owner = _step_nodes(nodes, edges, starts, group["end_ns"].to_list())
+    base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
+    plan = _order(base)
     t_node = 1  # one window: its source S is node 0 and its sink T node 1
-    out["replayed_ns"] = _steps_of(_sweep(topo, base, dropped, "w"), markers, owner, t_node, len(starts))
+    w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
+    recorded = dict(zip(nodes["node"].to_list(), (nodes["t"] - w0).to_list(), strict=True))
+    out["recorded_ns"] = _steps_of(recorded, markers, owner, t_node, len(starts))
+    out["replayed_ns"] = _steps_of(_sweep(plan, base, "w"), markers, owner, t_node, len(starts))
     for e in edits:
         weighted = base.with_columns(_edited(e, base, pinned_bw, single, copy_bytes).alias("_w"))
-        out[f"{e.label}_ns"] = _steps_of(_sweep(topo, weighted, dropped, "_w"), markers, owner, t_node, len(starts))
-    return pl.DataFrame(out, schema={**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}})
+        out[f"{e.label}_ns"] = _steps_of(_sweep(plan, weighted, "_w"), markers, owner, t_node, len(starts))
+    return pl.DataFrame(out, schema=schema)
+
+
+def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, edit: Edit | None = None) -> pl.DataFrame:
+    """The replayed schedule of every GPU activity: rank, event_id, track, start_ns, end_ns
+    (all complete steps of a rank as one group; for inspection and tests)."""
+    complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns")))
+    parts = []
+    schema = {"rank": pl.Int32, "event_id": pl.Int64, "track": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    for (rank,), group in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
+        win = _window(int(rank), group)  # type: ignore[call-overload]
+        graph = build_graph(events.filter(pl.col("rank") == rank), links, win)
+        if graph.edges.height == 0:
+            continue
+        base = graph.edges.select("src", "dst", _stream_floor(graph.edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
+        if edit is not None:
+            base = base.with_columns(_edited(edit, base, _pinned_bandwidth(events), False, _copy_bytes(events, links)).alias("w"))
+        base = base.drop_nulls("w")
+        dist = _sweep(_order(base), base, "w")
+        w0 = int(win["start_ns"][0])
+        gpu = graph.nodes.filter(pl.col("is_end").is_not_null()).select(
+            "event_id", "track", "is_end", pl.col("node").replace_strict(dist, default=None, return_dtype=pl.Int64).alias("_d")
+        )
+        wide = gpu.filter(~pl.col("is_end")).select("event_id", "track", (pl.col("_d") + w0).alias("start_ns")).join(
+            gpu.filter(pl.col("is_end")).select("event_id", (pl.col("_d") + w0).alias("end_ns")), on="event_id"
+        )
+        parts.append(wide.select(pl.lit(int(rank), dtype=pl.Int32).alias("rank"), "event_id", "track", "start_ns", "end_ns"))  # type: ignore[call-overload]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
 def _stream_floor(edges: pl.DataFrame) -> pl.Expr:
@@ -300,76 +349,218 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
     return expr.round(0).cast(pl.Int64)
 
 
-def _order(edges: pl.DataFrame) -> tuple[list[int], set[tuple[int, int]]]:
-    """A topological order of the graph, and the edges dropped to break cycles (clock skew)."""
-    G = nx.DiGraph()
-    G.add_weighted_edges_from(edges.select("src", "dst", "w").iter_rows(), weight="w")
-    before = set(G.edges)
-    topo, broken = _topological(G)
-    dropped = before - set(G.edges) if broken else set()
-    return topo, dropped
+@dataclass(frozen=True)
+class _Plan:
+    """A graph prepared for sweeps: node ids, and its edges in the order a sweep relaxes them
+    (by their head's topological position), as node indices."""
+
+    nodes: list[int]
+    #: edge rows of the frame, in sweep order (edges dropped to break cycles left out)
+    rows: pl.Series
+    src: list[int]
+    dst: list[int]
+    #: how many edges had to go to make the graph acyclic (clock skew can close a loop)
+    broken: int
 
 
-def _sweep(topo: list[int], edges: pl.DataFrame, dropped: set[tuple[int, int]], col: str) -> dict[int, int]:
-    """Every node's replayed offset from the window start: its longest distance from a source.
-    Removed edges (null weight) are skipped; a node left without predecessors starts at 0."""
-    preds: dict[int, list[tuple[int, int]]] = {}
-    for u, v, w in edges.select("src", "dst", col).iter_rows():
-        if w is None or (u, v) in dropped:
-            continue
-        preds.setdefault(v, []).append((u, w))
-    dist: dict[int, int] = {}
-    for n in topo:
-        best = 0
-        for u, w in preds.get(n, ()):
-            d = dist.get(u, 0) + w
-            if d > best:
-                best = d
-        dist[n] = best
-    return dist
+def _order(edges: pl.DataFrame) -> _Plan:
+    """Kahn's topological order of the graph (networkx only when a cycle must be broken)."""
+    nodes = pl.concat([edges["src"], edges["dst"]]).unique().sort()
+    s = nodes.search_sorted(edges["src"]).to_list()
+    d = nodes.search_sorted(edges["dst"]).to_list()
+    n = nodes.len()
+    keep = list(range(len(s)))
+    broken = 0
+    pos = _kahn(n, s, d)
+    if pos is None:
+        G = nx.DiGraph()
+        G.add_weighted_edges_from(zip(s, d, edges["w"].to_list(), strict=True), weight="w")
+        before = set(G.edges)
+        _, broken = _topological(G)
+        gone = before - set(G.edges)
+        keep = [i for i in keep if (s[i], d[i]) not in gone]
+        pos = _kahn(n, [s[i] for i in keep], [d[i] for i in keep])
+        assert pos is not None
+    order = pl.DataFrame({"row": keep, "_p": [pos[d[i]] for i in keep]}, schema={"row": pl.Int64, "_p": pl.Int64}).sort("_p", maintain_order=True)
+    rows = order["row"]
+    idx = rows.to_list()
+    return _Plan(nodes=nodes.to_list(), rows=rows, src=[s[i] for i in idx], dst=[d[i] for i in idx], broken=broken)
 
 
-def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int]) -> tuple[list[int | None], dict[int, int]]:
-    """(the driving thread's node at every step's start, GPU end node → the step that launched it)."""
+def _kahn(n: int, s: list[int], d: list[int]) -> list[int] | None:
+    """Every node's position in a topological order, or None when the graph has a cycle."""
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip(s, d, strict=True):
+        indeg[v] += 1
+        succ[u].append(v)
+    ready = [i for i in range(n) if indeg[i] == 0]
+    pos = [0] * n
+    k = 0
+    while ready:
+        u = ready.pop()
+        pos[u] = k
+        k += 1
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    return pos if k == n else None
+
+
+#: the weight of a removed edge: it never decides a start (every time is at least 0)
+_GONE = -(1 << 60)
+
+
+def _sweep(plan: _Plan, edges: pl.DataFrame, col: str) -> dict[int, int]:
+    """Every node's replayed offset from the window start: its longest distance from a source
+    (edges relaxed in topological order of their heads).  Removed edges (null weight) are
+    skipped; a node left without predecessors starts at 0."""
+    weights = edges[col].fill_null(_GONE).gather(plan.rows).to_list()
+    dist = [0] * len(plan.nodes)
+    for u, v, w in zip(plan.src, plan.dst, weights, strict=True):
+        t = dist[u] + w
+        if t > dist[v]:
+            dist[v] = t
+    return dict(zip(plan.nodes, dist, strict=True))
+
+
+def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], ends: list[int]) -> tuple[list[int | None], dict[int, int]]:
+    """(the driving thread's node at every step's start, GPU node → the step that launched it:
+    the step of its launch call, else of its recorded start when nothing recorded launched it).
+    End nodes map to ``k``, start nodes to ``-1 - k``."""
     first = edges.filter((pl.col("src") == 0) & (pl.col("kind") == EdgeKind.WINDOW.value) & (pl.col("tag") == "cpu"))
     main = nodes.join(first.select(pl.col("dst").alias("node")), on="node", how="semi").filter(pl.col("pid").is_not_null())
     markers: list[int | None] = [None] * len(starts)
+    bounds = pl.DataFrame({"_s": starts}, schema={"_s": pl.Int64}).with_row_index("_k").sort("_s")
     if main.height:
         pid, tid = main["pid"][0], main["tid"][0]
         chain = nodes.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).sort("t")
-        found = pl.DataFrame({"_s": starts}, schema={"_s": pl.Int64}).with_row_index("_k").sort("_s").join_asof(
-            chain.select("t", "node"), left_on="_s", right_on="t", strategy="forward"
-        ).sort("_k")
-        markers = [None if v is None else int(v) for v in found["node"].to_list()]
-    launches = edges.filter(pl.col("kind") == EdgeKind.LAUNCH.value).select("dst", "start_ns")
-    bounds = pl.DataFrame({"_s": starts}, schema={"_s": pl.Int64}).with_row_index("_k").sort("_s")
-    owned = launches.sort("start_ns").join_asof(bounds, left_on="start_ns", right_on="_s", strategy="backward").with_columns(
-        pl.col("_k").fill_null(0)
+        found = bounds.join_asof(chain.select("t", "node"), left_on="_s", right_on="t", strategy="forward").sort("_k")
+        # an instant of the driving thread inside the step marks its start (none: the thread
+        # was inside one long range, and GPU work alone bounds the step)
+        markers = [
+            None if v is None or t is None or t >= end else int(v)
+            for v, t, end in zip(found["node"].to_list(), found["t"].to_list(), ends, strict=True)
+        ]
+    launched = edges.filter(pl.col("kind") == EdgeKind.LAUNCH.value).group_by("dst").agg(pl.col("start_ns").min().alias("_c"))
+    gpu_starts = nodes.filter(pl.col("is_end").is_not_null() & ~pl.col("is_end")).select("node", "t").join(
+        launched.rename({"dst": "node"}), on="node", how="left"
+    ).with_columns(pl.coalesce("_c", "t").alias("_at"))
+    owned = gpu_starts.sort("_at").join_asof(bounds, left_on="_at", right_on="_s", strategy="backward").with_columns(
+        pl.col("_k").fill_null(0).cast(pl.Int64)
     )
-    gpu_ends = nodes.filter(pl.col("is_end").fill_null(False)).select(pl.col("node"), (pl.col("node") - 1).alias("dst"))
-    owner = owned.join(gpu_ends, on="dst").select("node", "_k")
-    return markers, dict(zip(owner["node"].to_list(), owner["_k"].to_list(), strict=True))
+    end_nodes = owned.select((pl.col("node") + 1).alias("node"), "_k")  # an activity's end node follows its start node
+    start_nodes = owned.select("node", (-1 - pl.col("_k")).alias("_k"))
+    both = pl.concat([end_nodes, start_nodes])
+    return markers, dict(zip(both["node"].to_list(), both["_k"].to_list(), strict=True))
 
 
-def _steps_of(dist: dict[int, int], markers: list[int | None], owner: Mapping[int, int], t_node: int, n: int) -> list[int | None]:
-    """Replayed step durations: step k ends when the host starts step k + 1 and the GPU finished
-    what step k launched, whichever is later (the last step: when everything finished)."""
+def _steps_of(dist: Mapping[int, int], markers: list[int | None], owner: Mapping[int, int], t_node: int, n: int) -> list[int | None]:
+    """Step durations from node times: step k ends when the host starts step k + 1 and the GPU
+    finished what step k launched, whichever is later (the last step: when everything
+    finished).  Without a recorded host thread, GPU work alone bounds the steps."""
     done = [0] * n
+    begin: list[int | None] = [None] * n
     for node, k in owner.items():
         d = dist.get(node)
-        if d is not None and d > done[k]:
-            done[k] = d
+        if d is None:
+            continue
+        if k >= 0:
+            done[k] = max(done[k], d)
+        else:
+            j = -1 - k
+            begin[j] = d if begin[j] is None else min(begin[j], d)  # type: ignore[type-var]
     start = [None if m is None else dist.get(m) for m in markers]
-    bounds: list[int | None] = [start[0] if start[0] is not None else 0]
+    first = start[0] if start[0] is not None else (begin[0] if begin[0] is not None else 0)
+    bounds: list[int] = [first]
     for k in range(n):
         nxt = start[k + 1] if k + 1 < n else dist.get(t_node)
-        prev = bounds[-1]
-        if nxt is None or prev is None:
-            bounds.append(None)
-            continue
-        bounds.append(max(nxt, done[k], prev))
-    return [None if a is None or b is None else b - a for a, b in itertools.pairwise(bounds)]
+        if k + 1 < n and nxt is None:
+            nxt = begin[k + 1]
+        bounds.append(max(nxt or 0, done[k], bounds[-1]))
+    return [b - a for a, b in itertools.pairwise(bounds)]
 
 
 def median(values: Sequence[float]) -> float | None:
     return float(statistics.median(values)) if values else None
+
+
+# --------------------------------------------------------------------------------------------
+# pricing findings and what-ifs (what diagnose uses)
+
+#: the replay prices fixes on a trace only when replaying it unchanged is this close to the
+#: recording; otherwise the critical path's per-step what-ifs stay (and a note says so)
+TRUST_ERROR = 0.05
+#: groups of steps replayed at most (evenly spread over the trace), so a long trace stays
+#: within the analysis budget
+MAX_GROUPS = 4
+#: a trace with more events than this replays only groups of its steps that hold about this
+#: many events in all
+MAX_REPLAY_EVENTS = 1_500_000
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What the replay says about a diagnosis' findings and what-ifs."""
+
+    replay: Replay | None
+    #: finding kind → (saving ms per step, predicted step ms) under its modelled fix
+    fixes: dict[str, tuple[float, float]]
+    #: the caller's what-ifs answered by the replay (label → predicted step ms)
+    what_ifs: dict[str, float]
+    trusted: bool
+    notes: tuple[str, ...] = ()
+
+
+def _sampled_steps(events: pl.DataFrame, steps: pl.DataFrame, group_steps: int) -> pl.DataFrame:
+    """The complete steps to replay: all of them, or on a long trace up to :data:`MAX_GROUPS`
+    groups spread evenly over each rank's steps."""
+    complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
+    if events.height <= MAX_REPLAY_EVENTS:
+        return complete
+    parts = []
+    for (_rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
+        n_groups = -(-per_rank.height // group_steps)
+        if n_groups <= MAX_GROUPS:
+            parts.append(per_rank)
+            continue
+        picks = sorted({round(i * (n_groups - 1) / (MAX_GROUPS - 1)) for i in range(MAX_GROUPS)})
+        parts.extend(per_rank.slice(g * group_steps, group_steps) for g in picks)
+    return pl.concat(parts) if parts else complete
+
+
+def price(
+    kinds: Sequence[str], events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, step_ms: float | None,
+    what_ifs: Sequence[WhatIf] = (), *, group_steps: int = GROUP_STEPS,
+) -> Pricing:
+    """Replay the trace with each finding's modelled fix and each asked what-if.
+
+    ``step_ms`` is the headline step time (the steps table's median); a prediction is it minus
+    the replayed saving, so every number stays on the headline's scale and no prediction
+    exceeds the current step.
+    """
+    edits = [e for k in dict.fromkeys(kinds) if (e := fix_edit(k)) is not None]
+    asked = [what_if_edit(w) for w in what_ifs]
+    chosen = _sampled_steps(events, steps, group_steps)
+    if chosen.height == 0 or step_ms is None:
+        return Pricing(replay=None, fixes={}, what_ifs={}, trusted=False)
+    r = replay(events, links, chosen, [*edits, *asked], group_steps=group_steps)
+    trusted = r.error is not None and r.error <= TRUST_ERROR
+    notes: list[str] = []
+    if r.error is not None and not trusted:
+        notes.append(
+            f"The replay of the steady state reproduces the recorded step time only within {100 * r.error:.1f}%; "
+            "predicted step times come from the per-step critical path instead."
+        )
+    fixes: dict[str, tuple[float, float]] = {}
+    answers: dict[str, float] = {}
+    if trusted:
+        for e in edits:
+            saving = min(r.saving_ms(e.label) or 0.0, step_ms)
+            fixes[e.label] = (saving, step_ms - saving)
+        for e in asked:
+            delta = r.delta_ms(e.label)
+            if delta is not None:
+                answers[e.label] = max(step_ms - delta, 0.0)
+    return Pricing(replay=r, fixes=fixes, what_ifs=answers, trusted=trusted, notes=tuple(notes))
