@@ -15,13 +15,12 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loopsim import FIXES, SCENARIOS, Loop, simulate, truth, write_kineto
+from loopsim.kineto import kineto_events
 
 import tracekit
 from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
 from tracekit.analysis.steps import find_steps
-
-from loopsim import FIXES, SCENARIOS, Loop, simulate, truth, write_kineto
-from loopsim.kineto import kineto_events
 
 #: targets of issue 16: mean what-if error, worst what-if error, largest finding on the control
 MEAN_ERROR, WORST_ERROR, CONTROL_SHARE = 0.05, 0.15, 0.05
@@ -51,9 +50,10 @@ def test_simulator_truth_is_a_resimulation() -> None:
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_replay_reproduces_the_measured_step(name: str, tmp_path: Path) -> None:
-    loop, fixes = SCENARIOS[name]
+    loop, _fixes = SCENARIOS[name]
     r, true_step = _replay(loop, tmp_path, ())
-    assert r.error is not None and r.error <= 0.02  # type: ignore[attr-defined]
+    assert r.error is not None
+    assert r.error <= 0.02
     assert r.measured_step_ms == pytest.approx(true_step, rel=0.02)  # type: ignore[attr-defined]
 
 
@@ -107,7 +107,8 @@ def test_every_finding_kind_states_its_modelled_fix() -> None:
     for kind in FINDING_KINDS:
         assert kind in FIX_MODELS
         assert fix_edit(kind) is not None
-    assert "2.5" in FIX_MODELS["no_tensor_cores"] and "20" in FIX_MODELS["launch_bound"]
+    assert "2.5" in FIX_MODELS["no_tensor_cores"]
+    assert "20" in FIX_MODELS["launch_bound"]
 
 
 def test_blocking_wait_is_derived_not_replayed(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ ranked findings.  Nothing here prints, plots or keeps global state; renderers
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,16 @@ import polars as pl
 
 from ..schema import EventKind, TraceInfo, TraceTables
 from .critical_path import CriticalPath, critical_path
-from .findings import Finding, build_findings, rank_by_saving
+from .findings import (
+    HEALTHY_UTILIZATION,
+    MIN_SHARE,
+    REPLAY_FOUND,
+    Finding,
+    build_findings,
+    found_by_replay,
+    price_by_replay,
+    rank_by_saving,
+)
 from .host import host_breakdown
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
@@ -65,7 +75,9 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     ``what_if`` lists extra questions for the critical path (each a mapping cause → factor,
     see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
 
-    Example (from the repository root): a loop whose single-process DataLoader stalls the GPU::
+    Example (from the repository root): a loop whose single-process DataLoader stalls the GPU,
+    and whose ``loss.item()`` keeps the host from loading the next batch while the GPU computes
+    (the replay prices each fix: either saves the 40 ms)::
 
         >>> import tracekit
         >>> from tracekit.analysis import diagnose
@@ -73,7 +85,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         >>> round(d.step_ms_median, 2), round(d.gpu_utilization, 2), d.complete_steps
         (100.01, 0.6, 8)
         >>> [(f.kind, round(f.ms_per_step, 1)) for f in d.findings]
-        [('data_loading', 40.0)]
+        [('data_loading', 40.0), ('host_device_sync', 40.0)]
         >>> round(d.breakdown_ms["data_loading"], 1)
         40.0
     """
@@ -128,6 +140,33 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         cpath = critical_path(events, links, steps.frame, what_ifs=scenarios)
         answers = {r.what_if: r for r in cpath.what_ifs}
         findings = rank_by_saving(findings, {kind: answers[wi] for kind, wi in per_finding.items()})
+    # ---- issue 16: the replay of the steady state prices each finding's fix and the asked
+    # what-ifs (the critical path above stays as the explanation, and as the fallback)
+    replay_notes: tuple[str, ...] = ()
+    if cpath is not None and step_ms_median is not None and not host_only:
+        from .replay import FIX_MODELS, price
+
+        healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
+        candidates = [f.kind for f in findings] + ([] if healthy else list(REPLAY_FOUND))
+        pricing = price(candidates, events, links, steps.frame, step_ms_median, asked)
+        replay_notes = pricing.notes
+        if pricing.trusted:
+            raised = {f.kind for f in findings}
+            extra = [
+                found_by_replay(
+                    kind, saving, predicted, step_ms_median, FIX_MODELS.get(kind), per_step=complete_main, gaps=finding_gaps, syncs=syncs,
+                    kernels=kstats, events=events,
+                )
+                for kind, (saving, predicted) in pricing.fixes.items()
+                if kind not in raised and saving >= MIN_SHARE * step_ms_median
+            ]
+            findings = price_by_replay([*findings, *extra], pricing.fixes, step_ms_median, FIX_MODELS, pricing.mean_shares)
+            answers = {r.what_if: r for r in cpath.what_ifs}
+            for wi in asked:
+                if wi.label in pricing.what_ifs and wi in answers:
+                    answers[wi] = dataclasses.replace(answers[wi], baseline_step_ms=step_ms_median, predicted_step_ms=pricing.what_ifs[wi.label])
+            cpath = dataclasses.replace(cpath, what_ifs=tuple(answers[r.what_if] for r in cpath.what_ifs))
+    # ---- end issue 16
     return Diagnosis(
         info=tables.info,
         steps=step_table,
@@ -142,7 +181,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         step_ms_median=step_ms_median,
         step_ms_mean=step_ms_mean,
         gpu_utilization=utilization,
-        data_quality=tuple(_data_quality(tables, steps, syncs)) + (cpath.notes if cpath is not None else ()),
+        data_quality=tuple(_data_quality(tables, steps, syncs)) + (cpath.notes if cpath is not None else ()) + replay_notes,
         devices=tables.devices,
         critical_path=cpath,
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),

@@ -169,6 +169,18 @@ class Replay:
         delta = self.delta_ms(label)
         return None if delta is None else max(0.0, delta)
 
+    def mean_saving_share(self, label: str) -> float | None:
+        """What the edit saves on the mean steady-state step, as a share of it: unlike the
+        median, this sees stalls that hit only some steps (a DataLoader falling behind)."""
+        col = f"{label}_ns"
+        if col not in self.steps.columns:
+            return None
+        rows = self.steps.filter(pl.col("steady")).drop_nulls(["replayed_ns", col])
+        if rows.height == 0:
+            rows = self.steps.drop_nulls(["replayed_ns", col])
+        base = float(rows["replayed_ns"].sum())
+        return None if base <= 0 else max(0.0, base - float(rows[col].sum())) / base
+
     def predicted_step_ms(self, label: str) -> float | None:
         """The measured median step minus the edit's saving."""
         m, s = self.measured_step_ms, self.saving_ms(label)
@@ -509,6 +521,8 @@ class Pricing:
     fixes: dict[str, tuple[float, float]]
     #: the caller's what-ifs answered by the replay (label → predicted step ms)
     what_ifs: dict[str, float]
+    #: finding kind → its fix's saving on the mean steady-state step (share of it)
+    mean_shares: dict[str, float]
     trusted: bool
     notes: tuple[str, ...] = ()
 
@@ -544,7 +558,7 @@ def price(
     asked = [what_if_edit(w) for w in what_ifs]
     chosen = _sampled_steps(events, steps, group_steps)
     if chosen.height == 0 or step_ms is None:
-        return Pricing(replay=None, fixes={}, what_ifs={}, trusted=False)
+        return Pricing(replay=None, fixes={}, what_ifs={}, mean_shares={}, trusted=False)
     r = replay(events, links, chosen, [*edits, *asked], group_steps=group_steps)
     trusted = r.error is not None and r.error <= TRUST_ERROR
     notes: list[str] = []
@@ -554,13 +568,15 @@ def price(
             "predicted step times come from the per-step critical path instead."
         )
     fixes: dict[str, tuple[float, float]] = {}
+    means: dict[str, float] = {}
     answers: dict[str, float] = {}
     if trusted:
         for e in edits:
             saving = min(r.saving_ms(e.label) or 0.0, step_ms)
             fixes[e.label] = (saving, step_ms - saving)
+            means[e.label] = r.mean_saving_share(e.label) or 0.0
         for e in asked:
             delta = r.delta_ms(e.label)
             if delta is not None:
                 answers[e.label] = max(step_ms - delta, 0.0)
-    return Pricing(replay=r, fixes=fixes, what_ifs=answers, trusted=trusted, notes=tuple(notes))
+    return Pricing(replay=r, fixes=fixes, what_ifs=answers, mean_shares=means, trusted=trusted, notes=tuple(notes))
