@@ -197,3 +197,21 @@ def test_sweep_terminates_on_any_graph(raw: list[tuple[int, int, int]]) -> None:
     has_cycle = not nx.is_directed_acyclic_graph(nx.DiGraph(list(edges.select("src", "dst").iter_rows())))
     assert (plan.broken > 0) == has_cycle
     assert all(d >= 0 for d in dist.values())
+
+
+def test_long_traces_replay_a_sample_of_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.analysis import replay as replay_module
+
+    loop = SCENARIOS["sync_prevents_overlap"][0]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    full = replay_module.price(["host_device_sync"], tables.events, tables.links, steps, 154.18)
+    # pretend the trace is long: two groups of 3 steps, from the start and the end of the trace
+    monkeypatch.setattr(replay_module, "MAX_REPLAY_EVENTS", 10)
+    monkeypatch.setattr(replay_module, "GROUP_EVENTS", 1)
+    sampled = replay_module.price(["host_device_sync"], tables.events, tables.links, steps, 154.18)
+    assert sampled.replay is not None
+    assert full.replay is not None
+    assert sampled.replay.steps.height == 6 < full.replay.steps.height
+    assert sampled.replay.steps["step"].to_list() == [1, 2, 3, 7, 8, 9]
+    assert sampled.fixes["host_device_sync"][0] == pytest.approx(full.fixes["host_device_sync"][0], rel=0.02)

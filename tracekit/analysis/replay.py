@@ -504,12 +504,12 @@ def median(values: Sequence[float]) -> float | None:
 #: the replay prices fixes on a trace only when replaying it unchanged is this close to the
 #: recording; otherwise the critical path's per-step what-ifs stay (and a note says so)
 TRUST_ERROR = 0.05
-#: groups of steps replayed at most (evenly spread over the trace), so a long trace stays
-#: within the analysis budget
-MAX_GROUPS = 4
-#: a trace with more events than this replays only groups of its steps that hold about this
-#: many events in all
-MAX_REPLAY_EVENTS = 1_500_000
+#: on a long trace (more events than :data:`MAX_REPLAY_EVENTS`) the replay prices fixes on at
+#: most this many groups of steps, spread evenly over each rank, each holding about
+#: :data:`GROUP_EVENTS` events (at least 3 steps), so the analysis stays within its budget
+MAX_GROUPS = 2
+MAX_REPLAY_EVENTS = 1_000_000
+GROUP_EVENTS = 200_000
 
 
 @dataclass(frozen=True)
@@ -527,21 +527,21 @@ class Pricing:
     notes: tuple[str, ...] = ()
 
 
-def _sampled_steps(events: pl.DataFrame, steps: pl.DataFrame, group_steps: int) -> pl.DataFrame:
-    """The complete steps to replay: all of them, or on a long trace up to :data:`MAX_GROUPS`
-    groups spread evenly over each rank's steps."""
+def _sampled_steps(events: pl.DataFrame, steps: pl.DataFrame, group_steps: int) -> tuple[pl.DataFrame, int]:
+    """(the complete steps to replay, the group size): all of them, or on a long trace up to
+    :data:`MAX_GROUPS` groups of about :data:`GROUP_EVENTS` events spread over each rank."""
     complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
-    if events.height <= MAX_REPLAY_EVENTS:
-        return complete
-    parts = []
+    if events.height <= MAX_REPLAY_EVENTS or complete.height == 0:
+        return complete, group_steps
+    per_step = events.height / complete.height
+    size = max(3, min(group_steps, int(GROUP_EVENTS / max(per_step, 1.0))))
+    parts: list[pl.DataFrame] = []
     for (_rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
-        n_groups = -(-per_rank.height // group_steps)
-        if n_groups <= MAX_GROUPS:
-            parts.append(per_rank)
-            continue
-        picks = sorted({round(i * (n_groups - 1) / (MAX_GROUPS - 1)) for i in range(MAX_GROUPS)})
-        parts.extend(per_rank.slice(g * group_steps, group_steps) for g in picks)
-    return pl.concat(parts) if parts else complete
+        n_groups = max(per_rank.height // size, 1)  # whole groups only
+        spread = {round(i * (n_groups - 1) / (MAX_GROUPS - 1)) for i in range(MAX_GROUPS)}
+        picks = range(n_groups) if n_groups <= MAX_GROUPS else sorted(spread)
+        parts.extend(per_rank.slice(g * size, size) for g in picks)
+    return pl.concat(parts), size
 
 
 def price(
@@ -556,10 +556,10 @@ def price(
     """
     edits = [e for k in dict.fromkeys(kinds) if (e := fix_edit(k)) is not None]
     asked = [what_if_edit(w) for w in what_ifs]
-    chosen = _sampled_steps(events, steps, group_steps)
+    chosen, size = _sampled_steps(events, steps, group_steps)
     if chosen.height == 0 or step_ms is None:
         return Pricing(replay=None, fixes={}, what_ifs={}, mean_shares={}, trusted=False)
-    r = replay(events, links, chosen, [*edits, *asked], group_steps=group_steps)
+    r = replay(events, links, chosen, [*edits, *asked], group_steps=size)
     trusted = r.error is not None and r.error <= TRUST_ERROR
     notes: list[str] = []
     if r.error is not None and not trusted:
