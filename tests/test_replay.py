@@ -215,3 +215,28 @@ def test_long_traces_replay_a_sample_of_groups(tmp_path: Path, monkeypatch: pyte
     assert sampled.replay.steps.height == 6 < full.replay.steps.height
     assert sampled.replay.steps["step"].to_list() == [1, 2, 3, 7, 8, 9]
     assert sampled.fixes["host_device_sync"][0] == pytest.approx(full.fixes["host_device_sync"][0], rel=0.02)
+
+
+@pytest.mark.parametrize("kind", ["shuffle", "overlap", "negative_dur", "drop_key", "wrong_type", "duplicate_key", "huge_int", "truncate"])
+def test_replay_under_the_fuzz_harness(kind: str, tmp_path: Path) -> None:
+    # the parsers' fuzz mutations on a simulated loop with syncs and a pageable copy: every case
+    # is replayed (with every fix) or refused with a TracekitError, never another exception
+    import dataclasses
+
+    from fuzzing import kineto_mutation, run_case, write_variant
+
+    loop = dataclasses.replace(_SMALL, step_sync="item", item_per_layer=True)
+    doc = {"schemaVersion": 1, "traceEvents": kineto_events(simulate(loop))}
+    raw = json.dumps(doc).encode()
+    edits = [e for k in FIXES if (e := fix_edit(k)) is not None]
+    for seed in range(4):
+        rng = random.Random(seed)
+        path = write_variant(kineto_mutation(doc, raw, rng, kind), tmp_path / f"{kind}{seed}.json", rng)
+
+        def case(path: Path = path) -> None:
+            tables = tracekit.read_trace(path, cache=False)
+            steps = find_steps(tables.events, tables.links).frame
+            r = replay(tables.events, tables.links, steps, edits)
+            assert all((r.steps[c].drop_nulls() >= 0).all() for c in r.steps.columns if c.endswith("_ns"))
+
+        assert run_case(case) in ("ok", "refused")
