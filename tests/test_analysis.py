@@ -129,6 +129,12 @@ def test_analyze_names_the_planted_cause_first(name: str, fmt: str) -> None:
     kinds = [f.kind for f in d.findings]
     if truth["expected_top_cause"] is None or name.endswith("_fixed"):
         assert kinds == [], kinds
+    elif name == "pageable_memcpy":
+        # the copy precedes the step's kernels on their stream and the step ends in a sync:
+        # pinning can only make the copy itself faster (pinned bandwidth instead of the recorded
+        # one), under 5% of the step, so the replay does not report it (issue 16)
+        assert d.breakdown_ms["pageable_memcpy"] > 0
+        assert "pageable_memcpy" not in kinds
     else:
         assert kinds[0] == truth["expected_top_cause"]
     # the last window reaches the end of its GPU work (not the CPU range), hence the tolerance
@@ -152,7 +158,11 @@ def test_sync_points_name_the_operator() -> None:
     assert set(stream["step"].to_list()) == set(range(1, 9))
     finding = d.findings[0]
     assert finding.kind == "host_device_sync"
-    assert finding.ms_per_step == pytest.approx(15.0035)
+    # what removing the sync saves: the same loop recorded without it (host_sync_fixed)
+    fixed = _diagnose("host_sync_fixed", "kineto.json").step_ms_median
+    assert d.step_ms_median is not None
+    assert fixed is not None
+    assert finding.ms_per_step == pytest.approx(d.step_ms_median - fixed, abs=0.02)
     assert finding.evidence["sync_calls"][0]["api"] == "cudaStreamSynchronize"
 
 
@@ -182,8 +192,9 @@ def test_json_contract() -> None:
     assert {"rank", "step", "start_ns", "dur_ns", "gpu_busy_ns"} <= set(data["steps"][0])
     f = data["findings"][0]
     assert {"kind", "share_of_step", "ms_per_step", "evidence", "fix", "predicted_step_ms"} <= set(f)
-    ms = [x["ms_per_step"] for x in data["findings"]]
-    assert ms == sorted(ms, reverse=True)
+    # ranked by saving; savings within 1% of the step tie and keep the kinds' order
+    shares = [round(x["ms_per_step"] / s["step_ms_median"], 2) for x in data["findings"]]
+    assert shares == sorted(shares, reverse=True)
     json.dumps(data)
 
 
@@ -207,8 +218,10 @@ def test_dataloader_and_optimizer_steps_on_resnet() -> None:
     t = tracekit.read_trace(shared_trace("param/resnet_kineto.json.gz"), cache=False)
     d = diagnose(t)
     assert d.step_sources == {0: "optimizer"}
-    assert d.findings
-    assert "data_loading" in [f.kind for f in d.findings]
+    # the breakdown still explains idle time by data loading (a few steps stall), but the
+    # replay prices fixes on the median steady-state step, which the stalls do not move
+    assert d.breakdown_ms["data_loading"] > 0
+    assert all(f.predicted_step_ms is None or f.predicted_step_ms <= (d.step_ms_median or 0) for f in d.findings)
 
 
 def test_cpu_only_trace_says_so() -> None:
@@ -250,5 +263,9 @@ def test_same_analysis_path_on_real_nsight_and_kineto() -> None:
         assert d.gpu_utilization is not None
         assert 0 < d.gpu_utilization < 1
         assert d.kernels.kernel_count > 0
-    # cloverleaf synchronises after every kernel, copying from pageable memory
-    assert {"host_device_sync", "pageable_memcpy"} <= {f.kind for f in nsys.findings}
+    # cloverleaf synchronises after every kernel, copying from pageable memory: the breakdown
+    # charges idle gaps to both; removing either (replayed) saves under 5% of its GPU-bound step,
+    # so neither is a finding
+    assert nsys.breakdown_ms["host_device_sync"] > 0
+    assert nsys.breakdown_ms["pageable_memcpy"] > 0
+    assert not {"host_device_sync", "pageable_memcpy"} & {f.kind for f in nsys.findings}

@@ -20,7 +20,16 @@ from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceInfo, TraceTables
 from .causes import CAUSES
 from .critical_path import CriticalPath, critical_path
 from .efficiency import Efficiency, efficiency, efficiency_findings
-from .findings import MIN_SHARE, Finding, build_findings, rank_by_saving
+from .findings import (
+    HEALTHY_UTILIZATION,
+    MIN_SHARE,
+    REPLAY_FOUND,
+    Finding,
+    build_findings,
+    found_by_replay,
+    price_by_replay,
+    rank_by_saving,
+)
 from .host import host_breakdown
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
@@ -80,7 +89,9 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
     ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``).
 
-    Example (from the repository root): a loop whose single-process DataLoader stalls the GPU::
+    Example (from the repository root): a loop whose single-process DataLoader stalls the GPU,
+    and whose ``loss.item()`` keeps the host from loading the next batch while the GPU computes
+    (the replay prices each fix: either saves the 40 ms)::
 
         >>> import tracekit
         >>> from tracekit.analysis import diagnose
@@ -88,7 +99,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         >>> round(d.step_ms_median, 2), round(d.gpu_utilization, 2), d.complete_steps
         (100.01, 0.6, 8)
         >>> [(f.kind, round(f.ms_per_step, 1)) for f in d.findings]
-        [('data_loading', 40.0)]
+        [('data_loading', 40.0), ('host_device_sync', 40.0)]
         >>> round(d.breakdown_ms["data_loading"], 1)
         40.0
     """
@@ -161,6 +172,15 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         )
         answers = {r.what_if: r for r in cpath.what_ifs}
         findings = rank_by_saving(findings, {kind: answers[wi] for kind, wi in per_finding.items()})
+    # the replay of the steady state prices each finding's fix and the asked what-ifs (the
+    # critical path above stays as the explanation, and as the fallback where the replay is not trusted)
+    replay_notes: tuple[str, ...] = ()
+    if cpath is not None and step_ms_median is not None and not host_only:
+        phase("replay")
+        cpath, findings, replay_notes = _price_by_replay(
+            cpath, findings, asked, events=events, links=links, steps=steps.frame, step_ms=step_ms_median,
+            utilization=utilization, per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats,
+        )
     return Diagnosis(
         info=tables.info,
         steps=step_table,
@@ -175,13 +195,55 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         step_ms_median=step_ms_median,
         step_ms_mean=step_ms_mean,
         gpu_utilization=utilization,
-        data_quality=tuple(_data_quality(tables, steps, syncs, warmup)) + (cpath.notes if cpath is not None else ()),
+        data_quality=tuple(_data_quality(tables, steps, syncs, warmup)) + (cpath.notes if cpath is not None else ()) + replay_notes,
         devices=tables.devices,
         critical_path=cpath,
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
         efficiency=eff,
         warmup=warmup,
     )
+
+
+def _price_by_replay(
+    cpath: CriticalPath,
+    findings: list[Finding],
+    asked: Sequence[WhatIf],
+    *,
+    events: pl.DataFrame,
+    links: pl.DataFrame,
+    steps: pl.DataFrame,
+    step_ms: float,
+    utilization: float | None,
+    per_step: pl.DataFrame,
+    gaps: pl.DataFrame,
+    syncs: pl.DataFrame,
+    kernels: KernelStats,
+) -> tuple[CriticalPath, list[Finding], tuple[str, ...]]:
+    """Each finding's cost becomes the saving of its fix in the replay (:mod:`.replay`), causes
+    the replay finds on its own (a sync that prevents overlap) are added, and the asked what-ifs
+    are answered by the replay; unchanged where the replay does not reproduce the trace."""
+    from .replay import FIX_MODELS, price
+
+    healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
+    candidates = [f.kind for f in findings] + ([] if healthy else list(REPLAY_FOUND))
+    pricing = price(candidates, events, links, steps, step_ms, tuple(asked))
+    if not pricing.trusted:
+        return cpath, findings, pricing.notes
+    raised = {f.kind for f in findings}
+    extra = [
+        found_by_replay(
+            kind, saving, predicted, step_ms, FIX_MODELS.get(kind), per_step=per_step, gaps=gaps, syncs=syncs,
+            kernels=kernels, events=events,
+        )
+        for kind, (saving, predicted) in pricing.fixes.items()
+        if kind not in raised and saving >= MIN_SHARE * step_ms
+    ]
+    findings = price_by_replay([*findings, *extra], pricing.fixes, step_ms, FIX_MODELS, pricing.mean_shares)
+    answers = {r.what_if: r for r in cpath.what_ifs}
+    for wi in asked:
+        if wi.label in pricing.what_ifs and wi in answers:
+            answers[wi] = dataclasses.replace(answers[wi], baseline_step_ms=step_ms, predicted_step_ms=pricing.what_ifs[wi.label])
+    return dataclasses.replace(cpath, what_ifs=tuple(answers[r.what_if] for r in cpath.what_ifs)), findings, pricing.notes
 
 
 def _efficiency_what_ifs(found: Sequence[Finding], eff: Efficiency) -> dict[str, WhatIf]:

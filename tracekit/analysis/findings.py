@@ -60,6 +60,8 @@ class Finding:
     predicted_step_ms: float | None = None
     steps_affected: int = 0
     worst_steps: tuple[int, ...] = field(default_factory=tuple)
+    #: the fix the replay modelled to price this finding (None: priced by the critical path)
+    modelled_fix: str | None = None
 
     @classmethod
     def of(
@@ -97,6 +99,7 @@ class Finding:
             "worst_steps": list(self.worst_steps),
             "evidence": self.evidence,
             "fix": self.fix,
+            "modelled_fix": self.modelled_fix,
         }
 
 
@@ -220,6 +223,60 @@ def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfRes
         saving = None if answer is None else answer.saving_ms
         ranked.append((saving is None, -round(saving or 0.0, 6), -round(f.ms_per_step, 6), order[f.kind], f))
     return [r[-1] for r in sorted(ranked, key=lambda r: r[:-1])]
+
+
+def price_by_replay(
+    found: Sequence[Finding], fixes: Mapping[str, tuple[float, float]], step_ms: float, models: Mapping[str, str],
+    mean_shares: Mapping[str, float] | None = None,
+) -> list[Finding]:
+    """Each finding the replay priced (``fixes``: kind → (saving ms, predicted step ms)) costs
+    what its modelled fix saves per step, predicts the replayed step, and names the fix
+    modelled (``models``); findings are ranked by that saving (unpriced ones keep their place
+    after them).  A finding whose fix saves less than :data:`MIN_SHARE` of the median step is
+    dropped (the time it explains would be lost anyway: a blocking copy on a host slower than
+    its GPU), unless it saves that much of the mean step (``mean_shares``): stalls in only some
+    steps, which the median does not see; such a finding keeps its critical-path price."""
+    order = {k: i for i, k in enumerate(FINDING_KINDS)}
+    priced, rest = [], []
+    for f in found:
+        if f.kind not in fixes:
+            rest.append(f)
+            continue
+        saving, predicted = fixes[f.kind]
+        if step_ms and saving < MIN_SHARE * step_ms:
+            if (mean_shares or {}).get(f.kind, 0.0) >= MIN_SHARE and f.evidence.get("found_by") != "replay":
+                rest.append(f)
+            continue
+        priced.append(dataclasses.replace(
+            f, ms_per_step=saving, share_of_step=saving / step_ms if step_ms else 0.0, predicted_step_ms=predicted,
+            modelled_fix=models.get(f.kind),
+        ))
+    # savings within 1% of the step of each other tie (a sync that serialises loading and
+    # compute: removing either saves the same); ties keep the kinds' order
+    priced.sort(key=lambda f: (-round(f.ms_per_step / step_ms, 2) if step_ms else 0.0, order[f.kind]))
+    return [*priced, *rest]
+
+
+#: causes the replay may find on its own: a fix whose replayed saving reaches MIN_SHARE of the
+#: step is a finding even when the idle-gap breakdown charges its time elsewhere (a sync that
+#: prevents loading the next batch while the GPU computes leaves gaps charged to data loading)
+REPLAY_FOUND = ("host_device_sync", "pageable_memcpy", "allocator", "data_loading")
+
+
+def found_by_replay(
+    kind: str, saving: float, predicted: float, step_ms: float, model: str | None, *, per_step: pl.DataFrame, gaps: pl.DataFrame,
+    syncs: pl.DataFrame, kernels: KernelStats, events: pl.DataFrame,
+) -> Finding:
+    """A finding the replay found (see :data:`REPLAY_FOUND`), costed by its fix's saving."""
+    col = f"{kind}_ns"
+    affected = per_step.filter(pl.col(col) > 0) if col in per_step.columns else per_step.clear()
+    evidence = _evidence(kind, per_step, gaps, syncs, kernels, events) if col in per_step.columns else {}
+    evidence["found_by"] = "replay"
+    return Finding(
+        kind=kind, title=TITLES[kind], ms_per_step=saving, share_of_step=saving / step_ms if step_ms else 0.0, evidence=evidence,
+        fix=FIXES[kind], predicted_step_ms=predicted, steps_affected=affected.height if affected.height else per_step.height,
+        modelled_fix=model,
+    )
 
 
 def _evidence(

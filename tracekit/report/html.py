@@ -356,6 +356,8 @@ def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evide
     ]
     if f.predicted_step_ms is not None:
         parts.append(f"<p>Predicted step time if fixed: <b>{f.predicted_step_ms:,.2f} ms</b></p>")
+    if f.modelled_fix:
+        parts.append(f"<p><b>Fix modelled (replay):</b> {_e(f.modelled_fix)}</p>")
     summary = evidence(f)
     if summary:
         parts.append(f"<p><b>Evidence:</b> {_e(summary)}</p>")

@@ -85,6 +85,8 @@ def render_text(d: Diagnosis) -> str:
             out.append(cost)
             if f.predicted_step_ms is not None:
                 out.append(f"    predicted step time if fixed: {f.predicted_step_ms:,.2f} ms{_saving(s, f.predicted_step_ms)}")
+            if f.modelled_fix:
+                out.append(f"    fix modelled (replay): {f.modelled_fix}")
             ev = evidence_text(f)
             if ev:
                 out.append(f"    evidence: {ev}")
@@ -246,7 +248,8 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
             where = f" In {f.steps_affected} steps" + (
                 f" (worst: {', '.join(str(x) for x in f.worst_steps)})." if f.worst_steps else "."
             )
-            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}. Fix: {f.fix}")
+            modelled = f" Fix modelled (replay): {f.modelled_fix}." if f.modelled_fix else ""
+            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}. Fix: {f.fix}{modelled}")
         out.append("")
     else:
         out += ["No findings.", ""]

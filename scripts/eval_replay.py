@@ -1,0 +1,207 @@
+"""Evaluate the replay model (tracekit/analysis/replay.py) against measurements and simulated truth.
+
+Three reports, printed as Markdown tables (``--json FILE`` also writes them as JSON):
+
+(a) replay error on every trace under ../shared/traces and sample_traces: the median step of
+    the trace replayed unchanged against the median measured step;
+(b) what-if error per simulated scenario and fix (tests/loopsim): the predicted step time after
+    the fix against the same loop re-simulated with the fix applied, plus the largest saving any
+    fix claims on the healthy control;
+(c) real before/after pairs: the step time predicted for the fix on the "before" trace against
+    the "after" trace's measured step.
+
+Usage::
+
+    python scripts/eval_replay.py [--only a|b|c] [--json results.json] [--max-mb 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+import tracekit  # noqa: E402
+from tracekit.analysis.replay import FIX_MODELS, fix_edit, replay  # noqa: E402
+from tracekit.analysis.steps import find_steps  # noqa: E402
+from tracekit.errors import TracekitError  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "traces"
+SAMPLES = REPO / "sample_traces"
+_TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep")
+
+
+def _traces(max_bytes: int) -> list[Path]:
+    found = []
+    for root in (SHARED, SAMPLES):
+        if not root.exists():
+            continue
+        for p in sorted(root.rglob("*")):
+            if not p.is_file() or not p.name.endswith(_TRACE_SUFFIXES) or p.name.endswith(".expected.json"):
+                continue
+            if p.name in ("metadata.json",) or p.stat().st_size > max_bytes:
+                continue
+            found.append(p)
+    return found
+
+
+def _name(p: Path) -> str:
+    for root in (SHARED, REPO):
+        try:
+            return str(p.relative_to(root.parent if root is SHARED else root))
+        except ValueError:
+            continue
+    return str(p)
+
+
+def replay_errors(max_bytes: int) -> list[dict[str, Any]]:
+    rows = []
+    for path in _traces(max_bytes):
+        t0 = time.perf_counter()
+        try:
+            tables = tracekit.read_trace(path)
+        except TracekitError as exc:
+            rows.append({"trace": _name(path), "status": f"not read: {str(exc).splitlines()[0][:80]}"})
+            continue
+        steps = find_steps(tables.events, tables.links)
+        r = replay(tables.events, tables.links, steps.frame)
+        sources = sorted(set(steps.sources.values()))
+        rows.append({
+            "trace": _name(path),
+            "status": "ok" if r.error is not None else "no complete steps",
+            "steps": int(r.steps.height),
+            "step_source": ",".join(sources),
+            "measured_ms": r.measured_step_ms,
+            "recorded_ms": r.recorded_step_ms,
+            "replayed_ms": r.replayed_step_ms,
+            "error": r.error,
+            "seconds": round(time.perf_counter() - t0, 2),
+        })
+        print(f"  {rows[-1]['trace']}: {rows[-1]['status']} error={r.error}", file=sys.stderr)
+    return rows
+
+
+def whatif_errors() -> tuple[list[dict[str, Any]], dict[str, float]]:
+    from loopsim import FIXES, SCENARIOS, simulate, truth, write_kineto
+
+    rows = []
+    control: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (loop, fixes) in SCENARIOS.items():
+            run = simulate(loop)
+            tables = tracekit.read_trace(write_kineto(run, Path(tmp) / f"{name}.json"))
+            steps = find_steps(tables.events, tables.links).frame
+            edits = [e for k in FIXES if (e := fix_edit(k)) is not None]
+            r = replay(tables.events, tables.links, steps, edits)
+            if not fixes:
+                step = r.measured_step_ms or 0.0
+                control[name] = max((r.saving_ms(e.label) or 0.0) / step for e in edits) if step else 0.0
+            for fix in fixes:
+                true_ms = truth(loop, fix) / 1e6
+                pred = r.predicted_step_ms(fix)
+                rows.append({
+                    "scenario": name, "fix": fix, "step_ms": run.steady_step_ns / 1e6, "truth_ms": true_ms, "predicted_ms": pred,
+                    "error": None if pred is None else abs(pred - true_ms) / true_ms,
+                })
+    return rows, control
+
+
+def pairs() -> list[dict[str, Any]]:
+    cases = [
+        ("data_loading", SAMPLES / "captures" / "slow_dataloader", SAMPLES / "captures" / "slow_dataloader_fixed"),
+        ("pageable_memcpy", SHARED / "gpupuzzlers" / "streams" / "blocking", SHARED / "gpupuzzlers" / "streams" / "non_blocking"),
+        ("host_device_sync", SHARED / "gpupuzzlers" / "streams" / "blocking", SHARED / "gpupuzzlers" / "streams" / "non_blocking"),
+        ("data_loading", SAMPLES / "synthetic" / "dataloader_stall.kineto.json", SAMPLES / "synthetic" / "dataloader_fixed.kineto.json"),
+        ("host_device_sync", SAMPLES / "synthetic" / "host_sync.kineto.json", SAMPLES / "synthetic" / "host_sync_fixed.kineto.json"),
+    ]
+    rows = []
+    for fix, before, after in cases:
+        if not before.exists() or not after.exists():
+            continue
+        b, a = tracekit.read_trace(_one(before)), tracekit.read_trace(_one(after))
+        edit = fix_edit(fix)
+        assert edit is not None
+        rb = replay(b.events, b.links, find_steps(b.events, b.links).frame, [edit])
+        ra = replay(a.events, a.links, find_steps(a.events, a.links).frame)
+        pred, after_ms = rb.predicted_step_ms(fix), ra.measured_step_ms
+        rows.append({
+            "fix": fix, "before": _name(before), "after": _name(after), "before_ms": rb.measured_step_ms, "predicted_ms": pred,
+            "after_ms": after_ms, "error": None if pred is None or not after_ms else abs(pred - after_ms) / after_ms,
+        })
+    return rows
+
+
+def _one(p: Path) -> Path:
+    """A trace file: ``p`` itself, or the first trace in the folder ``p``."""
+    if p.is_dir():
+        return sorted(q for q in p.rglob("*") if q.name.endswith(_TRACE_SUFFIXES) and q.name != "metadata.json")[0]
+    return p
+
+
+def _f(x: Any, pct: bool = False) -> str:
+    if x is None:
+        return "–"
+    return f"{100 * x:.2f}%" if pct else f"{x:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["a", "b", "c"])
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--max-mb", type=float, default=50.0, help="skip traces larger than this (default 50 MB)")
+    args = ap.parse_args(argv)
+    out: dict[str, Any] = {}
+    if args.only in (None, "a"):
+        rows = replay_errors(int(args.max_mb * 1e6))
+        out["replay"] = rows
+        errs = [r["error"] for r in rows if r.get("error") is not None]
+        print("## (a) Replay error (trace replayed unchanged vs recorded, median steady-state step)\n")
+        print("measured: the steps table's median step; recorded: the recorded trace's median step under the replay's definition")
+        print("(until the host starts the next step and the GPU finished this step's work); error: replayed vs recorded.\n")
+        print("| trace | steps | source | measured ms | recorded ms | replayed ms | error |\n|---|---:|---|---:|---:|---:|---:|")
+        for r in rows:
+            if r.get("error") is None:
+                print(f"| {r['trace']} | – | – | – | – | – | {r['status']} |")
+            else:
+                print(f"| {r['trace']} | {r['steps']} | {r['step_source']} | {_f(r['measured_ms'])} | {_f(r['recorded_ms'])} | "
+                      f"{_f(r['replayed_ms'])} | {_f(r['error'], True)} |")
+        if errs:
+            print(f"\n{len(errs)} traces replayed: median error {_f(statistics.median(errs), True)}, mean {_f(statistics.mean(errs), True)}, "
+                  f"worst {_f(max(errs), True)}\n")
+    if args.only in (None, "b"):
+        rows, control = whatif_errors()
+        out["what_if"], out["control"] = rows, control
+        print("## (b) What-if error against the simulator's truth (re-simulated with the fix)\n")
+        print("| scenario | fix | step ms | truth ms | predicted ms | error |\n|---|---|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['scenario']} | {r['fix']} | {_f(r['step_ms'])} | {_f(r['truth_ms'])} | {_f(r['predicted_ms'])} | {_f(r['error'], True)} |")
+        errs = [r["error"] for r in rows if r["error"] is not None]
+        if errs:
+            print(f"\nmean error {_f(statistics.mean(errs), True)}, worst {_f(max(errs), True)} over {len(errs)} fixes")
+        for name, share in control.items():
+            print(f"control `{name}`: the largest saving any fix claims is {_f(share, True)} of the step")
+        print()
+    if args.only in (None, "c"):
+        rows = pairs()
+        out["pairs"] = rows
+        print("## (c) Real and recorded before/after pairs\n")
+        print("| fix | before | after | before ms | predicted ms | after ms | error |\n|---|---|---|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['fix']} | {r['before']} | {r['after']} | {_f(r['before_ms'])} | {_f(r['predicted_ms'])} | {_f(r['after_ms'])} | {_f(r['error'], True)} |")
+        print("\nFixes modelled: " + "; ".join(f"`{k}`: {v}" for k, v in FIX_MODELS.items()))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

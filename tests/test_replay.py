@@ -1,0 +1,242 @@
+"""The replay model (tracekit/analysis/replay.py) held to the loop simulator's truth (tests/loopsim).
+
+Truth is the simulated loop re-simulated with the fix applied, never the analysis' own
+assumption; the replay sees only the Kineto trace the simulator wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import networkx as nx
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from loopsim import FIXES, SCENARIOS, Loop, simulate, truth, write_kineto
+from loopsim.kineto import kineto_events
+
+import tracekit
+from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
+from tracekit.analysis.steps import find_steps
+
+#: targets of issue 16: mean what-if error, worst what-if error, largest finding on the control
+MEAN_ERROR, WORST_ERROR, CONTROL_SHARE = 0.05, 0.15, 0.05
+
+
+def _tables(loop: Loop, tmp: Path) -> tracekit.TraceTables:
+    return tracekit.read_trace(write_kineto(simulate(loop), tmp / f"{loop.name}.json"))
+
+
+def _replay(loop: Loop, tmp: Path, kinds: tuple[str, ...]) -> tuple[object, float]:
+    tables = _tables(loop, tmp)
+    steps = find_steps(tables.events, tables.links).frame
+    edits = [e for k in kinds if (e := fix_edit(k)) is not None]
+    return replay(tables.events, tables.links, steps, edits), simulate(loop).steady_step_ns / 1e6
+
+
+def test_simulator_truth_is_a_resimulation() -> None:
+    # removing the sync of a loop that loads on the main thread lets the host load the next
+    # batch while the GPU computes: the truth is max(host, GPU), not "step minus the sync"
+    loop, _ = SCENARIOS["sync_prevents_overlap"]
+    run = simulate(loop)
+    fixed = truth(loop, "host_device_sync") / 1e6
+    assert run.steady_step_ns / 1e6 > fixed + 20
+    gpu_ms = sum(g.end - g.start for g in run.gpu) / loop.steps / 1e6
+    assert fixed == pytest.approx(max(gpu_ms, loop.load_ns / 1e6), rel=0.05)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_replay_reproduces_the_measured_step(name: str, tmp_path: Path) -> None:
+    loop, _fixes = SCENARIOS[name]
+    r, true_step = _replay(loop, tmp_path, ())
+    assert r.error is not None
+    assert r.error <= 0.02
+    assert r.measured_step_ms == pytest.approx(true_step, rel=0.02)  # type: ignore[attr-defined]
+
+
+_CASES = [(name, fix) for name, (_, fixes) in SCENARIOS.items() for fix in fixes]
+
+
+@pytest.mark.parametrize(("name", "fix"), _CASES)
+def test_what_if_matches_the_resimulated_fix(name: str, fix: str, tmp_path: Path) -> None:
+    loop, _ = SCENARIOS[name]
+    r, _step = _replay(loop, tmp_path, (fix,))
+    predicted = r.predicted_step_ms(fix)  # type: ignore[attr-defined]
+    expected = truth(loop, fix) / 1e6
+    assert predicted is not None
+    assert abs(predicted - expected) / expected <= WORST_ERROR, (predicted, expected)
+
+
+def test_mean_what_if_error_within_target(tmp_path: Path) -> None:
+    errors = []
+    for name, (loop, fixes) in SCENARIOS.items():
+        if not fixes or name == "launch_bound":  # launch_bound has its own case (the slowest to replay)
+            continue
+        r, _ = _replay(loop, tmp_path, fixes)
+        for fix in fixes:
+            expected = truth(loop, fix) / 1e6
+            errors.append(abs(r.predicted_step_ms(fix) - expected) / expected)  # type: ignore[attr-defined]
+    assert sum(errors) / len(errors) <= MEAN_ERROR
+
+
+@pytest.mark.parametrize("name", ["healthy", "warmup"])
+def test_no_fix_claims_much_on_a_healthy_loop(name: str, tmp_path: Path) -> None:
+    loop, fixes = SCENARIOS[name]
+    assert fixes == ()
+    r, _ = _replay(loop, tmp_path, tuple(FIXES))
+    step = r.measured_step_ms  # type: ignore[attr-defined]
+    for kind in FIXES:
+        assert (r.saving_ms(kind) or 0.0) <= CONTROL_SHARE * step, kind  # type: ignore[attr-defined]
+
+
+def test_warm_up_step_is_not_the_steady_state(tmp_path: Path) -> None:
+    # a 400 ms cudaMalloc burst in the first step: the replay's steady state excludes it
+    loop, _ = SCENARIOS["warmup"]
+    r, true_step = _replay(loop, tmp_path, ("allocator",))
+    assert r.steps.filter(pl.col("steady")).height == r.steps.height - 1  # type: ignore[attr-defined]
+    assert r.measured_step_ms == pytest.approx(true_step, rel=0.02)  # type: ignore[attr-defined]
+    assert r.saving_ms("allocator") < 0.05 * true_step  # type: ignore[attr-defined]
+
+
+def test_every_finding_kind_states_its_modelled_fix() -> None:
+    from tracekit.analysis.findings import FINDING_KINDS
+
+    for kind in FINDING_KINDS:
+        assert kind in FIX_MODELS
+        assert fix_edit(kind) is not None
+    assert "2.5" in FIX_MODELS["no_tensor_cores"]
+    assert "20" in FIX_MODELS["launch_bound"]
+
+
+def test_blocking_wait_is_derived_not_replayed(tmp_path: Path) -> None:
+    # make the GPU work 3x faster: the .item() sync must wait less, not keep its recorded time
+    loop, _ = SCENARIOS["item_per_layer"]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    faster = Edit("faster", gpu={"kernel": 1 / 3, "fp32_matmul": 1 / 3})
+    r = replay(tables.events, tables.links, steps, [faster])
+    assert r.saving_ms("faster") > 0.3 * r.measured_step_ms
+
+
+# --------------------------------------------------------------------------------------------
+# property tests: any trace, any graph
+
+
+def _mutated(loop: Loop, seed: int, drop: float, skew_us: float, break_flows: bool) -> dict[str, object]:
+    rng = random.Random(seed)
+    events = kineto_events(simulate(loop))
+    out = []
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") not in ("Trace",) and rng.random() < drop:
+            continue  # a dropped event
+        if e.get("cat") in ("kernel", "gpu_memcpy") and rng.random() < 0.3:
+            e = {**e, "ts": e["ts"] - rng.uniform(0, skew_us)}  # GPU clock skew: may start before its launch
+        if break_flows and e.get("ph") in ("s", "f") and rng.random() < 0.3:
+            e = {**e, "id": e["id"] + 10_000_000}  # a flow whose other end is missing
+        out.append(e)
+    return {"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": out}
+
+
+_SMALL = Loop("prop", steps=4, layers=2, elementwise_per_layer=1, gemm_ns=200_000, elementwise_ns=50_000, load_ns=1_000_000)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    drop=st.sampled_from([0.0, 0.05, 0.2]),
+    skew_us=st.sampled_from([0.0, 50.0, 5_000.0]),
+    break_flows=st.booleans(),
+    sync=st.sampled_from([None, "item", "stream_sync"]),
+    pinned=st.booleans(),
+)
+def test_replay_survives_bad_traces(tmp_path: Path, seed: int, drop: float, skew_us: float, break_flows: bool, sync: str | None, pinned: bool) -> None:
+    import dataclasses
+
+    loop = dataclasses.replace(_SMALL, step_sync=sync, pinned=pinned, non_blocking=pinned)
+    path = tmp_path / f"p{seed}.json"
+    path.write_text(json.dumps(_mutated(loop, seed, drop, skew_us, break_flows)))
+    try:
+        tables = tracekit.read_trace(path)
+    except tracekit.TracekitError:
+        return  # rejected with a clear error is fine; a traceback is not
+    steps = find_steps(tables.events, tables.links).frame
+    edits = [e for k in FIXES if (e := fix_edit(k)) is not None]
+    r = replay(tables.events, tables.links, steps, edits)
+    for col in r.steps.columns:
+        if col.endswith("_ns"):
+            assert (r.steps[col].drop_nulls() >= 0).all(), col
+    for edit in (None, *edits):
+        sched = replay_schedule(tables.events, tables.links, steps, edit).drop_nulls()
+        assert (sched["end_ns"] >= sched["start_ns"]).all()
+        ordered = sched.sort(["rank", "track", "start_ns", "end_ns"])
+        prev_end = pl.col("end_ns").shift(1).over(["rank", "track"])
+        overlaps = ordered.filter(pl.col("start_ns") < prev_end)
+        assert overlaps.height == 0, overlaps
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(-5, 50)), max_size=120))
+def test_sweep_terminates_on_any_graph(raw: list[tuple[int, int, int]]) -> None:
+    # any graph, cycles included (clock skew can close one): the sweep ends, and its times
+    # satisfy every edge it kept
+    edges = pl.DataFrame(
+        [(u, v, w) for u, v, w in raw if u != v] or [(0, 1, 0)], schema={"src": pl.Int64, "dst": pl.Int64, "w": pl.Int64}, orient="row"
+    )
+    plan = _order(edges)
+    dist = _sweep(plan, edges, "w")
+    kept = {(plan.nodes[u], plan.nodes[v]) for u, v in zip(plan.src, plan.dst, strict=True)}
+    G = nx.DiGraph()
+    G.add_edges_from(kept)
+    assert nx.is_directed_acyclic_graph(G)
+    for u, v, w in edges.iter_rows():
+        if (u, v) in kept:
+            assert dist[v] >= dist[u] + w
+    has_cycle = not nx.is_directed_acyclic_graph(nx.DiGraph(list(edges.select("src", "dst").iter_rows())))
+    assert (plan.broken > 0) == has_cycle
+    assert all(d >= 0 for d in dist.values())
+
+
+def test_long_traces_replay_a_sample_of_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.analysis import replay as replay_module
+
+    loop = SCENARIOS["sync_prevents_overlap"][0]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    full = replay_module.price(["host_device_sync"], tables.events, tables.links, steps, 154.18)
+    # pretend the trace is long: two groups of 3 steps, from the start and the end of the trace
+    monkeypatch.setattr(replay_module, "MAX_REPLAY_EVENTS", 10)
+    monkeypatch.setattr(replay_module, "GROUP_EVENTS", 1)
+    sampled = replay_module.price(["host_device_sync"], tables.events, tables.links, steps, 154.18)
+    assert sampled.replay is not None
+    assert full.replay is not None
+    assert sampled.replay.steps.height == 6 < full.replay.steps.height
+    assert sampled.replay.steps["step"].to_list() == [1, 2, 3, 7, 8, 9]
+    assert sampled.fixes["host_device_sync"][0] == pytest.approx(full.fixes["host_device_sync"][0], rel=0.02)
+
+
+@pytest.mark.parametrize("kind", ["shuffle", "overlap", "negative_dur", "drop_key", "wrong_type", "duplicate_key", "huge_int", "truncate"])
+def test_replay_under_the_fuzz_harness(kind: str, tmp_path: Path) -> None:
+    # the parsers' fuzz mutations on a simulated loop with syncs and a pageable copy: every case
+    # is replayed (with every fix) or refused with a TracekitError, never another exception
+    import dataclasses
+
+    from fuzzing import kineto_mutation, run_case, write_variant
+
+    loop = dataclasses.replace(_SMALL, step_sync="item", item_per_layer=True)
+    doc = {"schemaVersion": 1, "traceEvents": kineto_events(simulate(loop))}
+    raw = json.dumps(doc).encode()
+    edits = [e for k in FIXES if (e := fix_edit(k)) is not None]
+    for seed in range(4):
+        rng = random.Random(seed)
+        path = write_variant(kineto_mutation(doc, raw, rng, kind), tmp_path / f"{kind}{seed}.json", rng)
+
+        def case(path: Path = path) -> None:
+            tables = tracekit.read_trace(path, cache=False)
+            steps = find_steps(tables.events, tables.links).frame
+            r = replay(tables.events, tables.links, steps, edits)
+            assert all((r.steps[c].drop_nulls() >= 0).all() for c in r.steps.columns if c.endswith("_ns"))
+
+        assert run_case(case) in ("ok", "refused")

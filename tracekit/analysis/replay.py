@@ -1,0 +1,582 @@
+"""Replay the steady state of a trace, and price every fix by replaying the edited program.
+
+The critical path (:mod:`.critical_path`) explains one step at a time.  A fix changes more
+than one step: without a sync the host loads the next batch while the GPU still computes the
+current one.  The replay therefore takes the dependency graph of a *group of consecutive
+steps* (up to :data:`GROUP_STEPS` of one rank at a time; every step of a long trace, in
+groups) and simulates it:
+
+* host threads run their intervals in program order (operators, runtime calls and the
+  unrecorded time between them, which is host work);
+* a launch reaches its stream after the launch latency; a stream runs its work in FIFO order;
+  cross-stream event waits hold work back;
+* a blocking call (sync APIs, ``cuda_sync`` rows, data-dependent operators, blocking pageable
+  copies) has a GPU → host edge: the host resumes when the GPU work it waited for ends, plus
+  the call's own cost after it.  The recorded duration of such a call is never replayed: the
+  wait is derived from the graph.
+
+The graph is the one :func:`.critical_path.build_graph` builds (the same threads, sync
+sources, cross-stream waits and launch latency), over a window spanning the group.  Every
+instant's replayed time is its longest distance from the window's start (a topological
+sweep).  A step ends when the host starts the next step and the GPU finished the work the step
+launched, whichever is later; replaying the graph unchanged reproduces the measured steps,
+and :attr:`Replay.error` says how closely.
+
+A fix edits the graph the way the real fix edits the program (:data:`FIX_MODELS`), the
+edited graph is replayed, and the fix's saving is the drop of the median replayed step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import polars as pl
+
+from ..schema import EventKind
+from .critical_path import EdgeKind, _topological, build_graph
+from .whatif import WHAT_IF_CAUSES, WhatIf
+
+#: steps of one rank replayed together (a fix can move work across step boundaries)
+GROUP_STEPS = 12
+#: CUDA graphs / torch.compile: per-kernel host dispatch and launch cost is divided by this
+LAUNCH_SPEEDUP = 20.0
+#: AMP / TF32: fp32 GEMM and convolution kernels are divided by this
+TENSOR_CORE_SPEEDUP = 2.5
+#: host→device bandwidth from pinned memory (bytes/ns = GB/s) when the trace has no pinned copy
+PINNED_BW = 24.0
+#: host memory-copy bandwidth (GB/s): pinning a batch on the main thread costs bytes / this
+HOST_COPY_BW = 10.0
+#: the gap between back-to-back activities on a stream, when the trace shows none (ns)
+STREAM_GAP_NS = 2_000
+#: a copy this small says nothing about the link's bandwidth
+_BW_MIN_BYTES = 1 << 20
+
+#: finding kind → the fix the replay models (the report states it)
+FIX_MODELS: dict[str, str] = {
+    "data_loading": "the DataLoader's __next__ costs only a hand-off (workers keep up)",
+    "host_device_sync": "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)",
+    "pageable_memcpy": (
+        "pin_memory=True + non_blocking=True: copies no longer block the host and run at pinned bandwidth; "
+        "with num_workers=0 the main thread pins each batch (a host copy at memory bandwidth)"
+    ),
+    "launch_bound": f"CUDA graphs / torch.compile: per-kernel host dispatch and launch cost ÷ {LAUNCH_SPEEDUP:g}",
+    "small_batch": f"CUDA graphs / torch.compile: per-kernel host dispatch and launch cost ÷ {LAUNCH_SPEEDUP:g}",
+    "allocator": "caching allocator: no cudaMalloc/cudaFree in the steady state",
+    "no_tensor_cores": f"AMP/TF32: fp32 GEMM and convolution kernels ÷ {TENSOR_CORE_SPEEDUP:g}",
+    "exposed_communication": "communication fully overlapped with compute (its kernels and host calls take no time)",
+    "cpu_bound": "other host work (Python between operators, untraced time) removed",
+}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """How one question edits the graph: tag → weight factor, and the GPU → host waits removed."""
+
+    label: str
+    #: tag → factor on host-side edges (cpu / data_loading / wake)
+    host: Mapping[str, float] = field(default_factory=dict)
+    #: tag → factor on GPU activities
+    gpu: Mapping[str, float] = field(default_factory=dict)
+    #: sync edges whose tag is in here are removed
+    drop_sync: frozenset[str] = frozenset()
+    #: pageable copies run at pinned bandwidth (and the main thread pins without workers)
+    pin: bool = False
+    #: factor on launch edges (call → GPU start)
+    launch_factor: float = 1.0
+
+
+def fix_edit(kind: str) -> Edit | None:
+    """The graph edit that models fixing a finding of this kind (None: not modelled)."""
+    if kind == "data_loading":
+        return Edit(kind, host={"data_loading": 0.0})
+    if kind == "host_device_sync":
+        return Edit(kind, host={"sync": 0.0}, drop_sync=frozenset({"sync"}))
+    if kind == "pageable_memcpy":
+        return Edit(kind, drop_sync=frozenset({"pageable_memcpy"}), pin=True)
+    if kind in ("launch_bound", "small_batch"):
+        return Edit(kind, host={"launch": 1.0 / LAUNCH_SPEEDUP}, launch_factor=1.0 / LAUNCH_SPEEDUP)
+    if kind == "allocator":
+        return Edit(kind, host={"allocator": 0.0})
+    if kind == "no_tensor_cores":
+        return Edit(kind, gpu={"fp32_matmul": 1.0 / TENSOR_CORE_SPEEDUP})
+    if kind == "exposed_communication":
+        return Edit(kind, host={"collective": 0.0}, gpu={"comm_kernel": 0.0})
+    if kind == "cpu_bound":
+        return Edit(kind, host={"cpu": 0.0})
+    return None
+
+
+def what_if_edit(what_if: WhatIf) -> Edit:
+    """A ``--what-if CAUSE=FACTOR`` question as a graph edit: the cause's tags are scaled on the
+    host and the GPU alike; factor 0 on a cause whose tags carry waits removes the waits."""
+    factors: dict[str, float] = {}
+    drop: set[str] = set()
+    for name, factor in what_if.factors:
+        for tag in WHAT_IF_CAUSES[name]:
+            factors[tag] = factor
+            if factor == 0.0 and tag in ("sync", "pageable_memcpy"):
+                drop.add(tag)
+    return Edit(what_if.label, host=dict(factors), gpu=dict(factors), drop_sync=frozenset(drop))
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The replayed steps of a trace, unchanged and under each edit."""
+
+    #: rank, step, steady (not the first step of its group), measured_ns (the steps table's
+    #: duration), recorded_ns (the recorded trace's step under the replay's definition: until
+    #: the host starts the next step and the GPU finished this step's work), replayed_ns, and
+    #: one ``<label>_ns`` column per edit
+    steps: pl.DataFrame
+    #: the edits replayed, in order
+    edits: tuple[Edit, ...]
+
+    @property
+    def measured_step_ms(self) -> float | None:
+        return _median_ms(self.steps, "measured_ns")
+
+    @property
+    def replayed_step_ms(self) -> float | None:
+        return _median_ms(self.steps, "replayed_ns")
+
+    @property
+    def recorded_step_ms(self) -> float | None:
+        return _median_ms(self.steps, "recorded_ns")
+
+    @property
+    def error(self) -> float | None:
+        """|median replayed step − median recorded step| / median recorded step (the same
+        definition of a step on both sides; see :attr:`steps`)."""
+        m, r = self.recorded_step_ms, self.replayed_step_ms
+        if m is None or r is None or m <= 0:
+            return None
+        return abs(r - m) / m
+
+    def delta_ms(self, label: str) -> float | None:
+        """The drop of the median replayed step under the edit (negative: slower)."""
+        base, fixed = self.replayed_step_ms, _median_ms(self.steps, f"{label}_ns")
+        if base is None or fixed is None:
+            return None
+        return base - fixed
+
+    def saving_ms(self, label: str) -> float | None:
+        """What the edit saves per step: the drop of the median replayed step (never negative)."""
+        delta = self.delta_ms(label)
+        return None if delta is None else max(0.0, delta)
+
+    def mean_saving_share(self, label: str) -> float | None:
+        """What the edit saves on the mean steady-state step, as a share of it: unlike the
+        median, this sees stalls that hit only some steps (a DataLoader falling behind)."""
+        col = f"{label}_ns"
+        if col not in self.steps.columns:
+            return None
+        rows = self.steps.filter(pl.col("steady")).drop_nulls(["replayed_ns", col])
+        if rows.height == 0:
+            rows = self.steps.drop_nulls(["replayed_ns", col])
+        base = float(rows["replayed_ns"].sum())
+        return None if base <= 0 else max(0.0, base - float(rows[col].sum())) / base
+
+    def predicted_step_ms(self, label: str) -> float | None:
+        """The measured median step minus the edit's saving."""
+        m, s = self.measured_step_ms, self.saving_ms(label)
+        return None if m is None or s is None else m - s
+
+
+def _median_ms(steps: pl.DataFrame, col: str) -> float | None:
+    if col not in steps.columns:
+        return None
+    v = steps.filter(pl.col("steady"))[col].drop_nulls()
+    if v.len() == 0:
+        v = steps[col].drop_nulls()
+    return None if v.len() == 0 else float(v.median()) / 1e6  # type: ignore[arg-type]
+
+
+_STEP_SCHEMA = {
+    "rank": pl.Int32, "step": pl.Int64, "steady": pl.Boolean, "measured_ns": pl.Int64, "recorded_ns": pl.Int64, "replayed_ns": pl.Int64,
+}
+
+
+def replay(
+    events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, edits: Sequence[Edit] = (), *, group_steps: int = GROUP_STEPS
+) -> Replay:
+    """Replay the complete steps of every rank, unchanged and under each of ``edits``.
+
+    ``steps`` is :func:`.steps.find_steps`' table.  Steps are replayed in groups of up to
+    ``group_steps`` consecutive complete steps; the first step of a group starts from the
+    recorded state, so a group's other steps are the steady state.
+    """
+    complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
+    cols = {f"{e.label}_ns": pl.Int64 for e in edits}
+    frames: list[pl.DataFrame] = []
+    if complete.height:
+        pinned_bw = _pinned_bandwidth(events)
+        single = bool(events.select(pl.col("name").str.contains("SingleProcessDataLoaderIter").any()).item())
+        copy_bytes = _copy_bytes(events, links)
+        for (rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
+            n = per_rank.height
+            size = max(group_steps, 2)
+            for lo in range(0, n, size):
+                group = per_rank.slice(lo, size)
+                frames.append(_replay_group(events, links, int(rank), group, edits, pinned_bw, single, copy_bytes))  # type: ignore[call-overload]
+    if not frames:
+        return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
+    return Replay(steps=pl.concat(frames, how="vertical_relaxed"), edits=tuple(edits))
+
+
+def _pinned_bandwidth(events: pl.DataFrame) -> float:
+    """Host→device bandwidth of the trace's pinned copies (GB/s), else :data:`PINNED_BW`."""
+    pinned = events.filter(
+        (pl.col("kind") == EventKind.MEMCPY.value) & (pl.col("src_memory") == "pinned") & (pl.col("bytes") >= _BW_MIN_BYTES) & (pl.col("dur_ns") > 0)
+    )
+    if pinned.height == 0:
+        return PINNED_BW
+    return float(pinned.select((pl.col("bytes") / pl.col("dur_ns")).median()).item())
+
+
+def _copy_bytes(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """event_id (a pageable copy) → bytes, and launch_id (its host call) → bytes."""
+    copies = events.filter(
+        (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    ).select("event_id", pl.col("bytes").fill_null(0).cast(pl.Int64), "dur_ns")
+    return copies.join(
+        links.select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id").alias("launch_id")), on="event_id", how="left"
+    )
+
+
+def _window(rank: int, group: pl.DataFrame) -> pl.DataFrame:
+    """One window spanning the group's steps (the graph of the whole group is one graph)."""
+    w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
+    w1 = int(group["end_ns"].max())  # type: ignore[arg-type]
+    cpu_end = group["cpu_end_ns"].max() if "cpu_end_ns" in group.columns else None
+    return pl.DataFrame(
+        {"rank": [rank], "step": [0], "start_ns": [w0], "end_ns": [w1], "cpu_end_ns": [cpu_end if cpu_end is not None else w1], "complete": [True]},
+        schema={"rank": pl.Int32, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "cpu_end_ns": pl.Int64, "complete": pl.Boolean},
+    )
+
+
+def _replay_group(
+    events: pl.DataFrame, links: pl.DataFrame, rank: int, group: pl.DataFrame, edits: Sequence[Edit], pinned_bw: float, single: bool,
+    copy_bytes: pl.DataFrame,
+) -> pl.DataFrame:
+    graph = build_graph(events.filter(pl.col("rank") == rank), links, _window(rank, group))
+    nodes, edges = graph.nodes, graph.edges
+    starts = group["start_ns"].to_list()
+    measured = group["dur_ns"].to_list() if "dur_ns" in group.columns else [e - s for s, e in zip(starts, group["end_ns"].to_list(), strict=True)]
+    out: dict[str, list[Any]] = {
+        "rank": [rank] * group.height,
+        "step": group["step"].to_list(),
+        "steady": [i > 0 or group.height == 1 for i in range(group.height)],
+        "measured_ns": measured,
+    }
+    schema = {**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}}
+    if edges.height == 0:
+        for col in schema:
+            out.setdefault(col, [None] * group.height)
+        return pl.DataFrame(out, schema=schema)
+    markers, owner = _step_nodes(nodes, edges, starts, group["end_ns"].to_list())
+    base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
+    plan = _order(base)
+    t_node = 1  # one window: its source S is node 0 and its sink T node 1
+    w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
+    recorded = dict(zip(nodes["node"].to_list(), (nodes["t"] - w0).to_list(), strict=True))
+    out["recorded_ns"] = _steps_of(recorded, markers, owner, t_node, len(starts))
+    out["replayed_ns"] = _steps_of(_sweep(plan, base, "w"), markers, owner, t_node, len(starts))
+    for e in edits:
+        weighted = base.with_columns(_edited(e, base, pinned_bw, single, copy_bytes).alias("_w"))
+        out[f"{e.label}_ns"] = _steps_of(_sweep(plan, weighted, "_w"), markers, owner, t_node, len(starts))
+    return pl.DataFrame(out, schema=schema)
+
+
+def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, edit: Edit | None = None) -> pl.DataFrame:
+    """The replayed schedule of every GPU activity: rank, event_id, track, start_ns, end_ns
+    (all complete steps of a rank as one group; for inspection and tests)."""
+    complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns")))
+    parts = []
+    schema = {"rank": pl.Int32, "event_id": pl.Int64, "track": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    for (rank,), group in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
+        win = _window(int(rank), group)  # type: ignore[call-overload]
+        graph = build_graph(events.filter(pl.col("rank") == rank), links, win)
+        if graph.edges.height == 0:
+            continue
+        base = graph.edges.select("src", "dst", _stream_floor(graph.edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
+        if edit is not None:
+            base = base.with_columns(_edited(edit, base, _pinned_bandwidth(events), False, _copy_bytes(events, links)).alias("w"))
+        base = base.drop_nulls("w")
+        dist = _sweep(_order(base), base, "w")
+        w0 = int(win["start_ns"][0])
+        gpu = graph.nodes.filter(pl.col("is_end").is_not_null()).select(
+            "event_id", "track", "is_end", pl.col("node").replace_strict(dist, default=None, return_dtype=pl.Int64).alias("_d")
+        )
+        wide = gpu.filter(~pl.col("is_end")).select("event_id", "track", (pl.col("_d") + w0).alias("start_ns")).join(
+            gpu.filter(pl.col("is_end")).select("event_id", (pl.col("_d") + w0).alias("end_ns")), on="event_id"
+        )
+        parts.append(wide.select(pl.lit(int(rank), dtype=pl.Int32).alias("rank"), "event_id", "track", "start_ns", "end_ns"))  # type: ignore[call-overload]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+
+def _stream_floor(edges: pl.DataFrame) -> pl.Expr:
+    """Edge weights where a stream edge keeps at least the device's back-to-back gap (the
+    median gap of work the stream held back, else :data:`STREAM_GAP_NS`), never more than the
+    recorded gap: the recorded schedule still satisfies it, and work that waited for its launch
+    cannot run closer than the device allows once the launch comes earlier."""
+    stream = pl.col("kind") == EdgeKind.STREAM.value
+    held = edges.filter((pl.col("kind") == EdgeKind.STREAM.value) & (pl.col("w") > 0))["w"]
+    gap = int(held.median()) if held.len() else STREAM_GAP_NS  # type: ignore[arg-type]
+    recorded = (pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0)
+    return pl.when(stream).then(pl.max_horizontal(pl.col("w"), pl.min_horizontal(recorded, gap))).otherwise(pl.col("w"))
+
+
+def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_bytes: pl.DataFrame) -> pl.Expr:
+    """Every edge's weight under ``e`` (null: the edge is removed)."""
+    w = pl.col("w").cast(pl.Float64)
+    host_kinds = [EdgeKind.CPU.value, EdgeKind.DATA_LOADING.value]
+    expr = w
+    for tag, factor in e.host.items():
+        expr = pl.when(pl.col("kind").is_in(host_kinds) & (pl.col("tag") == tag)).then(w * factor).otherwise(expr)
+    if e.launch_factor != 1.0:
+        expr = pl.when(pl.col("kind") == EdgeKind.LAUNCH.value).then(w * e.launch_factor).otherwise(expr)
+    for tag, factor in e.gpu.items():
+        expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == tag)).then(w * factor).otherwise(expr)
+    if e.pin:
+        # a pinned copy runs at pinned bandwidth (never slower than it was)
+        gpu_bytes = dict(zip(copy_bytes["event_id"].to_list(), copy_bytes["bytes"].to_list(), strict=True))
+        pinned = pl.col("event_id").replace_strict(gpu_bytes, default=None, return_dtype=pl.Float64) / pinned_bw
+        expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == "pageable_memcpy") & pinned.is_not_null()).then(
+            pl.min_horizontal(w, pinned)
+        ).otherwise(expr)
+        if single:
+            # no workers: the main thread copies the batch into pinned memory first
+            call_bytes = copy_bytes.drop_nulls("launch_id").group_by("launch_id").agg(pl.col("bytes").sum())
+            per_call = dict(zip(call_bytes["launch_id"].to_list(), call_bytes["bytes"].to_list(), strict=True))
+            host_copy = pl.col("event_id").replace_strict(per_call, default=None, return_dtype=pl.Float64) / HOST_COPY_BW
+            last = pl.col("end_ns") == pl.col("end_ns").max().over("event_id")
+            expr = pl.when(pl.col("kind").is_in(host_kinds) & host_copy.is_not_null() & last).then(expr + host_copy).otherwise(expr)
+    if e.drop_sync:
+        expr = pl.when((pl.col("kind") == EdgeKind.SYNC.value) & pl.col("tag").is_in(list(e.drop_sync))).then(None).otherwise(expr)
+    return expr.round(0).cast(pl.Int64)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A graph prepared for sweeps: node ids, and its edges in the order a sweep relaxes them
+    (by their head's topological position), as node indices."""
+
+    nodes: list[int]
+    #: edge rows of the frame, in sweep order (edges dropped to break cycles left out)
+    rows: pl.Series
+    src: list[int]
+    dst: list[int]
+    #: how many edges had to go to make the graph acyclic (clock skew can close a loop)
+    broken: int
+
+
+def _order(edges: pl.DataFrame) -> _Plan:
+    """Kahn's topological order of the graph (networkx only when a cycle must be broken)."""
+    nodes = pl.concat([edges["src"], edges["dst"]]).unique().sort()
+    s = nodes.search_sorted(edges["src"]).to_list()
+    d = nodes.search_sorted(edges["dst"]).to_list()
+    n = nodes.len()
+    keep = list(range(len(s)))
+    broken = 0
+    pos = _kahn(n, s, d)
+    if pos is None:
+        G = nx.DiGraph()
+        G.add_weighted_edges_from(zip(s, d, edges["w"].to_list(), strict=True), weight="w")
+        before = set(G.edges)
+        _, broken = _topological(G)
+        gone = before - set(G.edges)
+        keep = [i for i in keep if (s[i], d[i]) not in gone]
+        pos = _kahn(n, [s[i] for i in keep], [d[i] for i in keep])
+        assert pos is not None
+    order = pl.DataFrame({"row": keep, "_p": [pos[d[i]] for i in keep]}, schema={"row": pl.Int64, "_p": pl.Int64}).sort("_p", maintain_order=True)
+    rows = order["row"]
+    idx = rows.to_list()
+    return _Plan(nodes=nodes.to_list(), rows=rows, src=[s[i] for i in idx], dst=[d[i] for i in idx], broken=broken)
+
+
+def _kahn(n: int, s: list[int], d: list[int]) -> list[int] | None:
+    """Every node's position in a topological order, or None when the graph has a cycle."""
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip(s, d, strict=True):
+        indeg[v] += 1
+        succ[u].append(v)
+    ready = [i for i in range(n) if indeg[i] == 0]
+    pos = [0] * n
+    k = 0
+    while ready:
+        u = ready.pop()
+        pos[u] = k
+        k += 1
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    return pos if k == n else None
+
+
+#: the weight of a removed edge: it never decides a start (every time is at least 0)
+_GONE = -(1 << 60)
+
+
+def _sweep(plan: _Plan, edges: pl.DataFrame, col: str) -> dict[int, int]:
+    """Every node's replayed offset from the window start: its longest distance from a source
+    (edges relaxed in topological order of their heads).  Removed edges (null weight) are
+    skipped; a node left without predecessors starts at 0."""
+    weights = edges[col].fill_null(_GONE).gather(plan.rows).to_list()
+    dist = [0] * len(plan.nodes)
+    for u, v, w in zip(plan.src, plan.dst, weights, strict=True):
+        t = dist[u] + w
+        if t > dist[v]:
+            dist[v] = t
+    return dict(zip(plan.nodes, dist, strict=True))
+
+
+def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], ends: list[int]) -> tuple[list[int | None], dict[int, int]]:
+    """(the driving thread's node at every step's start, GPU node → the step that launched it:
+    the step of its launch call, else of its recorded start when nothing recorded launched it).
+    End nodes map to ``k``, start nodes to ``-1 - k``."""
+    first = edges.filter((pl.col("src") == 0) & (pl.col("kind") == EdgeKind.WINDOW.value) & (pl.col("tag") == "cpu"))
+    main = nodes.join(first.select(pl.col("dst").alias("node")), on="node", how="semi").filter(pl.col("pid").is_not_null())
+    markers: list[int | None] = [None] * len(starts)
+    bounds = pl.DataFrame({"_s": starts}, schema={"_s": pl.Int64}).with_row_index("_k").sort("_s")
+    if main.height:
+        pid, tid = main["pid"][0], main["tid"][0]
+        chain = nodes.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).sort("t")
+        found = bounds.join_asof(chain.select("t", "node"), left_on="_s", right_on="t", strategy="forward").sort("_k")
+        # an instant of the driving thread inside the step marks its start (none: the thread
+        # was inside one long range, and GPU work alone bounds the step)
+        markers = [
+            None if v is None or t is None or t >= end else int(v)
+            for v, t, end in zip(found["node"].to_list(), found["t"].to_list(), ends, strict=True)
+        ]
+    launched = edges.filter(pl.col("kind") == EdgeKind.LAUNCH.value).group_by("dst").agg(pl.col("start_ns").min().alias("_c"))
+    gpu_starts = nodes.filter(pl.col("is_end").is_not_null() & ~pl.col("is_end")).select("node", "t").join(
+        launched.rename({"dst": "node"}), on="node", how="left"
+    ).with_columns(pl.coalesce("_c", "t").alias("_at"))
+    owned = gpu_starts.sort("_at").join_asof(bounds, left_on="_at", right_on="_s", strategy="backward").with_columns(
+        pl.col("_k").fill_null(0).cast(pl.Int64)
+    )
+    end_nodes = owned.select((pl.col("node") + 1).alias("node"), "_k")  # an activity's end node follows its start node
+    start_nodes = owned.select("node", (-1 - pl.col("_k")).alias("_k"))
+    both = pl.concat([end_nodes, start_nodes])
+    return markers, dict(zip(both["node"].to_list(), both["_k"].to_list(), strict=True))
+
+
+def _steps_of(dist: Mapping[int, int], markers: list[int | None], owner: Mapping[int, int], t_node: int, n: int) -> list[int | None]:
+    """Step durations from node times: step k ends when the host starts step k + 1 and the GPU
+    finished what step k launched, whichever is later (the last step: when everything
+    finished).  Without a recorded host thread, GPU work alone bounds the steps."""
+    done = [0] * n
+    begin: list[int | None] = [None] * n
+    for node, k in owner.items():
+        d = dist.get(node)
+        if d is None:
+            continue
+        if k >= 0:
+            done[k] = max(done[k], d)
+        else:
+            j = -1 - k
+            begin[j] = d if begin[j] is None else min(begin[j], d)  # type: ignore[type-var]
+    start = [None if m is None else dist.get(m) for m in markers]
+    first = start[0] if start[0] is not None else (begin[0] if begin[0] is not None else 0)
+    bounds: list[int] = [first]
+    for k in range(n):
+        nxt = start[k + 1] if k + 1 < n else dist.get(t_node)
+        if k + 1 < n and nxt is None:
+            nxt = begin[k + 1]
+        bounds.append(max(nxt or 0, done[k], bounds[-1]))
+    return [b - a for a, b in itertools.pairwise(bounds)]
+
+
+def median(values: Sequence[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+# --------------------------------------------------------------------------------------------
+# pricing findings and what-ifs (what diagnose uses)
+
+#: the replay prices fixes on a trace only when replaying it unchanged is this close to the
+#: recording; otherwise the critical path's per-step what-ifs stay (and a note says so)
+TRUST_ERROR = 0.05
+#: on a long trace (more events than :data:`MAX_REPLAY_EVENTS`) the replay prices fixes on at
+#: most this many groups of steps, spread evenly over each rank, each holding about
+#: :data:`GROUP_EVENTS` events (at least 3 steps), so the analysis stays within its budget
+MAX_GROUPS = 2
+MAX_REPLAY_EVENTS = 1_000_000
+GROUP_EVENTS = 200_000
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """What the replay says about a diagnosis' findings and what-ifs."""
+
+    replay: Replay | None
+    #: finding kind → (saving ms per step, predicted step ms) under its modelled fix
+    fixes: dict[str, tuple[float, float]]
+    #: the caller's what-ifs answered by the replay (label → predicted step ms)
+    what_ifs: dict[str, float]
+    #: finding kind → its fix's saving on the mean steady-state step (share of it)
+    mean_shares: dict[str, float]
+    trusted: bool
+    notes: tuple[str, ...] = ()
+
+
+def _sampled_steps(events: pl.DataFrame, steps: pl.DataFrame, group_steps: int) -> tuple[pl.DataFrame, int]:
+    """(the complete steps to replay, the group size): all of them, or on a long trace up to
+    :data:`MAX_GROUPS` groups of about :data:`GROUP_EVENTS` events spread over each rank."""
+    complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
+    if events.height <= MAX_REPLAY_EVENTS or complete.height == 0:
+        return complete, group_steps
+    per_step = events.height / complete.height
+    size = max(3, min(group_steps, int(GROUP_EVENTS / max(per_step, 1.0))))
+    parts: list[pl.DataFrame] = []
+    for (_rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
+        n_groups = max(per_rank.height // size, 1)  # whole groups only
+        spread = {round(i * (n_groups - 1) / (MAX_GROUPS - 1)) for i in range(MAX_GROUPS)}
+        picks = range(n_groups) if n_groups <= MAX_GROUPS else sorted(spread)
+        parts.extend(per_rank.slice(g * size, size) for g in picks)
+    return pl.concat(parts), size
+
+
+def price(
+    kinds: Sequence[str], events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, step_ms: float | None,
+    what_ifs: Sequence[WhatIf] = (), *, group_steps: int = GROUP_STEPS,
+) -> Pricing:
+    """Replay the trace with each finding's modelled fix and each asked what-if.
+
+    ``step_ms`` is the headline step time (the steps table's median); a prediction is it minus
+    the replayed saving, so every number stays on the headline's scale and no prediction
+    exceeds the current step.
+    """
+    edits = [e for k in dict.fromkeys(kinds) if (e := fix_edit(k)) is not None]
+    asked = [what_if_edit(w) for w in what_ifs]
+    chosen, size = _sampled_steps(events, steps, group_steps)
+    if chosen.height == 0 or step_ms is None:
+        return Pricing(replay=None, fixes={}, what_ifs={}, mean_shares={}, trusted=False)
+    r = replay(events, links, chosen, [*edits, *asked], group_steps=size)
+    trusted = r.error is not None and r.error <= TRUST_ERROR
+    notes: list[str] = []
+    if r.error is not None and not trusted:
+        notes.append(
+            f"The replay of the steady state reproduces the recorded step time only within {100 * r.error:.1f}%; "
+            "predicted step times come from the per-step critical path instead."
+        )
+    fixes: dict[str, tuple[float, float]] = {}
+    means: dict[str, float] = {}
+    answers: dict[str, float] = {}
+    if trusted:
+        for e in edits:
+            saving = min(r.saving_ms(e.label) or 0.0, step_ms)
+            fixes[e.label] = (saving, step_ms - saving)
+            means[e.label] = r.mean_saving_share(e.label) or 0.0
+        for e in asked:
+            delta = r.delta_ms(e.label)
+            if delta is not None:
+                answers[e.label] = max(step_ms - delta, 0.0)
+    return Pricing(replay=r, fixes=fixes, what_ifs=answers, mean_shares=means, trusted=trusted, notes=tuple(notes))
