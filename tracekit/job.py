@@ -38,7 +38,8 @@ from .schema import TraceTables
 
 if TYPE_CHECKING:
     from .analysis import Diagnosis
-    from .analysis.multirank import MultiRank
+    from .analysis.job_replay import JobModel
+    from .analysis.multirank import MultiRank, RankProfile
 
 #: file names tracekit treats as traces when it scans a folder
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".qdrep")
@@ -506,6 +507,8 @@ class JobDiagnosis:
     #: rank → its diagnosis
     diagnoses: Mapping[int, Diagnosis]
     multirank: MultiRank
+    #: the job as one system: cross-rank critical path, waits, job what-ifs (None: one rank)
+    model: JobModel | None = None
 
 
 def diagnose_job(job: Job) -> JobDiagnosis:
@@ -520,7 +523,20 @@ def diagnose_job(job: Job) -> JobDiagnosis:
         diagnoses[r.rank] = d
         profiles.extend(rank_profiles(r.tables.events, d, r.path))
     multirank = analyse_ranks(profiles, world_size=job.world_size)
-    return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank)
+    model = job_model(job, diagnoses, profiles) if len(diagnoses) > 1 else None
+    return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank, model=model)
+
+
+def job_model(job: Job, diagnoses: Mapping[int, Diagnosis], profiles: Sequence[RankProfile]) -> JobModel:
+    """The job model (:mod:`tracekit.analysis.job_replay`) of a diagnosed job."""
+    from .analysis.job_replay import from_profiles
+
+    spans = [
+        r.tables.events.select(pl.lit(r.rank, dtype=pl.Int32).alias("rank"), pl.col("start_ns").min(), (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max().alias("end_ns"))
+        for r in job.ranks if r.rank in diagnoses and r.tables.events.height
+    ]
+    windows = pl.concat(spans) if spans else None
+    return from_profiles(profiles, diagnoses, world_size=job.world_size, windows=windows)
 
 
 __all__ = [

@@ -1,0 +1,635 @@
+"""A distributed job as one system: the cross-rank critical path and job-level what-ifs.
+
+Each rank is diagnosed on its own first; :mod:`.multirank` then matches the ranks'
+communication kernels (the n-th collective of an operation in a step is the same collective
+on every rank: NCCL requires every rank of a communicator to issue its collectives in the
+same order).  This module joins the ranks into one model through those collectives:
+
+* **Collective edges.**  A collective ends on every rank of its group at the same instant,
+  its own transfer time ``c`` after the *last* rank of the group entered it.  ``c`` is the
+  shortest duration the collective's kernel had on any rank (the last rank to arrive does
+  not wait inside it).
+* **Work between collectives.**  On rank ``r``, ``w`` is the time from the end of its previous
+  collective to the start of this one, read on the rank's own clock (no alignment needed).
+  What fills it comes from the rank's own timeline: the idle gaps of its primary GPU inside
+  that window, by cause (:mod:`.timeline`), and GPU busy time (compute) for the rest.
+* **Replay.**  ``E(j) = max over the group of (E(prev_r(j)) + w_r(j)) + c(j)``, in the order the
+  collectives ended.  Replaying unchanged reproduces the recorded ends (up to clock noise),
+  and :attr:`JobModel.error` says how closely.  The job's step is the median time between the
+  last collectives of consecutive steps.
+* **Clocks.**  Ranks on different hosts have offset clocks.  Each rank's offset is the
+  median difference between its collective ends and the median end of the same collectives
+  over the ranks; the residual (the spread of aligned ends) says how well that worked.
+
+What the model answers (every answer is the model replayed with an edit):
+
+* the cross-rank critical path of a step: walking back from the step's last collective,
+  at each collective the rank that arrived last and what its GPU did (or waited for) in
+  between, plus the collectives' own transfer time;
+* per rank, the time spent waiting inside collectives for the others, and for whom;
+* what-ifs: the slowest rank at the median rank's speed, one cause fixed on one rank (or
+  on all), perfect compute/communication overlap (``c = 0``), half as many collectives
+  at the same bytes (adjacent collectives of one operation merged, one latency saved).
+
+Limits (also in docs/critical-path.md): collectives issued on a side stream that overlap
+compute are chained like blocking ones, so the overlap what-if is an upper bound there;
+ranks absent from the folder are invisible (a sampled subset of a larger job only
+constrains the present ranks); collectives that match on no other rank are left out.
+
+Python loops only over collectives (and ranks inside them), never over events.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from .multirank import COLLECTIVES_SCHEMA, RankProfile
+from .timeline import IDLE_CAUSES
+
+if TYPE_CHECKING:
+    from . import Diagnosis
+
+#: the fixed cost of one collective (launch, protocol handshake, ring latency), saved once
+#: per merged pair by the fewer/larger-buckets what-if; capped by the smaller collective's time
+COLLECTIVE_LATENCY_NS = 30_000
+#: replayed collectives at most (the last ones of the trace): keeps the Python sweep bounded
+MAX_COLLECTIVES = 20_000
+#: a cause is priced on a rank when it fills at least this share of the job step there
+MIN_CAUSE_SHARE = 0.01
+#: at most this many rank × cause what-ifs (the largest)
+MAX_CAUSE_WHAT_IFS = 12
+#: causes a rank-level fix can remove from the work between collectives
+FIXABLE = tuple(c for c in IDLE_CAUSES if c not in ("unattributed", "exposed_communication"))
+#: what each kind of job what-if assumes (the report states it)
+JOB_FIX_MODELS: dict[str, str] = {
+    "straggler_at_median": "the slowest rank's work between collectives takes the median rank's time",
+    "cause_on_rank": "the cause's idle time on that rank's GPU between collectives is gone",
+    "cause_everywhere": "the cause's idle time is gone on every rank",
+    "perfect_overlap": "collectives take no time of their own (waits for late ranks remain)",
+    "half_collectives": (
+        f"adjacent collectives of one operation in a step are merged: the same bytes, one fixed cost "
+        f"({COLLECTIVE_LATENCY_NS / 1000:g} µs) saved per pair"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class JobWhatIf:
+    """One job-level question and the model's answer."""
+
+    kind: str
+    label: str
+    question: str
+    #: saving of the job's step (ms, never negative) and the job step it predicts
+    saving_ms: float
+    predicted_step_ms: float
+    rank: int | None = None
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """The job replay's answers (see the module docstring)."""
+
+    ranks: tuple[int, ...]
+    world_size: int | None
+    #: ranks of ``range(world_size)`` with no trace
+    missing_ranks: tuple[int, ...]
+    #: collectives matched on at least two ranks, and kernel instances left out
+    matched_collectives: int
+    unmatched_kernels: int
+    #: rank, clock_offset_ms (what was subtracted to align it), collectives (matched on the rank)
+    clocks: pl.DataFrame
+    #: median spread of the aligned end of one collective over its ranks (µs); None: no match
+    clock_residual_us: float | None
+    #: the job step from the recorded collective ends and from the unchanged replay (ms)
+    step_ms: float | None
+    replayed_step_ms: float | None
+    #: rank, cause, ms_per_step, share: the cross-rank critical path summed per step
+    #: (cause ``communication``: the collectives' own time)
+    path: pl.DataFrame
+    #: rank, wait_ms_per_step, waits_for (the rank it waited for most), waits_for_ms_per_step
+    waits: pl.DataFrame
+    #: largest saving first
+    what_ifs: tuple[JobWhatIf, ...]
+    #: steps the job step and path are measured over
+    steps: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def error(self) -> float | None:
+        if self.step_ms is None or self.replayed_step_ms is None or self.step_ms <= 0:
+            return None
+        return abs(self.replayed_step_ms - self.step_ms) / self.step_ms
+
+    @property
+    def bottleneck(self) -> tuple[int | None, str] | None:
+        """The (rank, cause) the critical path spends most time in, communication aside
+        unless nothing else is on it."""
+        if self.path.height == 0:
+            return None
+        work = self.path.filter(pl.col("cause") != "communication")
+        top = (work if work.height else self.path).row(0, named=True)
+        return (None if top["rank"] is None else int(top["rank"]), str(top["cause"]))
+
+    def what_if(self, label: str) -> JobWhatIf | None:
+        return next((w for w in self.what_ifs if w.label == label), None)
+
+
+_GAP_COLS = [f"{c}_ns" for c in FIXABLE]
+
+
+def model_job(
+    collectives: pl.DataFrame,
+    gaps: pl.DataFrame,
+    *,
+    ranks: Sequence[int],
+    world_size: int | None = None,
+    windows: pl.DataFrame | None = None,
+) -> JobModel:
+    """Build and replay the job model.
+
+    Args:
+        collectives: :data:`.multirank.COLLECTIVES_SCHEMA` rows of every rank (each rank's
+            communication kernels on its primary GPU, numbered per step and operation).
+        gaps: the ranks' idle gaps (:attr:`.timeline.Timeline.gaps` of each rank's primary
+            device): rank, start_ns, end_ns and ``<cause>_ns`` columns.
+        ranks: the ranks present.
+        world_size: the job's world size when known (missing ranks are reported).
+        windows: rank, start_ns, end_ns of each rank's recording (non-overlap is reported).
+    """
+    ranks = tuple(sorted(int(r) for r in ranks))
+    notes: list[str] = []
+    missing = tuple(r for r in range(world_size) if r not in ranks) if world_size else ()
+    if missing:
+        shown = ", ".join(str(r) for r in missing[:12]) + (" ..." if len(missing) > 12 else "")
+        notes.append(
+            f"{len(ranks)} of {world_size} ranks have a trace (missing: {shown}): the job model covers those only; "
+            "a missing rank that arrives late at a collective shows as communication time of the present ranks."
+        )
+    coll = collectives.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+    key = ["step", "op", "seq"]
+    counts = coll.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
+    matched = coll.join(counts.filter(pl.col("_n") >= 2).select(key), on=key, how="semi").unique(
+        ["rank", *key], keep="first"
+    )
+    unmatched = coll.height - matched.height
+    n_keys = matched.select(key).unique().height if matched.height else 0
+    if unmatched and n_keys:
+        notes.append(f"{unmatched} communication kernel(s) matched no other rank and are left out of the job model.")
+    empty = _empty(ranks, world_size, missing, unmatched, notes)
+    if len(ranks) < 2:
+        return empty
+    if n_keys == 0:
+        notes.append("no collective matched across ranks: the ranks are not coupled in the job model.")
+        _window_notes(windows, set(), notes)
+        return empty
+
+    # --- clocks: each rank's offset from the median end of its collectives
+    with_mid = matched.with_columns(pl.col("end_ns").median().over(key).alias("_mid"))
+    offsets = with_mid.group_by("rank").agg(
+        (pl.col("end_ns") - pl.col("_mid")).median().round(0).cast(pl.Int64).alias("offset_ns"),
+        pl.len().alias("collectives"),
+    )
+    m = matched.join(offsets.select("rank", "offset_ns"), on="rank").with_columns(
+        (pl.col("end_ns") - pl.col("offset_ns")).alias("_ae"), (pl.col("start_ns") - pl.col("offset_ns")).alias("_as")
+    )
+    spread = m.group_by(key).agg((pl.col("_ae").max() - pl.col("_ae").min()).alias("_spread"))
+    residual = float(spread["_spread"].median()) / 1e3  # type: ignore[arg-type]
+    clocks = (
+        pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32})
+        .join(offsets, on="rank", how="left")
+        .select(
+            "rank",
+            (pl.col("offset_ns") / 1e6).alias("clock_offset_ms"),
+            pl.col("collectives").fill_null(0).cast(pl.Int64),
+        )
+    )
+    _window_notes(windows, set(offsets["rank"].to_list()), notes)
+
+    # --- order collectives by their aligned end; keep the last MAX_COLLECTIVES
+    order = m.group_by(key).agg(pl.col("_ae").median().alias("_e")).sort("_e", *key).with_row_index("j")
+    if order.height > MAX_COLLECTIVES:
+        notes.append(f"the job model replays the last {MAX_COLLECTIVES} of {order.height} matched collectives.")
+        order = order.tail(MAX_COLLECTIVES).with_columns(pl.col("j") - pl.col("j").min())
+    m = m.join(order, on=key).sort("rank", "j")
+    m = m.with_columns(
+        pl.col("end_ns").shift(1).over("rank").alias("_prev_end"), pl.col("j").shift(1).over("rank").alias("prev")
+    )
+    m = m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w"))
+
+    # --- what fills each rank's work between collectives: its GPU's idle gaps by cause
+    m = m.with_columns(_gap_causes(m, gaps, ranks))
+
+    # --- the replay
+    j_count = order.height
+    e_rec = [int(v) - int(order["_e"][0]) for v in order["_e"].to_list()]
+    steps_of = order["step"].to_list()
+    ops_of = order["op"].to_list()
+    c = m.group_by("j").agg(pl.col("dur_ns").min()).sort("j")["dur_ns"].to_list()
+    rows = m.select("j", "rank", "prev", "w", "_as", *_GAP_COLS).rows(named=True)
+    members: list[list[dict[str, Any]]] = [[] for _ in range(j_count)]
+    t0 = int(order["_e"][0])
+    for row in rows:
+        row["_as"] = int(row["_as"]) - t0
+        members[int(row["j"])].append(row)
+    model = _Chain(members, c, steps_of)
+
+    base = model.run()
+    last_of = _last_per_step(steps_of)
+    period_steps = sorted(last_of)[1:]
+    if not period_steps:
+        notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
+        return _with(empty, clocks, residual, n_keys, notes)
+    step_ns = _median_period(e_rec, last_of)
+    replayed_ns = _median_period(base.ends, last_of)
+    step_ms = step_ns / 1e6
+    in_period = {j for j in range(j_count) if steps_of[j] in set(period_steps)}
+    n_periods = len(period_steps)
+
+    # --- critical path: back from the last collective, through the rank that arrived last
+    path_rows: list[tuple[int | None, str, int]] = []
+    j: int | None = j_count - 1
+    while j is not None and j >= 0:
+        if j in in_period:
+            path_rows.append((None, "communication", c[j]))
+        crit = base.crit[j]
+        hit = next((r for r in members[j] if r["rank"] == crit), None) if crit is not None else None
+        if hit is None or crit is None:
+            break
+        if j in in_period:
+            w = int(hit["w"] if hit["w"] is not None else 0)
+            idle = 0
+            for col in _GAP_COLS:
+                v = min(int(hit[col] or 0), w - idle)
+                if v > 0:
+                    path_rows.append((int(crit), col[:-3], v))
+                    idle += v
+            if w - idle > 0:
+                path_rows.append((int(crit), "compute", w - idle))
+        prev = hit["prev"]
+        j = None if prev is None else int(prev)
+    path = (
+        pl.DataFrame(path_rows, schema={"rank": pl.Int32, "cause": pl.String, "ns": pl.Int64}, orient="row")
+        .group_by("rank", "cause")
+        .agg((pl.col("ns").sum() / n_periods / 1e6).alias("ms_per_step"))
+        .with_columns((pl.col("ms_per_step") / step_ms).alias("share"))
+        .sort(["ms_per_step", "rank", "cause"], descending=[True, False, False], nulls_last=True)
+    )
+
+    # --- waits: inside each collective, for the rank that arrived last
+    wait_rows = [
+        (r, base.crit[j2], wt) for j2, per in enumerate(base.waits) if j2 in in_period for r, wt in per.items()
+    ]
+    wf = pl.DataFrame(wait_rows, schema={"rank": pl.Int32, "for": pl.Int32, "ns": pl.Int64}, orient="row")
+    per_for = (
+        wf.filter(pl.col("rank") != pl.col("for"))
+        .group_by("rank", "for")
+        .agg(pl.col("ns").sum())
+        .sort(["rank", "ns", "for"], descending=[False, True, False])
+    )
+    top_for = per_for.group_by("rank", maintain_order=True).first()
+    waits = (
+        pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32})
+        .join(wf.group_by("rank").agg(pl.col("ns").sum().alias("_w")), on="rank", how="left")
+        .join(top_for, on="rank", how="left")
+        .select(
+            "rank",
+            (pl.col("_w").fill_null(0) / n_periods / 1e6).alias("wait_ms_per_step"),
+            pl.col("for").alias("waits_for"),
+            (pl.col("ns") / n_periods / 1e6).alias("waits_for_ms_per_step"),
+        )
+    )
+
+    # --- what-ifs
+    base_ns = replayed_ns
+    answers: list[JobWhatIf] = []
+
+    def ask(
+        kind: str, label: str, question: str, run: _Result, rank: int | None = None, cause: str | None = None
+    ) -> None:
+        saving = max(0.0, (base_ns - _median_period(run.ends, last_of)) / 1e6)
+        saving = min(saving, step_ms)
+        answers.append(JobWhatIf(kind, label, question, saving, step_ms - saving, rank, cause))
+
+    own = (
+        m.filter(pl.col("j").is_in(list(in_period)) & pl.col("prev").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("w").sum())
+    )
+    if own.height >= 2:
+        slow = int(own.sort(["w", "rank"], descending=[True, False])["rank"][0])
+        ask(
+            "straggler_at_median",
+            "straggler_at_median",
+            f"rank {slow} (the slowest) at the median rank's speed",
+            model.run(median_rank=slow),
+            rank=slow,
+        )
+    per_cause = m.filter(pl.col("j").is_in(list(in_period))).group_by("rank").agg(pl.col(_GAP_COLS).sum())
+    candidates: list[tuple[int, int, str]] = []
+    for row in per_cause.rows(named=True):
+        for col in _GAP_COLS:
+            ns = int(row[col] or 0)
+            if ns / n_periods >= MIN_CAUSE_SHARE * step_ns:
+                candidates.append((ns, int(row["rank"]), col[:-3]))
+    candidates.sort(key=lambda t: (-t[0], t[1], t[2]))
+    by_cause: dict[str, list[int]] = {}
+    for _ns, r, cause in candidates[:MAX_CAUSE_WHAT_IFS]:
+        by_cause.setdefault(cause, []).append(r)
+        ask(
+            "cause_on_rank",
+            f"{cause}@rank{r}",
+            f"{cause.replace('_', ' ')} fixed on rank {r} only",
+            model.run(fix=(cause, frozenset({r}))),
+            rank=r,
+            cause=cause,
+        )
+    for cause, rs in by_cause.items():
+        if len(rs) > 1:
+            ask(
+                "cause_everywhere",
+                f"{cause}@all",
+                f"{cause.replace('_', ' ')} fixed on every rank",
+                model.run(fix=(cause, frozenset(ranks))),
+                cause=cause,
+            )
+    ask(
+        "perfect_overlap",
+        "perfect_overlap",
+        "communication perfectly overlapped with compute",
+        model.run(free_comm=True),
+    )
+    pairs = _pairs(steps_of, ops_of)
+    if pairs:
+        ask(
+            "half_collectives",
+            "half_collectives",
+            "half as many collectives (larger buckets), same bytes",
+            model.run(merge=pairs),
+        )
+    answers.sort(key=lambda a: (-round(a.saving_ms, 6), a.label))
+    return JobModel(
+        ranks=ranks,
+        world_size=world_size,
+        missing_ranks=missing,
+        matched_collectives=n_keys,
+        unmatched_kernels=unmatched,
+        clocks=clocks,
+        clock_residual_us=residual,
+        step_ms=step_ms,
+        replayed_step_ms=replayed_ns / 1e6,
+        path=path,
+        waits=waits,
+        what_ifs=tuple(answers),
+        steps=n_periods,
+        notes=tuple(notes),
+    )
+
+
+@dataclass
+class _Result:
+    ends: list[int]
+    #: per collective: the rank that arrived last
+    crit: list[int | None]
+    #: per collective: rank → wait inside it
+    waits: list[dict[int, int]]
+
+
+class _Chain:
+    """The collectives of a job as a max-plus recurrence (one pass in collective order)."""
+
+    def __init__(self, members: list[list[dict[str, Any]]], c: list[int], steps: list[int]) -> None:
+        self.members = members
+        self.c = c
+        self.steps = steps
+
+    def run(
+        self,
+        *,
+        median_rank: int | None = None,
+        fix: tuple[str, frozenset[int]] | None = None,
+        free_comm: bool = False,
+        merge: Mapping[int, int] | None = None,
+    ) -> _Result:
+        n = len(self.c)
+        ends = [0] * n
+        crit: list[int | None] = [None] * n
+        waits: list[dict[int, int]] = [{} for _ in range(n)]
+        merge = merge or {}
+        merged_into = set(merge.values())
+        carry: dict[int, int] = {}  # rank → work carried over from a merged-away collective
+        alias: dict[int, int] = {}  # merged-away collective → the one that replaced it
+        extra_c = [0] * n
+        for j in range(n):
+            rows = self.members[j]
+            works: dict[int, int] = {}
+            for row in rows:
+                r = int(row["rank"])  # type: ignore[arg-type]
+                w = int(row["w"]) if row["w"] is not None else None
+                if w is not None and fix is not None and r in fix[1]:
+                    w = max(0, w - int(row[f"{fix[0]}_ns"] or 0))
+                if w is not None:
+                    works[r] = w
+            if median_rank is not None and median_rank in works and len(works) > 1:
+                works[median_rank] = int(statistics.median(works.values()))
+            own_c = 0 if free_comm else self.c[j]
+            if j in merge:
+                # merged into the next collective: the ranks carry on without waiting here
+                for row in rows:
+                    r = int(row["rank"])  # type: ignore[arg-type]
+                    carry[r] = carry.get(r, 0) + works.get(r, 0)
+                target = merge[j]
+                extra_c[target] += own_c
+                alias[j] = target
+                continue
+            arrivals: dict[int, int] = {}
+            for row in rows:
+                r = int(row["rank"])  # type: ignore[arg-type]
+                prev = row["prev"]
+                if prev is None or r not in works:
+                    arrivals[r] = int(row["_as"])  # type: ignore[arg-type]
+                    continue
+                p = int(prev)
+                if p in alias:
+                    p = _prev_kept(self.members, p, r, alias)
+                arrivals[r] = ends[p] + works[r] + carry.pop(r, 0) if p >= 0 else int(row["_as"])  # type: ignore[arg-type]
+            if not arrivals:
+                continue
+            last = max(arrivals.values())
+            cost = own_c + extra_c[j]
+            if j in merged_into and not free_comm:
+                # one collective instead of two: one fixed cost fewer (never more than the smaller one took)
+                cost -= min(COLLECTIVE_LATENCY_NS, own_c, extra_c[j])
+            ends[j] = last + cost
+            crit[j] = min(r for r, a in arrivals.items() if a == last)
+            waits[j] = {r: last - a for r, a in arrivals.items()}
+        for j, target in alias.items():
+            ends[j] = ends[target]
+        return _Result(ends=ends, crit=crit, waits=waits)
+
+
+def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mapping[int, int]) -> int:
+    """The previous collective of rank ``r`` that was not merged away (before ``p``)."""
+    while p in alias:
+        row = next((x for x in members[p] if x["rank"] == r), None)
+        if row is None or row["prev"] is None:
+            return -1
+        p = int(row["prev"])
+    return p
+
+
+def _pairs(steps: list[int], ops: list[str]) -> dict[int, int]:
+    """Adjacent collectives of one operation in one step, paired (first → second)."""
+    out: dict[int, int] = {}
+    j = 0
+    while j + 1 < len(steps):
+        if steps[j] == steps[j + 1] and ops[j] == ops[j + 1]:
+            out[j] = j + 1
+            j += 2
+        else:
+            j += 1
+    return out
+
+
+def _last_per_step(steps: list[int]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for j, s in enumerate(steps):
+        last[s] = j
+    return last
+
+
+def _median_period(ends: list[int], last_of: Mapping[int, int]) -> float:
+    order = sorted(last_of)
+    periods = [ends[last_of[b]] - ends[last_of[a]] for a, b in itertools.pairwise(order)]
+    return float(statistics.median(periods))
+
+
+def _gap_causes(m: pl.DataFrame, gaps: pl.DataFrame, ranks: Sequence[int]) -> list[pl.Series]:
+    """``<cause>_ns`` per (rank, collective): the rank's idle gaps whose start lies in the window
+    between its previous collective's end and this collective's start (gaps never straddle a
+    kernel of the same GPU, so each falls in one window)."""
+    cols = [c for c in _GAP_COLS if c in gaps.columns]
+    if gaps.height == 0 or not cols:
+        return [pl.Series(c, [0] * m.height, dtype=pl.Int64) for c in _GAP_COLS]
+    g = gaps.select(pl.col("rank").cast(pl.Int32), pl.col("start_ns").alias("_gs"), "end_ns", *cols).sort("_gs")
+    win = (
+        m.select(pl.col("rank").cast(pl.Int32), "j", pl.col("_prev_end").alias("_ws"), pl.col("start_ns").alias("_we"))
+        .drop_nulls("_ws")
+        .sort("_ws")
+    )
+    hit = g.join_asof(
+        win, left_on="_gs", right_on="_ws", by="rank", strategy="backward", check_sortedness=False
+    ).filter(pl.col("j").is_not_null() & (pl.col("_gs") < pl.col("_we")))
+    sums = hit.group_by("rank", "j").agg(pl.col(cols).sum())
+    joined = m.select("rank", "j").join(sums, on=["rank", "j"], how="left")
+    return [
+        joined[c].fill_null(0).cast(pl.Int64) if c in joined.columns else pl.Series(c, [0] * m.height, dtype=pl.Int64)
+        for c in _GAP_COLS
+    ]
+
+
+def _window_notes(windows: pl.DataFrame | None, coupled: set[int], notes: list[str]) -> None:
+    """Say which ranks share no collective with the others, and whether their recordings overlap."""
+    if windows is None or windows.height < 2:
+        return
+    rows = windows.sort("rank").rows(named=True)
+    for row in rows:
+        r = int(row["rank"])
+        if r in coupled:
+            continue
+        others = [o for o in rows if int(o["rank"]) != r]
+        overlaps = any(o["start_ns"] < row["end_ns"] and row["start_ns"] < o["end_ns"] for o in others)
+        why = (
+            "its recording overlaps the others' in time, so its collectives differ (another process group or another job?)"
+            if overlaps
+            else "its recording does not overlap the others' in time (captured at another moment, or its clock is far off)"
+        )
+        notes.append(
+            f"rank {r} shares no matched collective with the other ranks: {why}; it is left out of the job model."
+        )
+
+
+def from_profiles(
+    profiles: Sequence[RankProfile],
+    diagnoses: Mapping[int, Diagnosis],
+    *,
+    world_size: int | None = None,
+    windows: pl.DataFrame | None = None,
+) -> JobModel:
+    """:func:`model_job` from what the job diagnosis already has: the ranks' profiles (their
+    collectives) and diagnoses (the idle gaps of each rank's primary GPU)."""
+    coll = [p.collectives for p in profiles if p.collectives.height]
+    collectives = (
+        pl.concat([c.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA) for c in coll])  # type: ignore[arg-type]
+        if coll
+        else pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+    )  # type: ignore[arg-type]
+    parts = []
+    for d in diagnoses.values():
+        primary = pl.DataFrame(
+            {"rank": list(d.timeline.primary_device), "device": list(d.timeline.primary_device.values())},
+            schema={"rank": pl.Int32, "device": pl.Int32},
+        )
+        g = d.timeline.gaps
+        if g.height:
+            parts.append(
+                g.join(primary, on=["rank", "device"], how="semi").select(
+                    "rank", "start_ns", "end_ns", *[c for c in _GAP_COLS if c in g.columns]
+                )
+            )
+    gaps = (
+        pl.concat(parts, how="diagonal_relaxed")
+        if parts
+        else pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    )
+    return model_job(collectives, gaps, ranks=sorted(diagnoses), world_size=world_size, windows=windows)
+
+
+def _empty(
+    ranks: tuple[int, ...], world_size: int | None, missing: tuple[int, ...], unmatched: int, notes: list[str]
+) -> JobModel:
+    return JobModel(
+        ranks=ranks,
+        world_size=world_size,
+        missing_ranks=missing,
+        matched_collectives=0,
+        unmatched_kernels=unmatched,
+        clocks=pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32}).with_columns(
+            pl.lit(None, dtype=pl.Float64).alias("clock_offset_ms"), pl.lit(0, dtype=pl.Int64).alias("collectives")
+        ),
+        clock_residual_us=None,
+        step_ms=None,
+        replayed_step_ms=None,
+        path=pl.DataFrame(
+            schema={"rank": pl.Int32, "cause": pl.String, "ms_per_step": pl.Float64, "share": pl.Float64}
+        ),
+        waits=pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "wait_ms_per_step": pl.Float64,
+                "waits_for": pl.Int32,
+                "waits_for_ms_per_step": pl.Float64,
+            }
+        ),
+        what_ifs=(),
+        steps=0,
+        notes=tuple(notes),
+    )
+
+
+def _with(empty: JobModel, clocks: pl.DataFrame, residual: float, matched: int, notes: list[str]) -> JobModel:
+    import dataclasses
+
+    return dataclasses.replace(
+        empty, clocks=clocks, clock_residual_us=residual, matched_collectives=matched, notes=tuple(notes)
+    )
+
+
+__all__ = ["COLLECTIVE_LATENCY_NS", "JOB_FIX_MODELS", "JobModel", "JobWhatIf", "from_profiles", "model_job"]
