@@ -523,7 +523,7 @@ def diagnose_job(job: Job) -> JobDiagnosis:
         diagnoses[r.rank] = d
         profiles.extend(rank_profiles(r.tables.events, d, r.path))
     multirank = analyse_ranks(profiles, world_size=job.world_size)
-    model = job_model(job, diagnoses, profiles) if len(diagnoses) > 1 else None
+    model = job_model(job, diagnoses, profiles) if len(diagnoses) > 1 or (job.world_size or 1) > 1 else None
     return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank, model=model)
 
 
@@ -536,7 +536,8 @@ def job_model(job: Job, diagnoses: Mapping[int, Diagnosis], profiles: Sequence[R
         for r in job.ranks if r.rank in diagnoses and r.tables.events.height
     ]
     windows = pl.concat(spans) if spans else None
-    return from_profiles(profiles, diagnoses, world_size=job.world_size, windows=windows)
+    events = {r.rank: r.tables.events for r in job.ranks if r.rank in diagnoses}
+    return from_profiles(profiles, diagnoses, world_size=job.world_size, windows=windows, events=events)
 
 
 __all__ = [

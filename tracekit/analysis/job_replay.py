@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .multirank import COLLECTIVES_SCHEMA, RankProfile
+from ..schema import EventKind
+from .multirank import COLLECTIVES_SCHEMA, RankProfile, _collectives
 from .timeline import IDLE_CAUSES
 
 if TYPE_CHECKING:
@@ -58,6 +59,14 @@ if TYPE_CHECKING:
 #: the fixed cost of one collective (launch, protocol handshake, ring latency), saved once
 #: per merged pair by the fewer/larger-buckets what-if; capped by the smaller collective's time
 COLLECTIVE_LATENCY_NS = 30_000
+#: the ends of one collective on its ranks agree within this after clock alignment...
+END_TOLERANCE_NS = 500_000
+#: ...or within this share of its shortest duration (long collectives on drifting clocks)
+END_TOLERANCE_SHARE = 0.05
+#: operations paired by order that may pair the wrong instances (checked on their ends)
+POINT_TO_POINT = ("sendrecv", "other")
+#: job what-ifs are given only when the unchanged replay reproduces the recorded job step this closely
+JOB_TRUST_ERROR = 0.05
 #: replayed collectives at most (the last ones of the trace): keeps the Python sweep bounded
 MAX_COLLECTIVES = 20_000
 #: a cause is priced on a rank when it fills at least this share of the job step there
@@ -183,25 +192,46 @@ def model_job(
     n_keys = matched.select(key).unique().height if matched.height else 0
     if unmatched and n_keys:
         notes.append(f"{unmatched} communication kernel(s) matched no other rank and are left out of the job model.")
-    empty = _empty(ranks, world_size, missing, unmatched, notes)
     if len(ranks) < 2:
-        return empty
+        return _empty(ranks, world_size, missing, unmatched, notes)
     if n_keys == 0:
-        notes.append("no collective matched across ranks: the ranks are not coupled in the job model.")
-        _window_notes(windows, set(), notes)
-        return empty
+        if coll.height == 0:
+            notes.append(
+                "no rank's trace records communication (no collective kernels, no host collective ranges): "
+                "the ranks ran independently, so the job waits on nothing but its slowest rank."
+            )
+        else:
+            notes.append("no collective matched across ranks: the ranks are not coupled in the job model.")
+        _window_notes(windows, set(), notes, only_disjoint=coll.height == 0)
+        return _empty(ranks, world_size, missing, unmatched, notes)
 
-    # --- clocks: each rank's offset from the median end of its collectives
-    with_mid = matched.with_columns(pl.col("end_ns").median().over(key).alias("_mid"))
-    offsets = with_mid.group_by("rank").agg(
-        (pl.col("end_ns") - pl.col("_mid")).median().round(0).cast(pl.Int64).alias("offset_ns"),
-        pl.len().alias("collectives"),
+    # --- clocks: each rank's offset from the median end of its collectives; a collective
+    # matched by order whose ends disagree after alignment is not one collective (point-to-point
+    # transfers paired differently, another process group): it is dropped and the clocks
+    # estimated again from the rest
+    offsets = _offsets(matched, key)
+    spread = _spread(matched, offsets, key)
+    # (group collectives matched by order are kept: their ends may differ by a ring step)
+    shared = spread.filter(
+        ~pl.col("op").is_in(POINT_TO_POINT)
+        | (pl.col("_spread") <= pl.max_horizontal(pl.lit(END_TOLERANCE_NS), pl.col("_min_dur") * END_TOLERANCE_SHARE))
     )
+    if shared.height < spread.height:
+        notes.append(
+            f"{spread.height - shared.height} of {spread.height} point-to-point transfers matched by order do not end together "
+            "on their ranks (the ranks paired them differently): they are left out of "
+            "the job model and count as work of their rank."
+        )
+        matched = matched.join(shared.select(key), on=key, how="semi")
+        n_keys = shared.height
+        if n_keys == 0:
+            return _empty(ranks, world_size, missing, unmatched, notes)
+        offsets = _offsets(matched, key)
+        spread = _spread(matched, offsets, key)
+    residual = float(spread["_spread"].median()) / 1e3  # type: ignore[arg-type]
     m = matched.join(offsets.select("rank", "offset_ns"), on="rank").with_columns(
         (pl.col("end_ns") - pl.col("offset_ns")).alias("_ae"), (pl.col("start_ns") - pl.col("offset_ns")).alias("_as")
     )
-    spread = m.group_by(key).agg((pl.col("_ae").max() - pl.col("_ae").min()).alias("_spread"))
-    residual = float(spread["_spread"].median()) / 1e3  # type: ignore[arg-type]
     clocks = (
         pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32})
         .join(offsets, on="rank", how="left")
@@ -246,7 +276,7 @@ def model_job(
     period_steps = sorted(last_of)[1:]
     if not period_steps:
         notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
-        return _with(empty, clocks, residual, n_keys, notes)
+        return _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes)
     step_ns = _median_period(e_rec, last_of)
     replayed_ns = _median_period(base.ends, last_of)
     step_ms = step_ns / 1e6
@@ -307,13 +337,21 @@ def model_job(
         )
     )
 
-    # --- what-ifs
+    # --- what-ifs (only when the unchanged replay reproduces the recorded job step)
     base_ns = replayed_ns
     answers: list[JobWhatIf] = []
+    trusted = step_ns > 0 and abs(replayed_ns - step_ns) / step_ns <= JOB_TRUST_ERROR
+    if not trusted:
+        notes.append(
+            f"the job replay reproduces the recorded job step only within {100 * abs(replayed_ns - step_ns) / max(step_ns, 1):.1f}% "
+            f"(over {n_periods} step(s)): the job what-ifs are withheld; the path and the waits are the recorded ones."
+        )
 
     def ask(
         kind: str, label: str, question: str, run: _Result, rank: int | None = None, cause: str | None = None
     ) -> None:
+        if not trusted:
+            return
         saving = max(0.0, (base_ns - _median_period(run.ends, last_of)) / 1e6)
         saving = min(saving, step_ms)
         answers.append(JobWhatIf(kind, label, question, saving, step_ms - saving, rank, cause))
@@ -485,6 +523,24 @@ def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mappi
     return p
 
 
+def _offsets(matched: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    with_mid = matched.with_columns(pl.col("end_ns").median().over(key).alias("_mid"))
+    return with_mid.group_by("rank").agg(
+        (pl.col("end_ns") - pl.col("_mid")).median().round(0).cast(pl.Int64).alias("offset_ns"),
+        pl.len().alias("collectives"),
+    )
+
+
+def _spread(matched: pl.DataFrame, offsets: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """Per collective: the spread of its aligned ends over its ranks, and its shortest duration."""
+    aligned = matched.join(offsets.select("rank", "offset_ns"), on="rank").with_columns(
+        (pl.col("end_ns") - pl.col("offset_ns")).alias("_ae")
+    )
+    return aligned.group_by(key).agg(
+        (pl.col("_ae").max() - pl.col("_ae").min()).alias("_spread"), pl.col("dur_ns").min().alias("_min_dur")
+    )
+
+
 def _pairs(steps: list[int], ops: list[str]) -> dict[int, int]:
     """Adjacent collectives of one operation in one step, paired (first → second)."""
     out: dict[int, int] = {}
@@ -535,7 +591,9 @@ def _gap_causes(m: pl.DataFrame, gaps: pl.DataFrame, ranks: Sequence[int]) -> li
     ]
 
 
-def _window_notes(windows: pl.DataFrame | None, coupled: set[int], notes: list[str]) -> None:
+def _window_notes(
+    windows: pl.DataFrame | None, coupled: set[int], notes: list[str], *, only_disjoint: bool = False
+) -> None:
     """Say which ranks share no collective with the others, and whether their recordings overlap."""
     if windows is None or windows.height < 2:
         return
@@ -546,6 +604,8 @@ def _window_notes(windows: pl.DataFrame | None, coupled: set[int], notes: list[s
             continue
         others = [o for o in rows if int(o["rank"]) != r]
         overlaps = any(o["start_ns"] < row["end_ns"] and row["start_ns"] < o["end_ns"] for o in others)
+        if overlaps and only_disjoint:
+            continue
         why = (
             "its recording overlaps the others' in time, so its collectives differ (another process group or another job?)"
             if overlaps
@@ -562,15 +622,25 @@ def from_profiles(
     *,
     world_size: int | None = None,
     windows: pl.DataFrame | None = None,
+    events: Mapping[int, pl.DataFrame] | None = None,
 ) -> JobModel:
     """:func:`model_job` from what the job diagnosis already has: the ranks' profiles (their
-    collectives) and diagnoses (the idle gaps of each rank's primary GPU)."""
-    coll = [p.collectives for p in profiles if p.collectives.height]
+    collectives) and diagnoses (the idle gaps of each rank's primary GPU).  A rank without
+    communication kernels (gloo, MPI: collectives run on the host) contributes its host-side
+    collective ranges (``gloo:all_reduce``...) from ``events`` instead."""
+    frames = [p.collectives for p in profiles if p.collectives.height]
+    with_kernels = {int(r) for f in frames for r in f["rank"].unique().to_list()}
+    for rank, ev in (events or {}).items():
+        if rank in with_kernels or rank not in diagnoses:
+            continue
+        host = host_collectives(ev, diagnoses[rank].steps)
+        if host.height:
+            frames.append(host)
     collectives = (
-        pl.concat([c.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA) for c in coll])  # type: ignore[arg-type]
-        if coll
+        pl.concat([c.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA) for c in frames])  # type: ignore[arg-type]
+        if frames
         else pl.DataFrame(schema=COLLECTIVES_SCHEMA)
-    )  # type: ignore[arg-type]
+    )
     parts = []
     for d in diagnoses.values():
         primary = pl.DataFrame(
@@ -579,17 +649,41 @@ def from_profiles(
         )
         g = d.timeline.gaps
         if g.height:
-            parts.append(
-                g.join(primary, on=["rank", "device"], how="semi").select(
-                    "rank", "start_ns", "end_ns", *[c for c in _GAP_COLS if c in g.columns]
-                )
-            )
+            cols = [c for c in _GAP_COLS if c in g.columns]
+            parts.append(g.join(primary, on=["rank", "device"], how="semi").select("rank", "start_ns", "end_ns", *cols))
     gaps = (
         pl.concat(parts, how="diagonal_relaxed")
         if parts
         else pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
     )
     return model_job(collectives, gaps, ranks=sorted(diagnoses), world_size=world_size, windows=windows)
+
+
+#: host ranges of a process group's collective work (``gloo:all_reduce``, ``nccl:all_reduce``...)
+HOST_COLLECTIVE = r"^(?:gloo|nccl|mpi|ucc|xccl):[a-z_]+"
+
+
+def host_collectives(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """A rank's host-side collective ranges as :data:`.multirank.COLLECTIVES_SCHEMA` rows
+    (numbered per step and operation like communication kernels)."""
+    rows = events.filter(
+        pl.col("kind").is_in([EventKind.ANNOTATION.value, EventKind.CPU_OP.value])
+        & pl.col("name").str.contains(HOST_COLLECTIVE)
+        & (pl.col("dur_ns") > 0)
+    )
+    if rows.height == 0 or steps.height == 0:
+        return pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+    frame = rows.select(
+        "rank",
+        "name",
+        pl.col("collective") if "collective" in rows.columns else pl.lit(None, dtype=pl.String).alias("collective"),
+        pl.lit(None, dtype=pl.Int32).alias("device"),
+        pl.lit(None, dtype=pl.Int64).alias("stream"),
+        "start_ns",
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+        "dur_ns",
+    )
+    return _collectives(frame, steps.select("rank", "step", "start_ns", "end_ns"))
 
 
 def _empty(
@@ -632,4 +726,12 @@ def _with(empty: JobModel, clocks: pl.DataFrame, residual: float, matched: int, 
     )
 
 
-__all__ = ["COLLECTIVE_LATENCY_NS", "JOB_FIX_MODELS", "JobModel", "JobWhatIf", "from_profiles", "model_job"]
+__all__ = [
+    "COLLECTIVE_LATENCY_NS",
+    "JOB_FIX_MODELS",
+    "JobModel",
+    "JobWhatIf",
+    "from_profiles",
+    "host_collectives",
+    "model_job",
+]
