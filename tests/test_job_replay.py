@@ -272,3 +272,18 @@ def test_analyze_real_multi_rank_folders(name: str, tmp_path: Path, capsys: pyte
     if name == "trace_filter":
         assert model["missing_ranks"][:3] == [2, 3, 4]
         assert any("do not end together" in n for n in model["notes"])
+
+
+def test_batch_predicts_the_job_step_without_the_straggler(tmp_path: Path) -> None:
+    from tracekit.batch import run_batch
+
+    spec = JOBS["slow_gpu"]
+    write_job(simulate_job(spec), tmp_path / "traces" / "job")
+    run_batch([str(tmp_path / "traces")], tmp_path / "out", workers=1)
+    jobs = pl.read_parquet(tmp_path / "out" / "jobs.parquet")
+    assert jobs.height == 1
+    row = jobs.row(0, named=True)
+    truth_ms = simulate_job(straggler_at_median(spec, 1, 0)).steady_step_ns / 1e6
+    assert row["critical_rank"] == 1
+    assert row["straggler_fixed_step_ms"] == pytest.approx(truth_ms, rel=0.02)
+    assert row["job_step_ms"] == pytest.approx(simulate_job(spec).steady_step_ns / 1e6, rel=0.01)
