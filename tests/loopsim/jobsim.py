@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import random
 import statistics
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ class JobSpec:
     latency_ns: int = 40_000
     #: per-rank clock offset written into the traces (ranks on different hosts), ns
     clock_offsets: tuple[int, ...] = ()
+    #: every compute kernel's duration is scaled by a factor drawn uniformly from
+    #: [1 - jitter, 1 + jitter] (seeded per rank: re-simulating a fix draws the same factors)
+    jitter: float = 0.0
 
     @property
     def world_size(self) -> int:
@@ -74,6 +78,12 @@ class _RankSim(_Sim):
         self.rank = rank
         self.spec = spec
         self.seq = 0
+        self.rng_jitter = random.Random(1_000 + rank)
+
+    def kernel_op(self, name: str, kernel: str, dur: int) -> None:
+        j = self.spec.jitter
+        factor = 1.0 + self.rng_jitter.uniform(-j, j) if j else 1.0
+        super().kernel_op(name, kernel, int(dur * factor))
 
     def allreduce(self, nbytes: int) -> Generator[int, int, None]:
         """Issue one all-reduce: yields when its kernel starts on this rank, resumes with its end."""
@@ -293,7 +303,7 @@ JOBS: dict[str, JobSpec] = {
     "unoverlapped": JobSpec(
         "unoverlapped", (_base(),) * 4, buckets=8, grad_bytes=512 << 20, link_bw=40.0, latency_ns=150_000
     ),
-    # all of it at once
+    # all of it at once, kernels jittering by up to 15% (every step differs)
     "mixed": JobSpec(
         "mixed",
         (
@@ -305,5 +315,6 @@ JOBS: dict[str, JobSpec] = {
         buckets=6,
         grad_bytes=384 << 20,
         clock_offsets=(0, 40_000_000, 0, -3_000_000),
+        jitter=0.15,
     ),
 }
