@@ -287,3 +287,17 @@ def test_batch_predicts_the_job_step_without_the_straggler(tmp_path: Path) -> No
     assert row["critical_rank"] == 1
     assert row["straggler_fixed_step_ms"] == pytest.approx(truth_ms, rel=0.02)
     assert row["job_step_ms"] == pytest.approx(simulate_job(spec).steady_step_ns / 1e6, rel=0.01)
+
+
+def test_job_findings_carry_the_predicted_job_step(cases: dict[str, Case]) -> None:
+    for name, c in cases.items():
+        found = c.jd.multirank.findings
+        priced = [f for f in found if f.predicted_step_ms is not None]
+        assert priced, name
+        savings = [(c.model.step_ms or 0) - (f.predicted_step_ms or 0) for f in priced]
+        assert savings == sorted(savings, reverse=True), name
+        assert found[: len(priced)] == tuple(priced), name
+    straggler = next(f for f in cases["slow_gpu"].jd.multirank.findings if f.kind == "straggler")
+    w = cases["slow_gpu"].model.what_if("straggler_at_median")
+    assert w is not None
+    assert straggler.predicted_step_ms == w.predicted_step_ms

@@ -23,6 +23,7 @@ when two captures of the same job share a folder; every other file is a job by i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -524,6 +525,10 @@ def diagnose_job(job: Job) -> JobDiagnosis:
         profiles.extend(rank_profiles(r.tables.events, d, r.path))
     multirank = analyse_ranks(profiles, world_size=job.world_size)
     model = job_model(job, diagnoses, profiles) if len(diagnoses) > 1 or (job.world_size or 1) > 1 else None
+    if model is not None:
+        from .analysis.job_replay import rank_job_findings
+
+        multirank = dataclasses.replace(multirank, findings=rank_job_findings(multirank.findings, model))
     return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank, model=model)
 
 

@@ -41,6 +41,7 @@ Python loops only over collectives (and ranks inside them), never over events.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import statistics
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..schema import EventKind
+from .findings import Finding
 from .multirank import COLLECTIVES_SCHEMA, RankProfile, _collectives
 from .timeline import IDLE_CAUSES
 
@@ -521,6 +523,25 @@ def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mappi
             return -1
         p = int(row["prev"])
     return p
+
+
+#: job finding kind → the job what-if that prices its fix
+FINDING_WHAT_IF = {"straggler": "straggler_at_median", "load_imbalance": "straggler_at_median", "exposed_communication": "perfect_overlap"}
+
+
+def rank_job_findings(findings: Sequence[Finding], model: JobModel | None) -> tuple[Finding, ...]:
+    """The cross-rank findings with the job step the model predicts once each is fixed
+    (:data:`FINDING_WHAT_IF`), ranked by the saving of the job step (findings the model cannot
+    price keep their order, after the priced ones)."""
+    if model is None or not model.what_ifs:
+        return tuple(findings)
+    ranked = []
+    for i, f in enumerate(findings):
+        w = model.what_if(FINDING_WHAT_IF.get(f.kind, ""))
+        if w is not None:
+            f = dataclasses.replace(f, predicted_step_ms=w.predicted_step_ms)
+        ranked.append((w is None, -round(w.saving_ms if w else 0.0, 6), i, f))
+    return tuple(r[-1] for r in sorted(ranked, key=lambda r: r[:-1]))
 
 
 def _offsets(matched: pl.DataFrame, key: list[str]) -> pl.DataFrame:

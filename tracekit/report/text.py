@@ -414,10 +414,11 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
     out.append("")
     out += _job_model_text(j.get("model"))
     if j["findings"]:
-        out.append("Findings across ranks (largest cost first)")
+        out.append("Findings across ranks (largest saving of the job step first)")
         for i, f in enumerate(jd.multirank.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
-            out.append(f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)")
+            out.append(f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)"
+                       + (f"; fixed, the job step would be {_ms(f.predicted_step_ms)}" if f.predicted_step_ms is not None else ""))
             out.append(f"    evidence: {_job_evidence(f)}")
             out.append(f"    fix: {f.fix}")
         out.append("")
@@ -522,7 +523,8 @@ def render_job_markdown(jd: Any) -> str:
     if jd.multirank.findings:
         out += ["### Findings across ranks", ""]
         for i, f in enumerate(jd.multirank.findings, 1):
-            out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%). "
+            predicted = f" Fixed, the job step would be {_ms(f.predicted_step_ms)}." if f.predicted_step_ms is not None else ""
+            out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%).{predicted} "
                        f"Evidence: {_cell(_job_evidence(f))}. Fix: {f.fix}")
         out.append("")
     elif len(j["ranks"]) > 1:
