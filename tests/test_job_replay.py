@@ -301,3 +301,18 @@ def test_job_findings_carry_the_predicted_job_step(cases: dict[str, Case]) -> No
     w = cases["slow_gpu"].model.what_if("straggler_at_median")
     assert w is not None
     assert straggler.predicted_step_ms == w.predicted_step_ms
+
+
+def test_overlapped_communication_withholds_the_what_ifs(tmp_path: Path) -> None:
+    # DDP's default: all-reduces on a side stream alongside the backward pass.  The chain of
+    # blocking collectives does not describe that job (re-simulating shows its what-ifs off by
+    # up to a third), so the model must say so rather than answer
+    spec = dataclasses.replace(JOBS["slow_loader"], overlap=True)
+    run = simulate_job(spec)
+    jd = diagnose_job(read_job(write_job(run, tmp_path), cache=False))
+    m = jd.model
+    assert m is not None
+    assert m.step_ms == pytest.approx(run.steady_step_ns / 1e6, rel=0.01)
+    assert m.what_ifs == ()
+    assert any("overlaps compute" in n for n in m.notes)
+    assert m.path.height > 0

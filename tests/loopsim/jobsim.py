@@ -25,10 +25,13 @@ import statistics
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .kineto import BASE_NS, kineto_events
 from .sim import FIXES, LAUNCH_LATENCY_NS, OPT_KERNEL, STREAM_GAP_NS, GpuEv, HostEv, Loop, Run, _Sim
 
+#: the side stream of overlapped all-reduces
+COMM_STREAM = 13
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
@@ -50,6 +53,10 @@ class JobSpec:
     #: every compute kernel's duration is scaled by a factor drawn uniformly from
     #: [1 - jitter, 1 + jitter] (seeded per rank: re-simulating a fix draws the same factors)
     jitter: float = 0.0
+    #: all-reduces on a side stream (DDP's default): a bucket's all-reduce waits for its
+    #: gradients on the compute stream, runs alongside the rest of the backward pass, and the
+    #: optimizer waits for the last one
+    overlap: bool = False
 
     @property
     def world_size(self) -> int:
@@ -79,6 +86,7 @@ class _RankSim(_Sim):
         self.spec = spec
         self.seq = 0
         self.rng_jitter = random.Random(1_000 + rank)
+        self.comm_free = 0
 
     def kernel_op(self, name: str, kernel: str, dur: int) -> None:
         j = self.spec.jitter
@@ -107,16 +115,26 @@ class _RankSim(_Sim):
         self.t += loop.dispatch_ns // 2
         call_start = self.t
         issue = max(call_start + loop.launch_ns, self._queue_wait())
-        start = max(issue + LAUNCH_LATENCY_NS, self.gpu_free + STREAM_GAP_NS)
+        if self.spec.overlap:
+            # the side stream waits for the bucket's gradients (an event on the compute stream)
+            start = max(issue + LAUNCH_LATENCY_NS, self.comm_free + STREAM_GAP_NS, self.gpu_free + STREAM_GAP_NS)
+        else:
+            start = max(issue + LAUNCH_LATENCY_NS, self.gpu_free + STREAM_GAP_NS)
         self.starts.append(start)
         self.api("cudaLaunchKernel", issue - call_start, correlation=corr)
         self.t += loop.dispatch_ns - loop.dispatch_ns // 2
         op.end = self.t
         self.t += loop.python_ns
         end = yield start
-        self.gpu_free = end
+        if self.spec.overlap:
+            self.comm_free = end
+        else:
+            self.gpu_free = end
         self.step_last_gpu = max(self.step_last_gpu, end)
-        self.gpu.append(GpuEv("kernel", NCCL_KERNEL, start, end, corr, args={"Collective name": "allreduce"}))
+        args: dict[str, object] = {"Collective name": "allreduce"}
+        if self.spec.overlap:
+            args["stream"] = COMM_STREAM
+        self.gpu.append(GpuEv("kernel", NCCL_KERNEL, start, end, corr, args=args))
 
     def job_step(self, k: int) -> Generator[int, int, None]:
         loop = self.loop
@@ -141,6 +159,9 @@ class _RankSim(_Sim):
                 for _ in range(n):
                     yield from self.allreduce(nbytes)
                     issued += 1
+
+        # the optimizer waits for the last all-reduce (the compute stream waits on its event)
+        self.gpu_free = max(self.gpu_free, self.comm_free)
 
         def optimizer() -> None:
             for _ in range(loop.optimizer_kernels):
@@ -219,10 +240,19 @@ def write_job(run: JobRun, folder: Path) -> Path:
             "displayTimeUnit": "ms",
             "baseTimeNanoseconds": BASE_NS,
             "traceName": f"rank{r}",
-            "traceEvents": kineto_events(shifted),
+            "traceEvents": _streams(kineto_events(shifted)),
         }
         (folder / f"rank{r}.pt.trace.json").write_text(json.dumps(doc))
     return folder
+
+
+def _streams(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GPU rows whose args name another stream go on that stream's track."""
+    for e in events:
+        stream = e.get("args", {}).get("stream") if isinstance(e.get("args"), dict) else None
+        if stream is not None and e.get("ph") == "X" and e.get("tid") != stream and e.get("pid") == e["args"].get("device"):
+            e["tid"] = stream
+    return events
 
 
 def _shift(run: Run, off: int) -> Run:

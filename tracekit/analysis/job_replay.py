@@ -69,6 +69,9 @@ END_TOLERANCE_SHARE = 0.05
 POINT_TO_POINT = ("sendrecv", "other")
 #: job what-ifs are given only when the unchanged replay reproduces the recorded job step this closely
 JOB_TRUST_ERROR = 0.05
+#: from this share of communication overlapping compute, the chain of blocking collectives no
+#: longer describes the job (a side-stream all-reduce does not hold compute back)
+OVERLAP_LIMIT = 0.2
 #: replayed collectives at most (the last ones of the trace): keeps the Python sweep bounded
 MAX_COLLECTIVES = 20_000
 #: a cause is priced on a rank when it fills at least this share of the job step there
@@ -163,6 +166,7 @@ def model_job(
     ranks: Sequence[int],
     world_size: int | None = None,
     windows: pl.DataFrame | None = None,
+    overlapped_share: float | None = None,
 ) -> JobModel:
     """Build and replay the job model.
 
@@ -174,6 +178,8 @@ def model_job(
         ranks: the ranks present.
         world_size: the job's world size when known (missing ranks are reported).
         windows: rank, start_ns, end_ns of each rank's recording (non-overlap is reported).
+        overlapped_share: the share of communication time that overlapped compute (from the
+            ranks' timelines); from :data:`OVERLAP_LIMIT` on, the what-ifs are withheld.
     """
     ranks = tuple(sorted(int(r) for r in ranks))
     notes: list[str] = []
@@ -343,7 +349,14 @@ def model_job(
     base_ns = replayed_ns
     answers: list[JobWhatIf] = []
     trusted = step_ns > 0 and abs(replayed_ns - step_ns) / step_ns <= JOB_TRUST_ERROR
-    if not trusted:
+    if trusted and overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT:
+        trusted = False
+        notes.append(
+            f"{100 * overlapped_share:.0f}% of the communication overlaps compute (collectives on a side stream): the job "
+            "model chains collectives as if each rank waited for them, which holds for blocking communication only, "
+            "so the job what-ifs are withheld; the path and the waits are the recorded ones."
+        )
+    elif not trusted:
         notes.append(
             f"the job replay reproduces the recorded job step only within {100 * abs(replayed_ns - step_ns) / max(step_ns, 1):.1f}% "
             f"(over {n_periods} step(s)): the job what-ifs are withheld; the path and the waits are the recorded ones."
@@ -526,7 +539,11 @@ def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mappi
 
 
 #: job finding kind → the job what-if that prices its fix
-FINDING_WHAT_IF = {"straggler": "straggler_at_median", "load_imbalance": "straggler_at_median", "exposed_communication": "perfect_overlap"}
+FINDING_WHAT_IF = {
+    "straggler": "straggler_at_median",
+    "load_imbalance": "straggler_at_median",
+    "exposed_communication": "perfect_overlap",
+}
 
 
 def rank_job_findings(findings: Sequence[Finding], model: JobModel | None) -> tuple[Finding, ...]:
@@ -677,7 +694,27 @@ def from_profiles(
         if parts
         else pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
     )
-    return model_job(collectives, gaps, ranks=sorted(diagnoses), world_size=world_size, windows=windows)
+    return model_job(
+        collectives,
+        gaps,
+        ranks=sorted(diagnoses),
+        world_size=world_size,
+        windows=windows,
+        overlapped_share=overlapped_share(profiles),
+    )
+
+
+def overlapped_share(profiles: Sequence[RankProfile]) -> float | None:
+    """The share of the ranks' communication time (complete steps) during which compute ran too."""
+    frames = [p.steps.filter(pl.col("complete")) for p in profiles if p.steps.height]
+    if not frames:
+        return None
+    steps = pl.concat(frames, how="vertical_relaxed")
+    comm = float(steps["communication_ns"].fill_null(0).sum())
+    if comm <= 0:
+        return None
+    exposed = float(steps["exposed_communication_ns"].fill_null(0).sum())
+    return max(0.0, (comm - exposed) / comm)
 
 
 #: host ranges of a process group's collective work (``gloo:all_reduce``, ``nccl:all_reduce``...)

@@ -384,7 +384,7 @@ def _job_row(plan: JobPlan, files: list[FileResult], m: MultiRank) -> dict[str, 
 def _job_model_columns(profiles: list[RankProfile], plan: JobPlan) -> dict[str, Any]:
     """Job-level predictions of the job model (:mod:`tracekit.analysis.job_replay`), from the
     ranks' collectives alone (batch keeps no per-rank idle gaps, so no per-cause what-ifs)."""
-    from ..analysis.job_replay import model_job
+    from ..analysis.job_replay import model_job, overlapped_share
 
     out: dict[str, Any] = {"job_step_ms": None, "critical_rank": None, "straggler_fixed_step_ms": None, "overlap_step_ms": None}
     ranks = sorted({p.rank for p in profiles})
@@ -393,7 +393,10 @@ def _job_model_columns(profiles: list[RankProfile], plan: JobPlan) -> dict[str, 
     frames = [p.collectives for p in profiles if p.collectives.height]
     if not frames:
         return out
-    jm = model_job(pl.concat(frames, how="vertical_relaxed"), pl.DataFrame(), ranks=ranks, world_size=plan.world_size)
+    jm = model_job(
+        pl.concat(frames, how="vertical_relaxed"), pl.DataFrame(), ranks=ranks, world_size=plan.world_size,
+        overlapped_share=overlapped_share(profiles),
+    )
     slow, overlap = jm.what_if("straggler_at_median"), jm.what_if("perfect_overlap")
     bottleneck = jm.bottleneck
     out.update(
