@@ -74,6 +74,8 @@ JOB_TRUST_ERROR = 0.05
 OVERLAP_LIMIT = 0.2
 #: replayed collectives at most (the last ones of the trace): keeps the Python sweep bounded
 MAX_COLLECTIVES = 20_000
+#: ...and at most this many (rank, collective) pairs (many ranks: fewer collectives)
+MAX_MEMBERSHIPS = 400_000
 #: a cause is priced on a rank when it fills at least this share of the job step there
 MIN_CAUSE_SHARE = 0.01
 #: at most this many rank × cause what-ifs (the largest)
@@ -253,9 +255,10 @@ def model_job(
 
     # --- order collectives by their aligned end; keep the last MAX_COLLECTIVES
     order = m.group_by(key).agg(pl.col("_ae").median().alias("_e")).sort("_e", *key).with_row_index("j")
-    if order.height > MAX_COLLECTIVES:
-        notes.append(f"the job model replays the last {MAX_COLLECTIVES} of {order.height} matched collectives.")
-        order = order.tail(MAX_COLLECTIVES).with_columns(pl.col("j") - pl.col("j").min())
+    keep = max(2, min(MAX_COLLECTIVES, MAX_MEMBERSHIPS // max(len(ranks), 1)))
+    if order.height > keep:
+        notes.append(f"the job model replays the last {keep} of {order.height} matched collectives.")
+        order = order.tail(keep).with_columns(pl.col("j") - pl.col("j").min())
     m = m.join(order, on=key).sort("rank", "j")
     m = m.with_columns(
         pl.col("end_ns").shift(1).over("rank").alias("_prev_end"), pl.col("j").shift(1).over("rank").alias("prev")
