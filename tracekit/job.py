@@ -542,7 +542,8 @@ def job_model(job: Job, diagnoses: Mapping[int, Diagnosis], profiles: Sequence[R
     ]
     windows = pl.concat(spans) if spans else None
     events = {r.rank: r.tables.events for r in job.ranks if r.rank in diagnoses}
-    return from_profiles(profiles, diagnoses, world_size=job.world_size, windows=windows, events=events)
+    links = {r.rank: r.tables.links for r in job.ranks if r.rank in diagnoses}
+    return from_profiles(profiles, diagnoses, world_size=job.world_size, windows=windows, events=events, links=links)
 
 
 __all__ = [

@@ -348,3 +348,7 @@ JOBS: dict[str, JobSpec] = {
         jitter=0.15,
     ),
 }
+
+# the same jobs with DDP's default: all-reduces on a side stream, overlapping the backward pass
+JOBS["slow_loader_overlapped"] = dataclasses.replace(JOBS["slow_loader"], name="slow_loader_overlapped", overlap=True)
+JOBS["mixed_overlapped"] = dataclasses.replace(JOBS["mixed"], name="mixed_overlapped", overlap=True)

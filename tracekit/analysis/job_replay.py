@@ -169,6 +169,7 @@ def model_job(
     world_size: int | None = None,
     windows: pl.DataFrame | None = None,
     overlapped_share: float | None = None,
+    ready: pl.DataFrame | None = None,
 ) -> JobModel:
     """Build and replay the job model.
 
@@ -181,7 +182,10 @@ def model_job(
         world_size: the job's world size when known (missing ranks are reported).
         windows: rank, start_ns, end_ns of each rank's recording (non-overlap is reported).
         overlapped_share: the share of communication time that overlapped compute (from the
-            ranks' timelines); from :data:`OVERLAP_LIMIT` on, the what-ifs are withheld.
+            ranks' timelines); from :data:`OVERLAP_LIMIT` on, collectives are modelled on a
+            side stream when ``ready`` is given, else the what-ifs are withheld.
+        ready: rank, start_ns, end_ns (a collective kernel) and ready_ns: when the compute that
+            produced its inputs had finished on that rank (:func:`ready_times`).
     """
     ranks = tuple(sorted(int(r) for r in ranks))
     notes: list[str] = []
@@ -265,8 +269,43 @@ def model_job(
     )
     m = m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w"))
 
-    # --- what fills each rank's work between collectives: its GPU's idle gaps by cause
-    m = m.with_columns(_gap_causes(m, gaps, ranks))
+    # --- side-stream collectives (communication overlapping compute): a collective waits for
+    # the compute that produced its inputs, which waits only for the last collective of the
+    # previous step (the optimizer); otherwise each collective holds its rank's compute back
+    side = bool(
+        overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and ready is not None and ready.height
+    )
+    if side and ready is not None:
+        m = m.join(
+            ready.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", "ready_ns"),
+            on=["rank", "start_ns", "end_ns"],
+            how="left",
+        ).with_columns(pl.col("ready_ns").fill_null(pl.col("start_ns")).clip(upper_bound=pl.col("start_ns")))
+        step_last = m.group_by("rank", "step").agg(
+            pl.col("j").max().alias("_gate"), pl.col("end_ns").sort_by("j").last().alias("_gate_end")
+        )
+        step_last = (
+            step_last.sort("rank", "step")
+            .with_columns(
+                pl.col("_gate").shift(1).over("rank").alias("gate"),
+                pl.col("_gate_end").shift(1).over("rank").alias("_gate_end"),
+            )
+            .select("rank", "step", "gate", "_gate_end")
+        )
+        m = m.join(step_last, on=["rank", "step"], how="left").with_columns(
+            (pl.col("ready_ns") - pl.col("_gate_end")).clip(lower_bound=0).alias("w"),
+            (
+                pl.col("start_ns")
+                - pl.max_horizontal(pl.col("ready_ns"), pl.col("_prev_end").fill_null(pl.col("ready_ns")))
+            )
+            .clip(lower_bound=0)
+            .alias("x"),
+        )
+        m = m.with_columns(_window_causes(m, gaps, "_gate_end", "ready_ns"))
+    else:
+        m = m.with_columns(pl.col("prev").alias("gate"), pl.lit(0, dtype=pl.Int64).alias("x"))
+        # --- what fills each rank's work between collectives: its GPU's idle gaps by cause
+        m = m.with_columns(_gap_causes(m, gaps, ranks))
 
     # --- the replay
     j_count = order.height
@@ -274,13 +313,13 @@ def model_job(
     steps_of = order["step"].to_list()
     ops_of = order["op"].to_list()
     c = m.group_by("j").agg(pl.col("dur_ns").min()).sort("j")["dur_ns"].to_list()
-    rows = m.select("j", "rank", "prev", "w", "_as", *_GAP_COLS).rows(named=True)
+    rows = m.select("j", "rank", "prev", "gate", "w", "x", "_as", *_GAP_COLS).rows(named=True)
     members: list[list[dict[str, Any]]] = [[] for _ in range(j_count)]
     t0 = int(order["_e"][0])
     for row in rows:
         row["_as"] = int(row["_as"]) - t0
         members[int(row["j"])].append(row)
-    model = _Chain(members, c, steps_of)
+    model = _Chain(members, c, steps_of, side=side)
 
     base = model.run()
     last_of = _last_per_step(steps_of)
@@ -314,7 +353,7 @@ def model_job(
                     idle += v
             if w - idle > 0:
                 path_rows.append((int(crit), "compute", w - idle))
-        prev = hit["prev"]
+        prev = hit["prev"] if hit["gate"] is None or not base.via_gate[j] else hit["gate"]
         j = None if prev is None else int(prev)
     path = (
         pl.DataFrame(path_rows, schema={"rank": pl.Int32, "cause": pl.String, "ns": pl.Int64}, orient="row")
@@ -352,7 +391,7 @@ def model_job(
     base_ns = replayed_ns
     answers: list[JobWhatIf] = []
     trusted = step_ns > 0 and abs(replayed_ns - step_ns) / step_ns <= JOB_TRUST_ERROR
-    if trusted and overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT:
+    if trusted and overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and not side:
         trusted = False
         notes.append(
             f"{100 * overlapped_share:.0f}% of the communication overlaps compute (collectives on a side stream): the job "
@@ -456,15 +495,22 @@ class _Result:
     crit: list[int | None]
     #: per collective: rank → wait inside it
     waits: list[dict[int, int]]
+    #: per collective: whether the last rank's own work (not its stream's previous collective) decided it
+    via_gate: list[bool]
 
 
 class _Chain:
     """The collectives of a job as a max-plus recurrence (one pass in collective order)."""
 
-    def __init__(self, members: list[list[dict[str, Any]]], c: list[int], steps: list[int]) -> None:
+    def __init__(
+        self, members: list[list[dict[str, Any]]], c: list[int], steps: list[int], *, side: bool = False
+    ) -> None:
         self.members = members
         self.c = c
         self.steps = steps
+        #: collectives on a side stream: ``w`` counts from the gate (the previous step's last
+        #: collective), and the stream's FIFO order is a second predecessor
+        self.side = side
 
     def run(
         self,
@@ -478,6 +524,7 @@ class _Chain:
         ends = [0] * n
         crit: list[int | None] = [None] * n
         waits: list[dict[int, int]] = [{} for _ in range(n)]
+        via_gate = [True] * n
         merge = merge or {}
         merged_into = set(merge.values())
         carry: dict[int, int] = {}  # rank → work carried over from a merged-away collective
@@ -500,22 +547,29 @@ class _Chain:
                 # merged into the next collective: the ranks carry on without waiting here
                 for row in rows:
                     r = int(row["rank"])  # type: ignore[arg-type]
-                    carry[r] = carry.get(r, 0) + works.get(r, 0)
+                    if not self.side:
+                        carry[r] = carry.get(r, 0) + works.get(r, 0)
                 target = merge[j]
                 extra_c[target] += own_c
                 alias[j] = target
                 continue
             arrivals: dict[int, int] = {}
+            by_gate: dict[int, bool] = {}
             for row in rows:
-                r = int(row["rank"])  # type: ignore[arg-type]
-                prev = row["prev"]
-                if prev is None or r not in works:
-                    arrivals[r] = int(row["_as"])  # type: ignore[arg-type]
+                r = int(row["rank"])
+                prev, gate = row["prev"], row["gate"]
+                if prev is None or gate is None or r not in works:
+                    arrivals[r] = int(row["_as"])
                     continue
-                p = int(prev)
-                if p in alias:
-                    p = _prev_kept(self.members, p, r, alias)
-                arrivals[r] = ends[p] + works[r] + carry.pop(r, 0) if p >= 0 else int(row["_as"])  # type: ignore[arg-type]
+                p = _prev_kept(self.members, int(prev), r, alias) if int(prev) in alias else int(prev)
+                g = _prev_kept(self.members, int(gate), r, alias) if int(gate) in alias else int(gate)
+                if p < 0 or g < 0:
+                    arrivals[r] = int(row["_as"])
+                    continue
+                ready = ends[g] + works[r] + carry.pop(r, 0)
+                fifo = ends[p] if self.side else ready
+                arrivals[r] = max(ready, fifo) + int(row["x"] or 0)
+                by_gate[r] = ready >= fifo
             if not arrivals:
                 continue
             last = max(arrivals.values())
@@ -525,10 +579,11 @@ class _Chain:
                 cost -= min(COLLECTIVE_LATENCY_NS, own_c, extra_c[j])
             ends[j] = last + cost
             crit[j] = min(r for r, a in arrivals.items() if a == last)
+            via_gate[j] = by_gate.get(crit[j], True)  # type: ignore[arg-type]
             waits[j] = {r: last - a for r, a in arrivals.items()}
         for j, target in alias.items():
             ends[j] = ends[target]
-        return _Result(ends=ends, crit=crit, waits=waits)
+        return _Result(ends=ends, crit=crit, waits=waits, via_gate=via_gate)
 
 
 def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mapping[int, int]) -> int:
@@ -632,6 +687,77 @@ def _gap_causes(m: pl.DataFrame, gaps: pl.DataFrame, ranks: Sequence[int]) -> li
     ]
 
 
+def _window_causes(m: pl.DataFrame, gaps: pl.DataFrame, lo: str, hi: str) -> list[pl.Series]:
+    """``<cause>_ns`` per row: the rank's idle gaps that start in ``[lo, hi)`` (cumulative sums,
+    so windows may nest)."""
+    cols = [c for c in _GAP_COLS if c in gaps.columns]
+    zero = [pl.Series(c, [0] * m.height, dtype=pl.Int64) for c in _GAP_COLS]
+    if gaps.height == 0 or not cols:
+        return zero
+    g = gaps.select(
+        pl.col("rank").cast(pl.Int32), pl.col("start_ns").alias("_t"), *[pl.col(c).fill_null(0) for c in cols]
+    )
+    cum = g.sort("rank", "_t").with_columns([pl.col(c).cum_sum().over("rank").alias(c) for c in cols])
+    # a gap counts at a boundary when it starts strictly before it
+    shifted = cum.with_columns(pl.col("_t") + 1).sort("_t")
+
+    def at(col: str) -> pl.DataFrame:
+        probe = (
+            m.select(pl.col("rank").cast(pl.Int32), pl.col(col).fill_null(-(1 << 62)).alias("_t"))
+            .with_row_index("_i")
+            .sort("_t")
+        )
+        hit = probe.join_asof(shifted, on="_t", by="rank", strategy="backward", check_sortedness=False).sort("_i")
+        return hit.select([pl.col(c).fill_null(0) for c in cols])
+
+    a, b = at(lo), at(hi)
+    out = {c: (b[c] - a[c]).clip(lower_bound=0) for c in cols}
+    return [
+        out[c].alias(c).cast(pl.Int64) if c in out else pl.Series(c, [0] * m.height, dtype=pl.Int64) for c in _GAP_COLS
+    ]
+
+
+def ready_times(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """rank, start_ns, end_ns and ready_ns of every communication kernel: the latest end of the
+    compute kernels of its device launched before it (a collective on a side stream waits for
+    the work queued ahead of it on the compute stream: its bucket's gradients)."""
+    from .multirank import communication_kernels
+
+    kernels = events.filter(
+        (pl.col("kind") == EventKind.KERNEL.value) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0)
+    )
+    launch = (
+        links.select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id"))
+        .join(
+            events.select(pl.col("event_id").alias("launch_event_id"), pl.col("start_ns").alias("_launch")),
+            on="launch_event_id",
+        )
+        .select("event_id", "_launch")
+        .unique("event_id", keep="first")
+    )
+    comm = communication_kernels(events).select(
+        "event_id", "rank", "device", "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")
+    )
+    compute = (
+        kernels.join(comm.select("event_id"), on="event_id", how="anti")
+        .join(launch, on="event_id")
+        .select("rank", "device", "_launch", (pl.col("start_ns") + pl.col("dur_ns")).alias("_end"))
+        .sort("rank", "device", "_launch")
+        .with_columns(pl.col("_end").cum_max().over("rank", "device"))
+        .sort("_launch")
+    )
+    probe = comm.join(launch, on="event_id", how="inner").sort("_launch")
+    got = probe.join_asof(
+        compute,
+        on="_launch",
+        by=["rank", "device"],
+        strategy="backward",
+        check_sortedness=False,
+        allow_exact_matches=False,
+    )
+    return got.select("rank", "start_ns", "end_ns", pl.col("_end").alias("ready_ns")).drop_nulls("ready_ns")
+
+
 def _window_notes(
     windows: pl.DataFrame | None, coupled: set[int], notes: list[str], *, only_disjoint: bool = False
 ) -> None:
@@ -664,6 +790,7 @@ def from_profiles(
     world_size: int | None = None,
     windows: pl.DataFrame | None = None,
     events: Mapping[int, pl.DataFrame] | None = None,
+    links: Mapping[int, pl.DataFrame] | None = None,
 ) -> JobModel:
     """:func:`model_job` from what the job diagnosis already has: the ranks' profiles (their
     collectives) and diagnoses (the idle gaps of each rank's primary GPU).  A rank without
@@ -697,13 +824,19 @@ def from_profiles(
         if parts
         else pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
     )
+    share = overlapped_share(profiles)
+    ready = None
+    if share is not None and share >= OVERLAP_LIMIT and events and links:
+        parts = [ready_times(events[r], links[r]) for r in diagnoses if r in events and r in links]
+        ready = pl.concat(parts, how="vertical_relaxed") if parts else None
     return model_job(
         collectives,
         gaps,
         ranks=sorted(diagnoses),
         world_size=world_size,
         windows=windows,
-        overlapped_share=overlapped_share(profiles),
+        overlapped_share=share,
+        ready=ready,
     )
 
 
