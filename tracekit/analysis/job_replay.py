@@ -31,10 +31,15 @@ What the model answers (every answer is the model replayed with an edit):
   on all), perfect compute/communication overlap (``c = 0``), half as many collectives
   at the same bytes (adjacent collectives of one operation merged, one latency saved).
 
-Limits (also in docs/critical-path.md): collectives issued on a side stream that overlap
-compute are chained like blocking ones, so the overlap what-if is an upper bound there;
-ranks absent from the folder are invisible (a sampled subset of a larger job only
-constrains the present ranks); collectives that match on no other rank are left out.
+* **Side streams.**  When much of the communication overlaps compute (DDP's all-reduces on
+  NCCL's stream), a collective waits for the compute launched before it (its bucket), not the
+  other way round; compute waits only for the previous step's last collective (the
+  optimizer).  ``w`` then counts from that gate to the collective's ready time, and the
+  stream's previous collective is a second predecessor.
+
+Limits (also in docs/critical-path.md): ranks absent from the folder are invisible (a sampled
+subset of a larger job only constrains the present ranks); collectives that match on no other
+rank are left out; cross-stream waits other than the optimizer's are not modelled.
 
 Python loops only over collectives (and ranks inside them), never over events.
 """
