@@ -310,7 +310,7 @@ def model_job(
     else:
         m = m.with_columns(pl.col("prev").alias("gate"), pl.lit(0, dtype=pl.Int64).alias("x"))
         # --- what fills each rank's work between collectives: its GPU's idle gaps by cause
-        m = m.with_columns(_gap_causes(m, gaps, ranks))
+        m = m.with_columns(_gap_causes(m, gaps))
 
     # --- the replay
     j_count = order.height
@@ -324,7 +324,7 @@ def model_job(
     for row in rows:
         row["_as"] = int(row["_as"]) - t0
         members[int(row["j"])].append(row)
-    model = _Chain(members, c, steps_of, side=side)
+    model = _Chain(members, c, side=side)
 
     base = model.run()
     last_of = _last_per_step(steps_of)
@@ -507,12 +507,9 @@ class _Result:
 class _Chain:
     """The collectives of a job as a max-plus recurrence (one pass in collective order)."""
 
-    def __init__(
-        self, members: list[list[dict[str, Any]]], c: list[int], steps: list[int], *, side: bool = False
-    ) -> None:
+    def __init__(self, members: list[list[dict[str, Any]]], c: list[int], *, side: bool = False) -> None:
         self.members = members
         self.c = c
-        self.steps = steps
         #: collectives on a side stream: ``w`` counts from the gate (the previous step's last
         #: collective), and the stream's FIFO order is a second predecessor
         self.side = side
@@ -668,7 +665,7 @@ def _median_period(ends: list[int], last_of: Mapping[int, int]) -> float:
     return float(statistics.median(periods))
 
 
-def _gap_causes(m: pl.DataFrame, gaps: pl.DataFrame, ranks: Sequence[int]) -> list[pl.Series]:
+def _gap_causes(m: pl.DataFrame, gaps: pl.DataFrame) -> list[pl.Series]:
     """``<cause>_ns`` per (rank, collective): the rank's idle gaps whose start lies in the window
     between its previous collective's end and this collective's start (gaps never straddle a
     kernel of the same GPU, so each falls in one window)."""
@@ -918,8 +915,6 @@ def _empty(
 
 
 def _with(empty: JobModel, clocks: pl.DataFrame, residual: float, matched: int, notes: list[str]) -> JobModel:
-    import dataclasses
-
     return dataclasses.replace(
         empty, clocks=clocks, clock_residual_us=residual, matched_collectives=matched, notes=tuple(notes)
     )
