@@ -31,6 +31,7 @@ from .findings import (
     rank_by_saving,
 )
 from .host import host_breakdown
+from .job_replay import JobModel, from_profiles, rank_job_findings
 from .kernels import KernelStats, kernel_stats
 from .memory import MemoryHeadroom, memory_headroom
 from .multirank import MultiRank, RankProfile, analyze_ranks, rank_profiles
@@ -320,6 +321,8 @@ class JobDiagnosis:
     #: rank → its diagnosis
     diagnoses: Mapping[int, Diagnosis]
     multirank: MultiRank
+    #: the job as one system: cross-rank critical path, waits, job what-ifs (None: one rank)
+    model: JobModel | None = None
 
 
 def diagnose_job(job: Job, *, on_rank: Callable[[int, RankTrace], None] | None = None) -> JobDiagnosis:
@@ -336,7 +339,27 @@ def diagnose_job(job: Job, *, on_rank: Callable[[int, RankTrace], None] | None =
         diagnoses[r.rank] = d
         profiles.extend(rank_profiles(r.tables.events, d, r.path))
     multirank = analyze_ranks(profiles, world_size=job.world_size)
-    return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank)
+    model = job_model(job, diagnoses, profiles) if len(diagnoses) > 1 or (job.world_size or 1) > 1 else None
+    if model is not None:
+        multirank = dataclasses.replace(multirank, findings=rank_job_findings(multirank.findings, model))
+    return JobDiagnosis(job=job, diagnoses=diagnoses, multirank=multirank, model=model)
+
+
+def job_model(job: Job, diagnoses: Mapping[int, Diagnosis], profiles: Sequence[RankProfile]) -> JobModel:
+    """The job model (:mod:`tracekit.analysis.job_replay`) of a diagnosed job."""
+    spans = [
+        r.tables.events.select(
+            pl.lit(r.rank, dtype=pl.Int32).alias("rank"),
+            pl.col("start_ns").min(),
+            (pl.col("start_ns") + pl.col("dur_ns").fill_null(0)).max().alias("end_ns"),
+        )
+        for r in job.ranks
+        if r.rank in diagnoses and r.tables.events.height
+    ]
+    windows = pl.concat(spans) if spans else None
+    events = {r.rank: r.tables.events for r in job.ranks if r.rank in diagnoses}
+    links = {r.rank: r.tables.links for r in job.ranks if r.rank in diagnoses}
+    return from_profiles(profiles, diagnoses, world_size=job.world_size, windows=windows, events=events, links=links)
 
 
 def diagnose_ranks(

@@ -38,8 +38,9 @@ import networkx as nx
 import polars as pl
 
 from ..schema import EventKind
+from .causes import WHAT_IF_CAUSES
 from .critical_path import EdgeKind, _topological, build_graph
-from .whatif import WHAT_IF_CAUSES, WhatIf
+from .whatif import WhatIf
 
 #: steps of one rank replayed together (a fix can move work across step boundaries)
 GROUP_STEPS = 12
@@ -222,7 +223,7 @@ def replay(
             size = max(group_steps, 2)
             for lo in range(0, n, size):
                 group = per_rank.slice(lo, size)
-                frames.append(_replay_group(events, links, int(rank), group, edits, pinned_bw, single, copy_bytes))  # type: ignore[call-overload]
+                frames.append(_replay_group(events, links, int(rank), group, edits, pinned_bw, single, copy_bytes))
     if not frames:
         return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
     return Replay(steps=pl.concat(frames, how="vertical_relaxed"), edits=tuple(edits))
@@ -299,7 +300,7 @@ def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFra
     parts = []
     schema = {"rank": pl.Int32, "event_id": pl.Int64, "track": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
     for (rank,), group in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
-        win = _window(int(rank), group)  # type: ignore[call-overload]
+        win = _window(int(rank), group)
         graph = build_graph(events.filter(pl.col("rank") == rank), links, win)
         if graph.edges.height == 0:
             continue
@@ -315,7 +316,7 @@ def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFra
         wide = gpu.filter(~pl.col("is_end")).select("event_id", "track", (pl.col("_d") + w0).alias("start_ns")).join(
             gpu.filter(pl.col("is_end")).select("event_id", (pl.col("_d") + w0).alias("end_ns")), on="event_id"
         )
-        parts.append(wide.select(pl.lit(int(rank), dtype=pl.Int32).alias("rank"), "event_id", "track", "start_ns", "end_ns"))  # type: ignore[call-overload]
+        parts.append(wide.select(pl.lit(int(rank), dtype=pl.Int32).alias("rank"), "event_id", "track", "start_ns", "end_ns"))
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 

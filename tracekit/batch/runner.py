@@ -305,7 +305,7 @@ def build_tables(results: dict[str, FileResult], found: Discovered, *, complete:
             finding_rows.extend({**f, "scope": "trace", "job": plan.name, "path": r.path, "content_hash": r.content_hash, "rank": single}
                                 for f in r.findings)
         finding_rows.extend({**finding_row(f, i), "scope": "job", "job": plan.name} for i, f in enumerate(m.findings, 1))
-        job_rows.append(_job_row(plan, files, m))
+        job_rows.append({**_job_row(plan, files, m), **_job_model_columns(profiles, plan)})
         rank_rows.extend(_rank_rows(plan, files, m))
         step_frames.extend(_job_steps(plan, files))
         late_frames.append(m.per_step.select(pl.lit(plan.name).alias("job"), "rank", "step", "start_late_ns", "late_ns", "wait_ns"))
@@ -391,6 +391,33 @@ def _job_row(plan: JobPlan, files: list[FileResult], m: MultiRank) -> dict[str, 
         "top_finding_ms": top_ms,
         "notes": [*plan.notes, *m.notes],
     }
+
+
+def _job_model_columns(profiles: list[RankProfile], plan: JobPlan) -> dict[str, Any]:
+    """Job-level predictions of the job model (:mod:`tracekit.analysis.job_replay`), from the
+    ranks' collectives alone (batch keeps no per-rank idle gaps, so no per-cause what-ifs)."""
+    from ..analysis.job_replay import model_job, overlapped_share
+
+    out: dict[str, Any] = {"job_step_ms": None, "critical_rank": None, "straggler_fixed_step_ms": None, "overlap_step_ms": None}
+    ranks = sorted({p.rank for p in profiles})
+    if len(ranks) < 2:
+        return out
+    frames = [p.collectives for p in profiles if p.collectives.height]
+    if not frames:
+        return out
+    jm = model_job(
+        pl.concat(frames, how="vertical_relaxed"), pl.DataFrame(), ranks=ranks, world_size=plan.world_size,
+        overlapped_share=overlapped_share(profiles),
+    )
+    slow, overlap = jm.what_if("straggler_at_median"), jm.what_if("perfect_overlap")
+    bottleneck = jm.bottleneck
+    out.update(
+        job_step_ms=jm.step_ms,
+        critical_rank=None if bottleneck is None else bottleneck[0],
+        straggler_fixed_step_ms=None if slow is None else slow.predicted_step_ms,
+        overlap_step_ms=None if overlap is None else overlap.predicted_step_ms,
+    )
+    return out
 
 
 def _rank_rows(plan: JobPlan, files: list[FileResult], m: MultiRank) -> list[dict[str, Any]]:

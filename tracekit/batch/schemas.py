@@ -134,6 +134,10 @@ JOBS = TableSchema(
         Column("top_finding", STR, "Costliest finding: a job finding, else the costliest finding of any rank."),
         Column("top_finding_ms", F64, "Its cost, ms per step."),
         Column("notes", LIST_STR, "What limited the comparison, in words."),
+        Column("job_step_ms", F64, "Job model (docs/critical-path.md): median time between the last collectives of consecutive steps, ms."),
+        Column("critical_rank", I32, "The rank the job's cross-rank critical path spends most time in."),
+        Column("straggler_fixed_step_ms", F64, "Predicted job step with the slowest rank at the median rank's speed, ms."),
+        Column("overlap_step_ms", F64, "Predicted job step with communication perfectly overlapped, ms."),
     ),
 )
 

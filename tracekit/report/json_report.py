@@ -195,6 +195,7 @@ def job_to_json_dict(jd: Any) -> dict[str, Any]:
         "findings": [f.to_dict() for f in m.findings],
         "notes": [*job.notes, *m.notes],
         "skipped": [{"path": p, "reason": r} for p, r in job.skipped],
+        "model": job_model_dict(getattr(jd, "model", None)),
     }
     data["ranks"] = [to_json_dict(jd.diagnoses[r]) for r in sorted(jd.diagnoses)]
     return data
@@ -213,4 +214,49 @@ def jobs_to_json_dict(folder: str, jds: list[Any], skipped: list[tuple[str, str]
         "folder": folder,
         "jobs": [job_to_json_dict(jd) for jd in jds],
         "skipped": [{"path": p, "reason": r} for p, r in skipped or []],
+    }
+
+
+def job_model_dict(model: Any) -> dict[str, Any] | None:
+    """The job model (:class:`tracekit.analysis.job_replay.JobModel`) as JSON: clocks, the
+    cross-rank critical path, waits and the job-level what-ifs (largest saving first)."""
+    if model is None:
+        return None
+    from ..analysis.job_replay import JOB_FIX_MODELS
+
+    bottleneck = model.bottleneck
+    return {
+        "ranks": list(model.ranks),
+        "missing_ranks": list(model.missing_ranks),
+        "matched_collectives": model.matched_collectives,
+        "unmatched_kernels": model.unmatched_kernels,
+        "steps": model.steps,
+        "step_ms": _r(model.step_ms),
+        "replayed_step_ms": _r(model.replayed_step_ms),
+        "replay_error": _r(model.error),
+        "clock_residual_us": _r(model.clock_residual_us),
+        "clocks": [
+            {"rank": int(r["rank"]), "clock_offset_ms": _r(r["clock_offset_ms"]), "collectives": int(r["collectives"])}
+            for r in model.clocks.iter_rows(named=True)
+        ],
+        "bottleneck": None if bottleneck is None else {"rank": bottleneck[0], "cause": bottleneck[1]},
+        "critical_path": [
+            {"rank": None if r["rank"] is None else int(r["rank"]), "cause": r["cause"], "ms_per_step": _r(r["ms_per_step"]), "share": _r(r["share"])}
+            for r in model.path.iter_rows(named=True)
+        ],
+        "waits": [
+            {
+                "rank": int(r["rank"]), "wait_ms_per_step": _r(r["wait_ms_per_step"]),
+                "waits_for": None if r["waits_for"] is None else int(r["waits_for"]), "waits_for_ms_per_step": _r(r["waits_for_ms_per_step"]),
+            }
+            for r in model.waits.iter_rows(named=True)
+        ],
+        "what_ifs": [
+            {
+                "kind": w.kind, "label": w.label, "question": w.question, "saving_ms": _r(w.saving_ms),
+                "predicted_step_ms": _r(w.predicted_step_ms), "rank": w.rank, "cause": w.cause, "model": JOB_FIX_MODELS.get(w.kind),
+            }
+            for w in model.what_ifs
+        ],
+        "notes": list(model.notes),
     }

@@ -384,11 +384,13 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
             out.append(f"  exposed communication: {j['exposed_communication_ms']:,.2f} ms per step on average"
                        + (f", {j['wait_ms']:,.2f} ms of it waiting for late ranks" if j["wait_ms"] else ""))
     out.append("")
+    out += _job_model_text(j.get("model"))
     if j["findings"]:
-        out.append("Findings across ranks (largest cost first)")
+        out.append("Findings across ranks (largest saving of the job step first)")
         for i, f in enumerate(jd.multirank.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
-            out.append(f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)")
+            out.append(f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)"
+                       + (f"; fixed, the job step would be {fmt_ms(f.predicted_step_ms)}" if f.predicted_step_ms is not None else ""))
             out.append(f"    evidence: {job_evidence_text(f)}")
             out.append(f"    fix: {f.fix}")
         out.append("")
@@ -403,6 +405,75 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
     else:
         out.append(f"({len(jd.diagnoses)} ranks: each rank's full report is in --format json, key `ranks`)")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _who(rank: int | None) -> str:
+    return "collectives" if rank is None else f"rank {rank}"
+
+
+def _clock_line(m: dict[str, Any]) -> str:
+    offs = [c for c in m["clocks"] if c["clock_offset_ms"] is not None]
+    if len(m["ranks"]) < 2:
+        return "one rank present: there is nothing to join it with"
+    if not offs:
+        return "clocks: not aligned (no collective matched across ranks)"
+    shifted = [c for c in offs if abs(c["clock_offset_ms"]) >= 0.001]
+    what = ", ".join(f"rank {c['rank']} {c['clock_offset_ms']:+,.3f} ms" for c in shifted[:8]) if shifted else "no offset between ranks"
+    return (f"clocks aligned on the ends of {m['matched_collectives']} collectives: {what}; "
+            f"residual {m['clock_residual_us'] or 0:,.1f} µs")
+
+
+def _job_model_text(m: dict[str, Any] | None) -> list[str]:
+    """The job model's section of the text report (empty when there is none)."""
+    if m is None:
+        return []
+    out = ["Job as one system (ranks joined at their collectives)", f"  {_clock_line(m)}"]
+    if m["step_ms"] is None:
+        out += [f"  {n}" for n in m["notes"]] + [""]
+        return out
+    err = f" (replay within {100 * m['replay_error']:.1f}%)" if m["replay_error"] is not None else ""
+    out.append(f"  job step {fmt_ms(m['step_ms'])} between the last collectives of consecutive steps, over {m['steps']} steps{err}")
+    path = m["critical_path"]
+    if path:
+        parts = ", ".join(f"{_who(p['rank'])} {p['cause']} {p['ms_per_step']:,.2f} ms" for p in path[:5])
+        out.append(f"  cross-rank critical path per step: {parts}")
+    waits = [w for w in m["waits"] if (w["wait_ms_per_step"] or 0) > 0]
+    if waits:
+        out.append("  waiting at collectives per step: " + "; ".join(
+            f"rank {w['rank']} {w['wait_ms_per_step']:,.2f} ms" + (f" (mostly for rank {w['waits_for']})" if w["waits_for"] is not None else "")
+            for w in waits[:8]))
+    if m["what_ifs"]:
+        out.append("  what-ifs for the job (largest saving first):")
+        for w in m["what_ifs"][:8]:
+            out.append(f"    {w['question']}: job step {fmt_ms(w['predicted_step_ms'])} (saves {w['saving_ms']:,.2f} ms)")
+    out += [f"  note: {n}" for n in m["notes"]]
+    out.append("")
+    return out
+
+
+def _job_model_markdown(m: dict[str, Any] | None) -> list[str]:
+    if m is None:
+        return []
+    out = ["### The job as one system", "", _clock_line(m).capitalize() + ".", ""]
+    if m["step_ms"] is not None:
+        err = f" (the replay reproduces it within {100 * m['replay_error']:.1f}%)" if m["replay_error"] is not None else ""
+        out += [f"Job step: {fmt_ms(m['step_ms'])}{err}.", ""]
+        if m["critical_path"]:
+            out += ["| on the cross-rank critical path | cause | ms per step | share |", "|---|---|---:|---:|"]
+            out += [f"| {_who(p['rank'])} | {p['cause']} | {p['ms_per_step']:,.2f} | {fmt_pct(p['share'])} |" for p in m["critical_path"][:8]]
+            out.append("")
+        if m["waits"]:
+            out += ["| rank | waits at collectives, ms per step | mostly for |", "|---:|---:|---|"]
+            out += [f"| {w['rank']} | {w['wait_ms_per_step']:,.2f} | {'' if w['waits_for'] is None else 'rank ' + str(w['waits_for'])} |" for w in m["waits"]]
+            out.append("")
+        if m["what_ifs"]:
+            out += ["| what if | job step | saves ms |", "|---|---:|---:|"]
+            out += [f"| {_cell(w['question'])} | {fmt_ms(w['predicted_step_ms'])} | {w['saving_ms']:,.2f} |" for w in m["what_ifs"][:10]]
+            out.append("")
+    out += [f"- {n}" for n in m["notes"]]
+    if m["notes"]:
+        out.append("")
+    return out
 
 
 def render_job_markdown(jd: Any) -> str:
@@ -420,10 +491,12 @@ def render_job_markdown(jd: Any) -> str:
         cells.append(f"`{r['top_finding']}`" if r["top_finding"] else "")
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
+    out += _job_model_markdown(j.get("model"))
     if jd.multirank.findings:
         out += ["### Findings across ranks", ""]
         for i, f in enumerate(jd.multirank.findings, 1):
-            out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%). "
+            predicted = f" Fixed, the job step would be {fmt_ms(f.predicted_step_ms)}." if f.predicted_step_ms is not None else ""
+            out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%).{predicted} "
                        f"Evidence: {_cell(job_evidence_text(f))}. Fix: {f.fix}")
         out.append("")
     elif len(j["ranks"]) > 1:

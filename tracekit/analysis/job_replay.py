@@ -1,0 +1,931 @@
+"""A distributed job as one system: the cross-rank critical path and job-level what-ifs.
+
+Each rank is diagnosed on its own first; :mod:`.multirank` then matches the ranks'
+communication kernels (the n-th collective of an operation in a step is the same collective
+on every rank: NCCL requires every rank of a communicator to issue its collectives in the
+same order).  This module joins the ranks into one model through those collectives:
+
+* **Collective edges.**  A collective ends on every rank of its group at the same instant,
+  its own transfer time ``c`` after the *last* rank of the group entered it.  ``c`` is the
+  shortest duration the collective's kernel had on any rank (the last rank to arrive does
+  not wait inside it).
+* **Work between collectives.**  On rank ``r``, ``w`` is the time from the end of its previous
+  collective to the start of this one, read on the rank's own clock (no alignment needed).
+  What fills it comes from the rank's own timeline: the idle gaps of its primary GPU inside
+  that window, by cause (:mod:`.timeline`), and GPU busy time (compute) for the rest.
+* **Replay.**  ``E(j) = max over the group of (E(prev_r(j)) + w_r(j)) + c(j)``, in the order the
+  collectives ended.  Replaying unchanged reproduces the recorded ends (up to clock noise),
+  and :attr:`JobModel.error` says how closely.  The job's step is the median time between the
+  last collectives of consecutive steps.
+* **Clocks.**  Ranks on different hosts have offset clocks.  Each rank's offset is the
+  median difference between its collective ends and the median end of the same collectives
+  over the ranks; the residual (the spread of aligned ends) says how well that worked.
+
+What the model answers (every answer is the model replayed with an edit):
+
+* the cross-rank critical path of a step: walking back from the step's last collective,
+  at each collective the rank that arrived last and what its GPU did (or waited for) in
+  between, plus the collectives' own transfer time;
+* per rank, the time spent waiting inside collectives for the others, and for whom;
+* what-ifs: the slowest rank at the median rank's speed, one cause fixed on one rank (or
+  on all), perfect compute/communication overlap (``c = 0``), half as many collectives
+  at the same bytes (adjacent collectives of one operation merged, one latency saved).
+
+* **Side streams.**  When much of the communication overlaps compute (DDP's all-reduces on
+  NCCL's stream), a collective waits for the compute launched before it (its bucket), not the
+  other way round; compute waits only for the previous step's last collective (the
+  optimizer).  ``w`` then counts from that gate to the collective's ready time, and the
+  stream's previous collective is a second predecessor.
+
+Limits (also in docs/critical-path.md): ranks absent from the folder are invisible (a sampled
+subset of a larger job only constrains the present ranks); collectives that match on no other
+rank are left out; cross-stream waits other than the optimizer's are not modelled.
+
+Python loops only over collectives (and ranks inside them), never over events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ..schema import EventKind
+from .causes import IDLE_CAUSES
+from .findings import Finding
+from .multirank import COLLECTIVES_SCHEMA, RankProfile, _collectives
+
+if TYPE_CHECKING:
+    from .diagnose import Diagnosis
+
+#: the fixed cost of one collective (launch, protocol handshake, ring latency), saved once
+#: per merged pair by the fewer/larger-buckets what-if; capped by the smaller collective's time
+COLLECTIVE_LATENCY_NS = 30_000
+#: the ends of one collective on its ranks agree within this after clock alignment...
+END_TOLERANCE_NS = 500_000
+#: ...or within this share of its shortest duration (long collectives on drifting clocks)
+END_TOLERANCE_SHARE = 0.05
+#: operations paired by order that may pair the wrong instances (checked on their ends)
+POINT_TO_POINT = ("sendrecv", "other")
+#: job what-ifs are given only when the unchanged replay reproduces the recorded job step this closely
+JOB_TRUST_ERROR = 0.05
+#: from this share of communication overlapping compute, the chain of blocking collectives no
+#: longer describes the job (a side-stream all-reduce does not hold compute back)
+OVERLAP_LIMIT = 0.2
+#: replayed collectives at most (the last ones of the trace): keeps the Python sweep bounded
+MAX_COLLECTIVES = 20_000
+#: ...and at most this many (rank, collective) pairs (many ranks: fewer collectives)
+MAX_MEMBERSHIPS = 400_000
+#: a cause is priced on a rank when it fills at least this share of the job step there
+MIN_CAUSE_SHARE = 0.01
+#: at most this many rank × cause what-ifs (the largest)
+MAX_CAUSE_WHAT_IFS = 12
+#: causes a rank-level fix can remove from the work between collectives
+FIXABLE = tuple(c for c in IDLE_CAUSES if c not in ("unattributed", "exposed_communication"))
+#: what each kind of job what-if assumes (the report states it)
+JOB_FIX_MODELS: dict[str, str] = {
+    "straggler_at_median": "the slowest rank's work between collectives takes the median rank's time",
+    "cause_on_rank": "the cause's idle time on that rank's GPU between collectives is gone",
+    "cause_everywhere": "the cause's idle time is gone on every rank",
+    "perfect_overlap": "collectives take no time of their own (waits for late ranks remain)",
+    "half_collectives": (
+        f"adjacent collectives of one operation in a step are merged: the same bytes, one fixed cost "
+        f"({COLLECTIVE_LATENCY_NS / 1000:g} µs) saved per pair"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class JobWhatIf:
+    """One job-level question and the model's answer."""
+
+    kind: str
+    label: str
+    question: str
+    #: saving of the job's step (ms, never negative) and the job step it predicts
+    saving_ms: float
+    predicted_step_ms: float
+    rank: int | None = None
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class JobModel:
+    """The job replay's answers (see the module docstring)."""
+
+    ranks: tuple[int, ...]
+    world_size: int | None
+    #: ranks of ``range(world_size)`` with no trace
+    missing_ranks: tuple[int, ...]
+    #: collectives matched on at least two ranks, and kernel instances left out
+    matched_collectives: int
+    unmatched_kernels: int
+    #: rank, clock_offset_ms (what was subtracted to align it), collectives (matched on the rank)
+    clocks: pl.DataFrame
+    #: median spread of the aligned end of one collective over its ranks (µs); None: no match
+    clock_residual_us: float | None
+    #: the job step from the recorded collective ends and from the unchanged replay (ms)
+    step_ms: float | None
+    replayed_step_ms: float | None
+    #: rank, cause, ms_per_step, share: the cross-rank critical path summed per step
+    #: (cause ``communication``: the collectives' own time)
+    path: pl.DataFrame
+    #: rank, wait_ms_per_step, waits_for (the rank it waited for most), waits_for_ms_per_step
+    waits: pl.DataFrame
+    #: largest saving first
+    what_ifs: tuple[JobWhatIf, ...]
+    #: steps the job step and path are measured over
+    steps: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def error(self) -> float | None:
+        if self.step_ms is None or self.replayed_step_ms is None or self.step_ms <= 0:
+            return None
+        return abs(self.replayed_step_ms - self.step_ms) / self.step_ms
+
+    @property
+    def bottleneck(self) -> tuple[int | None, str] | None:
+        """The (rank, cause) the critical path spends most time in, communication aside
+        unless nothing else is on it."""
+        if self.path.height == 0:
+            return None
+        work = self.path.filter(pl.col("cause") != "communication")
+        top = (work if work.height else self.path).row(0, named=True)
+        return (None if top["rank"] is None else int(top["rank"]), str(top["cause"]))
+
+    def what_if(self, label: str) -> JobWhatIf | None:
+        return next((w for w in self.what_ifs if w.label == label), None)
+
+
+_GAP_COLS = [f"{c}_ns" for c in FIXABLE]
+
+
+def model_job(
+    collectives: pl.DataFrame,
+    gaps: pl.DataFrame,
+    *,
+    ranks: Sequence[int],
+    world_size: int | None = None,
+    windows: pl.DataFrame | None = None,
+    overlapped_share: float | None = None,
+    ready: pl.DataFrame | None = None,
+) -> JobModel:
+    """Build and replay the job model.
+
+    Args:
+        collectives: :data:`.multirank.COLLECTIVES_SCHEMA` rows of every rank (each rank's
+            communication kernels on its primary GPU, numbered per step and operation).
+        gaps: the ranks' idle gaps (:attr:`.timeline.Timeline.gaps` of each rank's primary
+            device): rank, start_ns, end_ns and ``<cause>_ns`` columns.
+        ranks: the ranks present.
+        world_size: the job's world size when known (missing ranks are reported).
+        windows: rank, start_ns, end_ns of each rank's recording (non-overlap is reported).
+        overlapped_share: the share of communication time that overlapped compute (from the
+            ranks' timelines); from :data:`OVERLAP_LIMIT` on, collectives are modelled on a
+            side stream when ``ready`` is given, else the what-ifs are withheld.
+        ready: rank, start_ns, end_ns (a collective kernel) and ready_ns: when the compute that
+            produced its inputs had finished on that rank (:func:`ready_times`).
+    """
+    ranks = tuple(sorted(int(r) for r in ranks))
+    notes: list[str] = []
+    missing = tuple(r for r in range(world_size) if r not in ranks) if world_size else ()
+    if missing:
+        shown = ", ".join(str(r) for r in missing[:12]) + (" ..." if len(missing) > 12 else "")
+        notes.append(
+            f"{len(ranks)} of {world_size} ranks have a trace (missing: {shown}): the job model covers those only; "
+            "a missing rank that arrives late at a collective shows as communication time of the present ranks."
+        )
+    coll = collectives.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+    key = ["step", "op", "seq"]
+    counts = coll.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
+    matched = coll.join(counts.filter(pl.col("_n") >= 2).select(key), on=key, how="semi").unique(
+        ["rank", *key], keep="first"
+    )
+    unmatched = coll.height - matched.height
+    n_keys = matched.select(key).unique().height if matched.height else 0
+    if unmatched and n_keys:
+        notes.append(f"{unmatched} communication kernel(s) matched no other rank and are left out of the job model.")
+    if len(ranks) < 2:
+        return _empty(ranks, world_size, missing, unmatched, notes)
+    if n_keys == 0:
+        if coll.height == 0:
+            notes.append(
+                "no rank's trace records communication (no collective kernels, no host collective ranges): "
+                "the ranks ran independently, so the job waits on nothing but its slowest rank."
+            )
+        else:
+            notes.append("no collective matched across ranks: the ranks are not coupled in the job model.")
+        _window_notes(windows, set(), notes, only_disjoint=coll.height == 0)
+        return _empty(ranks, world_size, missing, unmatched, notes)
+
+    # --- clocks: each rank's offset from the median end of its collectives; a collective
+    # matched by order whose ends disagree after alignment is not one collective (point-to-point
+    # transfers paired differently, another process group): it is dropped and the clocks
+    # estimated again from the rest
+    offsets = _offsets(matched, key)
+    spread = _spread(matched, offsets, key)
+    # (group collectives matched by order are kept: their ends may differ by a ring step)
+    shared = spread.filter(
+        ~pl.col("op").is_in(POINT_TO_POINT)
+        | (pl.col("_spread") <= pl.max_horizontal(pl.lit(END_TOLERANCE_NS), pl.col("_min_dur") * END_TOLERANCE_SHARE))
+    )
+    if shared.height < spread.height:
+        notes.append(
+            f"{spread.height - shared.height} of {spread.height} point-to-point transfers matched by order do not end together "
+            "on their ranks (the ranks paired them differently): they are left out of "
+            "the job model and count as work of their rank."
+        )
+        matched = matched.join(shared.select(key), on=key, how="semi")
+        n_keys = shared.height
+        if n_keys == 0:
+            return _empty(ranks, world_size, missing, unmatched, notes)
+        offsets = _offsets(matched, key)
+        spread = _spread(matched, offsets, key)
+    residual = float(spread["_spread"].median()) / 1e3  # type: ignore[arg-type]
+    m = matched.join(offsets.select("rank", "offset_ns"), on="rank").with_columns(
+        (pl.col("end_ns") - pl.col("offset_ns")).alias("_ae"), (pl.col("start_ns") - pl.col("offset_ns")).alias("_as")
+    )
+    clocks = (
+        pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32})
+        .join(offsets, on="rank", how="left")
+        .select(
+            "rank",
+            (pl.col("offset_ns") / 1e6).alias("clock_offset_ms"),
+            pl.col("collectives").fill_null(0).cast(pl.Int64),
+        )
+    )
+    _window_notes(windows, set(offsets["rank"].to_list()), notes)
+
+    # --- order collectives by their aligned end; keep the last MAX_COLLECTIVES
+    order = m.group_by(key).agg(pl.col("_ae").median().alias("_e")).sort("_e", *key).with_row_index("j")
+    keep = max(2, min(MAX_COLLECTIVES, MAX_MEMBERSHIPS // max(len(ranks), 1)))
+    if order.height > keep:
+        notes.append(f"the job model replays the last {keep} of {order.height} matched collectives.")
+        order = order.tail(keep).with_columns(pl.col("j") - pl.col("j").min())
+    m = m.join(order, on=key).sort("rank", "j")
+    m = m.with_columns(
+        pl.col("end_ns").shift(1).over("rank").alias("_prev_end"), pl.col("j").shift(1).over("rank").alias("prev")
+    )
+    m = m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w"))
+
+    # --- side-stream collectives (communication overlapping compute): a collective waits for
+    # the compute that produced its inputs, which waits only for the last collective of the
+    # previous step (the optimizer); otherwise each collective holds its rank's compute back
+    side = bool(
+        overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and ready is not None and ready.height
+    )
+    if side and ready is not None:
+        m = m.join(
+            ready.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", "ready_ns"),
+            on=["rank", "start_ns", "end_ns"],
+            how="left",
+        ).with_columns(pl.col("ready_ns").fill_null(pl.col("start_ns")).clip(upper_bound=pl.col("start_ns")))
+        step_last = m.group_by("rank", "step").agg(
+            pl.col("j").max().alias("_gate"), pl.col("end_ns").sort_by("j").last().alias("_gate_end")
+        )
+        step_last = (
+            step_last.sort("rank", "step")
+            .with_columns(
+                pl.col("_gate").shift(1).over("rank").alias("gate"),
+                pl.col("_gate_end").shift(1).over("rank").alias("_gate_end"),
+            )
+            .select("rank", "step", "gate", "_gate_end")
+        )
+        m = m.join(step_last, on=["rank", "step"], how="left").with_columns(
+            (pl.col("ready_ns") - pl.col("_gate_end")).clip(lower_bound=0).alias("w"),
+            (
+                pl.col("start_ns")
+                - pl.max_horizontal(pl.col("ready_ns"), pl.col("_prev_end").fill_null(pl.col("ready_ns")))
+            )
+            .clip(lower_bound=0)
+            .alias("x"),
+        )
+        m = m.with_columns(_window_causes(m, gaps, "_gate_end", "ready_ns"))
+    else:
+        m = m.with_columns(pl.col("prev").alias("gate"), pl.lit(0, dtype=pl.Int64).alias("x"))
+        # --- what fills each rank's work between collectives: its GPU's idle gaps by cause
+        m = m.with_columns(_gap_causes(m, gaps))
+
+    # --- the replay
+    j_count = order.height
+    e_rec = [int(v) - int(order["_e"][0]) for v in order["_e"].to_list()]
+    steps_of = order["step"].to_list()
+    ops_of = order["op"].to_list()
+    c = m.group_by("j").agg(pl.col("dur_ns").min()).sort("j")["dur_ns"].to_list()
+    rows = m.select("j", "rank", "prev", "gate", "w", "x", "_as", *_GAP_COLS).rows(named=True)
+    members: list[list[dict[str, Any]]] = [[] for _ in range(j_count)]
+    t0 = int(order["_e"][0])
+    for row in rows:
+        row["_as"] = int(row["_as"]) - t0
+        members[int(row["j"])].append(row)
+    model = _Chain(members, c, side=side)
+
+    base = model.run()
+    last_of = _last_per_step(steps_of)
+    period_steps = sorted(last_of)[1:]
+    if not period_steps:
+        notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
+        return _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes)
+    step_ns = _median_period(e_rec, last_of)
+    replayed_ns = _median_period(base.ends, last_of)
+    step_ms = step_ns / 1e6
+    in_period = {j for j in range(j_count) if steps_of[j] in set(period_steps)}
+    n_periods = len(period_steps)
+
+    # --- critical path: back from the last collective, through the rank that arrived last
+    path_rows: list[tuple[int | None, str, int]] = []
+    j: int | None = j_count - 1
+    while j is not None and j >= 0:
+        if j in in_period:
+            path_rows.append((None, "communication", c[j]))
+        crit = base.crit[j]
+        hit = next((r for r in members[j] if r["rank"] == crit), None) if crit is not None else None
+        if hit is None or crit is None:
+            break
+        if j in in_period:
+            w = int(hit["w"] if hit["w"] is not None else 0)
+            idle = 0
+            for col in _GAP_COLS:
+                v = min(int(hit[col] or 0), w - idle)
+                if v > 0:
+                    path_rows.append((int(crit), col[:-3], v))
+                    idle += v
+            if w - idle > 0:
+                path_rows.append((int(crit), "compute", w - idle))
+        prev = hit["prev"] if hit["gate"] is None or not base.via_gate[j] else hit["gate"]
+        j = None if prev is None else int(prev)
+    path = (
+        pl.DataFrame(path_rows, schema={"rank": pl.Int32, "cause": pl.String, "ns": pl.Int64}, orient="row")
+        .group_by("rank", "cause")
+        .agg((pl.col("ns").sum() / n_periods / 1e6).alias("ms_per_step"))
+        .with_columns((pl.col("ms_per_step") / step_ms).alias("share"))
+        .sort(["ms_per_step", "rank", "cause"], descending=[True, False, False], nulls_last=True)
+    )
+
+    # --- waits: inside each collective, for the rank that arrived last
+    wait_rows = [
+        (r, base.crit[j2], wt) for j2, per in enumerate(base.waits) if j2 in in_period for r, wt in per.items()
+    ]
+    wf = pl.DataFrame(wait_rows, schema={"rank": pl.Int32, "for": pl.Int32, "ns": pl.Int64}, orient="row")
+    per_for = (
+        wf.filter(pl.col("rank") != pl.col("for"))
+        .group_by("rank", "for")
+        .agg(pl.col("ns").sum())
+        .sort(["rank", "ns", "for"], descending=[False, True, False])
+    )
+    top_for = per_for.group_by("rank", maintain_order=True).first()
+    waits = (
+        pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32})
+        .join(wf.group_by("rank").agg(pl.col("ns").sum().alias("_w")), on="rank", how="left")
+        .join(top_for, on="rank", how="left")
+        .select(
+            "rank",
+            (pl.col("_w").fill_null(0) / n_periods / 1e6).alias("wait_ms_per_step"),
+            pl.col("for").alias("waits_for"),
+            (pl.col("ns") / n_periods / 1e6).alias("waits_for_ms_per_step"),
+        )
+    )
+
+    # --- what-ifs (only when the unchanged replay reproduces the recorded job step)
+    base_ns = replayed_ns
+    answers: list[JobWhatIf] = []
+    trusted = step_ns > 0 and abs(replayed_ns - step_ns) / step_ns <= JOB_TRUST_ERROR
+    if trusted and overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and not side:
+        trusted = False
+        notes.append(
+            f"{100 * overlapped_share:.0f}% of the communication overlaps compute (collectives on a side stream): the job "
+            "model chains collectives as if each rank waited for them, which holds for blocking communication only, "
+            "so the job what-ifs are withheld; the path and the waits are the recorded ones."
+        )
+    elif not trusted:
+        notes.append(
+            f"the job replay reproduces the recorded job step only within {100 * abs(replayed_ns - step_ns) / max(step_ns, 1):.1f}% "
+            f"(over {n_periods} step(s)): the job what-ifs are withheld; the path and the waits are the recorded ones."
+        )
+
+    def ask(
+        kind: str, label: str, question: str, run: _Result, rank: int | None = None, cause: str | None = None
+    ) -> None:
+        if not trusted:
+            return
+        saving = max(0.0, (base_ns - _median_period(run.ends, last_of)) / 1e6)
+        saving = min(saving, step_ms)
+        answers.append(JobWhatIf(kind, label, question, saving, step_ms - saving, rank, cause))
+
+    own = (
+        m.filter(pl.col("j").is_in(list(in_period)) & pl.col("prev").is_not_null())
+        .group_by("rank")
+        .agg(pl.col("w").sum())
+    )
+    if own.height >= 2:
+        slow = int(own.sort(["w", "rank"], descending=[True, False])["rank"][0])
+        ask(
+            "straggler_at_median",
+            "straggler_at_median",
+            f"rank {slow} (the slowest) at the median rank's speed",
+            model.run(median_rank=slow),
+            rank=slow,
+        )
+    per_cause = m.filter(pl.col("j").is_in(list(in_period))).group_by("rank").agg(pl.col(_GAP_COLS).sum())
+    candidates: list[tuple[int, int, str]] = []
+    for row in per_cause.rows(named=True):
+        for col in _GAP_COLS:
+            ns = int(row[col] or 0)
+            if ns / n_periods >= MIN_CAUSE_SHARE * step_ns:
+                candidates.append((ns, int(row["rank"]), col[:-3]))
+    candidates.sort(key=lambda t: (-t[0], t[1], t[2]))
+    by_cause: dict[str, list[int]] = {}
+    for _ns, r, cause in candidates[:MAX_CAUSE_WHAT_IFS]:
+        by_cause.setdefault(cause, []).append(r)
+        ask(
+            "cause_on_rank",
+            f"{cause}@rank{r}",
+            f"{cause.replace('_', ' ')} fixed on rank {r} only",
+            model.run(fix=(cause, frozenset({r}))),
+            rank=r,
+            cause=cause,
+        )
+    for cause, rs in by_cause.items():
+        if len(rs) > 1:
+            ask(
+                "cause_everywhere",
+                f"{cause}@all",
+                f"{cause.replace('_', ' ')} fixed on every rank",
+                model.run(fix=(cause, frozenset(ranks))),
+                cause=cause,
+            )
+    ask(
+        "perfect_overlap",
+        "perfect_overlap",
+        "communication perfectly overlapped with compute",
+        model.run(free_comm=True),
+    )
+    pairs = _pairs(steps_of, ops_of)
+    if pairs:
+        ask(
+            "half_collectives",
+            "half_collectives",
+            "half as many collectives (larger buckets), same bytes",
+            model.run(merge=pairs),
+        )
+    answers.sort(key=lambda a: (-round(a.saving_ms, 6), a.label))
+    return JobModel(
+        ranks=ranks,
+        world_size=world_size,
+        missing_ranks=missing,
+        matched_collectives=n_keys,
+        unmatched_kernels=unmatched,
+        clocks=clocks,
+        clock_residual_us=residual,
+        step_ms=step_ms,
+        replayed_step_ms=replayed_ns / 1e6,
+        path=path,
+        waits=waits,
+        what_ifs=tuple(answers),
+        steps=n_periods,
+        notes=tuple(notes),
+    )
+
+
+@dataclass
+class _Result:
+    ends: list[int]
+    #: per collective: the rank that arrived last
+    crit: list[int | None]
+    #: per collective: rank → wait inside it
+    waits: list[dict[int, int]]
+    #: per collective: whether the last rank's own work (not its stream's previous collective) decided it
+    via_gate: list[bool]
+
+
+class _Chain:
+    """The collectives of a job as a max-plus recurrence (one pass in collective order)."""
+
+    def __init__(self, members: list[list[dict[str, Any]]], c: list[int], *, side: bool = False) -> None:
+        self.members = members
+        self.c = c
+        #: collectives on a side stream: ``w`` counts from the gate (the previous step's last
+        #: collective), and the stream's FIFO order is a second predecessor
+        self.side = side
+
+    def run(
+        self,
+        *,
+        median_rank: int | None = None,
+        fix: tuple[str, frozenset[int]] | None = None,
+        free_comm: bool = False,
+        merge: Mapping[int, int] | None = None,
+    ) -> _Result:
+        n = len(self.c)
+        ends = [0] * n
+        crit: list[int | None] = [None] * n
+        waits: list[dict[int, int]] = [{} for _ in range(n)]
+        via_gate = [True] * n
+        merge = merge or {}
+        merged_into = set(merge.values())
+        carry: dict[int, int] = {}  # rank → work carried over from a merged-away collective
+        alias: dict[int, int] = {}  # merged-away collective → the one that replaced it
+        extra_c = [0] * n
+        for j in range(n):
+            rows = self.members[j]
+            works: dict[int, int] = {}
+            for row in rows:
+                r = int(row["rank"])
+                w = int(row["w"]) if row["w"] is not None else None
+                if w is not None and fix is not None and r in fix[1]:
+                    w = max(0, w - int(row[f"{fix[0]}_ns"] or 0))
+                if w is not None:
+                    works[r] = w
+            if median_rank is not None and median_rank in works and len(works) > 1:
+                works[median_rank] = int(statistics.median(works.values()))
+            own_c = 0 if free_comm else self.c[j]
+            if j in merge:
+                # merged into the next collective: the ranks carry on without waiting here
+                for row in rows:
+                    r = int(row["rank"])
+                    if not self.side:
+                        carry[r] = carry.get(r, 0) + works.get(r, 0)
+                target = merge[j]
+                extra_c[target] += own_c
+                alias[j] = target
+                continue
+            arrivals: dict[int, int] = {}
+            by_gate: dict[int, bool] = {}
+            for row in rows:
+                r = int(row["rank"])
+                prev, gate = row["prev"], row["gate"]
+                if prev is None or gate is None or r not in works:
+                    arrivals[r] = int(row["_as"])
+                    continue
+                p = _prev_kept(self.members, int(prev), r, alias) if int(prev) in alias else int(prev)
+                g = _prev_kept(self.members, int(gate), r, alias) if int(gate) in alias else int(gate)
+                if p < 0 or g < 0:
+                    arrivals[r] = int(row["_as"])
+                    continue
+                ready = ends[g] + works[r] + carry.pop(r, 0)
+                fifo = ends[p] if self.side else ready
+                arrivals[r] = max(ready, fifo) + int(row["x"] or 0)
+                by_gate[r] = ready >= fifo
+            if not arrivals:
+                continue
+            last = max(arrivals.values())
+            cost = own_c + extra_c[j]
+            if j in merged_into and not free_comm:
+                # one collective instead of two: one fixed cost fewer (never more than the smaller one took)
+                cost -= min(COLLECTIVE_LATENCY_NS, own_c, extra_c[j])
+            ends[j] = last + cost
+            crit[j] = min(r for r, a in arrivals.items() if a == last)
+            via_gate[j] = by_gate.get(crit[j], True)  # type: ignore[arg-type]
+            waits[j] = {r: last - a for r, a in arrivals.items()}
+        for j, target in alias.items():
+            ends[j] = ends[target]
+        return _Result(ends=ends, crit=crit, waits=waits, via_gate=via_gate)
+
+
+def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mapping[int, int]) -> int:
+    """The previous collective of rank ``r`` that was not merged away (before ``p``)."""
+    while p in alias:
+        row = next((x for x in members[p] if x["rank"] == r), None)
+        if row is None or row["prev"] is None:
+            return -1
+        p = int(row["prev"])
+    return p
+
+
+#: job finding kind → the job what-if that prices its fix
+FINDING_WHAT_IF = {
+    "straggler": "straggler_at_median",
+    "load_imbalance": "straggler_at_median",
+    "exposed_communication": "perfect_overlap",
+}
+
+
+def rank_job_findings(findings: Sequence[Finding], model: JobModel | None) -> tuple[Finding, ...]:
+    """The cross-rank findings with the job step the model predicts once each is fixed
+    (:data:`FINDING_WHAT_IF`), ranked by the saving of the job step (findings the model cannot
+    price keep their order, after the priced ones)."""
+    if model is None or not model.what_ifs:
+        return tuple(findings)
+    ranked = []
+    for i, f in enumerate(findings):
+        w = model.what_if(FINDING_WHAT_IF.get(f.kind, ""))
+        if w is not None:
+            f = dataclasses.replace(f, predicted_step_ms=w.predicted_step_ms)
+        ranked.append((w is None, -round(w.saving_ms if w else 0.0, 6), i, f))
+    return tuple(r[-1] for r in sorted(ranked, key=lambda r: r[:-1]))
+
+
+def _offsets(matched: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    with_mid = matched.with_columns(pl.col("end_ns").median().over(key).alias("_mid"))
+    return with_mid.group_by("rank").agg(
+        (pl.col("end_ns") - pl.col("_mid")).median().round(0).cast(pl.Int64).alias("offset_ns"),
+        pl.len().alias("collectives"),
+    )
+
+
+def _spread(matched: pl.DataFrame, offsets: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """Per collective: the spread of its aligned ends over its ranks, and its shortest duration."""
+    aligned = matched.join(offsets.select("rank", "offset_ns"), on="rank").with_columns(
+        (pl.col("end_ns") - pl.col("offset_ns")).alias("_ae")
+    )
+    return aligned.group_by(key).agg(
+        (pl.col("_ae").max() - pl.col("_ae").min()).alias("_spread"), pl.col("dur_ns").min().alias("_min_dur")
+    )
+
+
+def _pairs(steps: list[int], ops: list[str]) -> dict[int, int]:
+    """Adjacent collectives of one operation in one step, paired (first → second)."""
+    out: dict[int, int] = {}
+    j = 0
+    while j + 1 < len(steps):
+        if steps[j] == steps[j + 1] and ops[j] == ops[j + 1]:
+            out[j] = j + 1
+            j += 2
+        else:
+            j += 1
+    return out
+
+
+def _last_per_step(steps: list[int]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for j, s in enumerate(steps):
+        last[s] = j
+    return last
+
+
+def _median_period(ends: list[int], last_of: Mapping[int, int]) -> float:
+    order = sorted(last_of)
+    periods = [ends[last_of[b]] - ends[last_of[a]] for a, b in itertools.pairwise(order)]
+    return float(statistics.median(periods))
+
+
+def _gap_causes(m: pl.DataFrame, gaps: pl.DataFrame) -> list[pl.Series]:
+    """``<cause>_ns`` per (rank, collective): the rank's idle gaps whose start lies in the window
+    between its previous collective's end and this collective's start (gaps never straddle a
+    kernel of the same GPU, so each falls in one window)."""
+    cols = [c for c in _GAP_COLS if c in gaps.columns]
+    if gaps.height == 0 or not cols:
+        return [pl.Series(c, [0] * m.height, dtype=pl.Int64) for c in _GAP_COLS]
+    g = gaps.select(pl.col("rank").cast(pl.Int32), pl.col("start_ns").alias("_gs"), "end_ns", *cols).sort("_gs")
+    win = (
+        m.select(pl.col("rank").cast(pl.Int32), "j", pl.col("_prev_end").alias("_ws"), pl.col("start_ns").alias("_we"))
+        .drop_nulls("_ws")
+        .sort("_ws")
+    )
+    hit = g.join_asof(
+        win, left_on="_gs", right_on="_ws", by="rank", strategy="backward", check_sortedness=False
+    ).filter(pl.col("j").is_not_null() & (pl.col("_gs") < pl.col("_we")))
+    sums = hit.group_by("rank", "j").agg(pl.col(cols).sum())
+    joined = m.select("rank", "j").join(sums, on=["rank", "j"], how="left")
+    return [
+        joined[c].fill_null(0).cast(pl.Int64) if c in joined.columns else pl.Series(c, [0] * m.height, dtype=pl.Int64)
+        for c in _GAP_COLS
+    ]
+
+
+def _window_causes(m: pl.DataFrame, gaps: pl.DataFrame, lo: str, hi: str) -> list[pl.Series]:
+    """``<cause>_ns`` per row: the rank's idle gaps that start in ``[lo, hi)`` (cumulative sums,
+    so windows may nest)."""
+    cols = [c for c in _GAP_COLS if c in gaps.columns]
+    zero = [pl.Series(c, [0] * m.height, dtype=pl.Int64) for c in _GAP_COLS]
+    if gaps.height == 0 or not cols:
+        return zero
+    g = gaps.select(
+        pl.col("rank").cast(pl.Int32), pl.col("start_ns").alias("_t"), *[pl.col(c).fill_null(0) for c in cols]
+    )
+    cum = g.sort("rank", "_t").with_columns([pl.col(c).cum_sum().over("rank").alias(c) for c in cols])
+    # a gap counts at a boundary when it starts strictly before it
+    shifted = cum.with_columns(pl.col("_t") + 1).sort("_t")
+
+    def at(col: str) -> pl.DataFrame:
+        probe = (
+            m.select(pl.col("rank").cast(pl.Int32), pl.col(col).fill_null(-(1 << 62)).alias("_t"))
+            .with_row_index("_i")
+            .sort("_t")
+        )
+        hit = probe.join_asof(shifted, on="_t", by="rank", strategy="backward", check_sortedness=False).sort("_i")
+        return hit.select([pl.col(c).fill_null(0) for c in cols])
+
+    a, b = at(lo), at(hi)
+    out = {c: (b[c] - a[c]).clip(lower_bound=0) for c in cols}
+    return [
+        out[c].alias(c).cast(pl.Int64) if c in out else pl.Series(c, [0] * m.height, dtype=pl.Int64) for c in _GAP_COLS
+    ]
+
+
+def ready_times(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """rank, start_ns, end_ns and ready_ns of every communication kernel: the latest end of the
+    compute kernels of its device launched before it (a collective on a side stream waits for
+    the work queued ahead of it on the compute stream: its bucket's gradients)."""
+    from .multirank import communication_kernels
+
+    kernels = events.filter(
+        (pl.col("kind") == EventKind.KERNEL.value) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0)
+    )
+    launch = (
+        links.select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id"))
+        .join(
+            events.select(pl.col("event_id").alias("launch_event_id"), pl.col("start_ns").alias("_launch")),
+            on="launch_event_id",
+        )
+        .select("event_id", "_launch")
+        .unique("event_id", keep="first")
+    )
+    comm = communication_kernels(events).select(
+        "event_id", "rank", "device", "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")
+    )
+    compute = (
+        kernels.join(comm.select("event_id"), on="event_id", how="anti")
+        .join(launch, on="event_id")
+        .select("rank", "device", "_launch", (pl.col("start_ns") + pl.col("dur_ns")).alias("_end"))
+        .sort("rank", "device", "_launch")
+        .with_columns(pl.col("_end").cum_max().over("rank", "device"))
+        .sort("_launch")
+    )
+    probe = comm.join(launch, on="event_id", how="inner").sort("_launch")
+    got = probe.join_asof(
+        compute,
+        on="_launch",
+        by=["rank", "device"],
+        strategy="backward",
+        check_sortedness=False,
+        allow_exact_matches=False,
+    )
+    return got.select("rank", "start_ns", "end_ns", pl.col("_end").alias("ready_ns")).drop_nulls("ready_ns")
+
+
+def _window_notes(
+    windows: pl.DataFrame | None, coupled: set[int], notes: list[str], *, only_disjoint: bool = False
+) -> None:
+    """Say which ranks share no collective with the others, and whether their recordings overlap."""
+    if windows is None or windows.height < 2:
+        return
+    rows = windows.sort("rank").rows(named=True)
+    for row in rows:
+        r = int(row["rank"])
+        if r in coupled:
+            continue
+        others = [o for o in rows if int(o["rank"]) != r]
+        overlaps = any(o["start_ns"] < row["end_ns"] and row["start_ns"] < o["end_ns"] for o in others)
+        if overlaps and only_disjoint:
+            continue
+        why = (
+            "its recording overlaps the others' in time, so its collectives differ (another process group or another job?)"
+            if overlaps
+            else "its recording does not overlap the others' in time (captured at another moment, or its clock is far off)"
+        )
+        notes.append(
+            f"rank {r} shares no matched collective with the other ranks: {why}; it is left out of the job model."
+        )
+
+
+def from_profiles(
+    profiles: Sequence[RankProfile],
+    diagnoses: Mapping[int, Diagnosis],
+    *,
+    world_size: int | None = None,
+    windows: pl.DataFrame | None = None,
+    events: Mapping[int, pl.DataFrame] | None = None,
+    links: Mapping[int, pl.DataFrame] | None = None,
+) -> JobModel:
+    """:func:`model_job` from what the job diagnosis already has: the ranks' profiles (their
+    collectives) and diagnoses (the idle gaps of each rank's primary GPU).  A rank without
+    communication kernels (gloo, MPI: collectives run on the host) contributes its host-side
+    collective ranges (``gloo:all_reduce``...) from ``events`` instead."""
+    frames = [p.collectives for p in profiles if p.collectives.height]
+    with_kernels = {int(r) for f in frames for r in f["rank"].unique().to_list()}
+    for rank, ev in (events or {}).items():
+        if rank in with_kernels or rank not in diagnoses:
+            continue
+        host = host_collectives(ev, diagnoses[rank].steps)
+        if host.height:
+            frames.append(host)
+    collectives = (
+        pl.concat([c.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA) for c in frames])  # type: ignore[arg-type]
+        if frames
+        else pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+    )
+    parts = []
+    for d in diagnoses.values():
+        primary = pl.DataFrame(
+            {"rank": list(d.timeline.primary_device), "device": list(d.timeline.primary_device.values())},
+            schema={"rank": pl.Int32, "device": pl.Int32},
+        )
+        g = d.timeline.gaps
+        if g.height:
+            cols = [c for c in _GAP_COLS if c in g.columns]
+            parts.append(g.join(primary, on=["rank", "device"], how="semi").select("rank", "start_ns", "end_ns", *cols))
+    gaps = (
+        pl.concat(parts, how="diagonal_relaxed")
+        if parts
+        else pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    )
+    share = overlapped_share(profiles)
+    ready = None
+    if share is not None and share >= OVERLAP_LIMIT and events and links:
+        parts = [ready_times(events[r], links[r]) for r in diagnoses if r in events and r in links]
+        ready = pl.concat(parts, how="vertical_relaxed") if parts else None
+    return model_job(
+        collectives,
+        gaps,
+        ranks=sorted(diagnoses),
+        world_size=world_size,
+        windows=windows,
+        overlapped_share=share,
+        ready=ready,
+    )
+
+
+def overlapped_share(profiles: Sequence[RankProfile]) -> float | None:
+    """The share of the ranks' communication time (complete steps) during which compute ran too."""
+    frames = [p.steps.filter(pl.col("complete")) for p in profiles if p.steps.height]
+    if not frames:
+        return None
+    steps = pl.concat(frames, how="vertical_relaxed")
+    comm = float(steps["communication_ns"].fill_null(0).sum())
+    if comm <= 0:
+        return None
+    exposed = float(steps["exposed_communication_ns"].fill_null(0).sum())
+    return max(0.0, (comm - exposed) / comm)
+
+
+#: host ranges of a process group's collective work (``gloo:all_reduce``, ``nccl:all_reduce``...)
+HOST_COLLECTIVE = r"^(?:gloo|nccl|mpi|ucc|xccl):[a-z_]+"
+
+
+def host_collectives(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """A rank's host-side collective ranges as :data:`.multirank.COLLECTIVES_SCHEMA` rows
+    (numbered per step and operation like communication kernels)."""
+    rows = events.filter(
+        pl.col("kind").is_in([EventKind.ANNOTATION.value, EventKind.CPU_OP.value])
+        & pl.col("name").str.contains(HOST_COLLECTIVE)
+        & (pl.col("dur_ns") > 0)
+    )
+    if rows.height == 0 or steps.height == 0:
+        return pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+    frame = rows.select(
+        "rank",
+        "name",
+        pl.col("collective") if "collective" in rows.columns else pl.lit(None, dtype=pl.String).alias("collective"),
+        pl.lit(None, dtype=pl.Int32).alias("device"),
+        pl.lit(None, dtype=pl.Int64).alias("stream"),
+        "start_ns",
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
+        "dur_ns",
+    )
+    return _collectives(frame, steps.select("rank", "step", "start_ns", "end_ns"))
+
+
+def _empty(
+    ranks: tuple[int, ...], world_size: int | None, missing: tuple[int, ...], unmatched: int, notes: list[str]
+) -> JobModel:
+    return JobModel(
+        ranks=ranks,
+        world_size=world_size,
+        missing_ranks=missing,
+        matched_collectives=0,
+        unmatched_kernels=unmatched,
+        clocks=pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32}).with_columns(
+            pl.lit(None, dtype=pl.Float64).alias("clock_offset_ms"), pl.lit(0, dtype=pl.Int64).alias("collectives")
+        ),
+        clock_residual_us=None,
+        step_ms=None,
+        replayed_step_ms=None,
+        path=pl.DataFrame(
+            schema={"rank": pl.Int32, "cause": pl.String, "ms_per_step": pl.Float64, "share": pl.Float64}
+        ),
+        waits=pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "wait_ms_per_step": pl.Float64,
+                "waits_for": pl.Int32,
+                "waits_for_ms_per_step": pl.Float64,
+            }
+        ),
+        what_ifs=(),
+        steps=0,
+        notes=tuple(notes),
+    )
+
+
+def _with(empty: JobModel, clocks: pl.DataFrame, residual: float, matched: int, notes: list[str]) -> JobModel:
+    return dataclasses.replace(
+        empty, clocks=clocks, clock_residual_us=residual, matched_collectives=matched, notes=tuple(notes)
+    )
+
+
+__all__ = [
+    "COLLECTIVE_LATENCY_NS",
+    "JOB_FIX_MODELS",
+    "JobModel",
+    "JobWhatIf",
+    "from_profiles",
+    "host_collectives",
+    "model_job",
+]
