@@ -644,6 +644,8 @@ def test_snapshot(snap_compare: Any, host_sync_session: Session, keys: tuple[str
     app = make_app(session=host_sync_session)
 
     async def press(pilot: Any) -> None:
+        # keys go to the loaded app: pressed during loading, they would race the screens it installs
+        await settle(app, pilot)
         if keys:
             await pilot.press(*keys)
         await settle(app, pilot)
