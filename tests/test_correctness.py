@@ -352,7 +352,8 @@ def test_job_per_rank_numbers_describe_the_rank_step(folder: str) -> None:
     stated for that rank's median step, so none exceeds it."""
     from conftest import shared_trace
 
-    from tracekit.job import diagnose_job, read_job
+    from tracekit.analysis.diagnose import diagnose_job
+    from tracekit.job import read_job
 
     m = diagnose_job(read_job(shared_trace(folder))).multirank
     for row in m.per_rank.iter_rows(named=True):

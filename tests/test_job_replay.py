@@ -26,10 +26,11 @@ from loopsim.jobsim import (
 )
 from loopsim.sim import FIXES
 
+from tracekit.analysis.diagnose import JobDiagnosis, diagnose_job
 from tracekit.analysis.job_replay import JobModel, model_job
 from tracekit.analysis.multirank import COLLECTIVES_SCHEMA
 from tracekit.cli import main
-from tracekit.job import JobDiagnosis, diagnose_job, read_job
+from tracekit.job import read_job
 
 
 @dataclasses.dataclass(frozen=True)
