@@ -24,8 +24,8 @@ Example (from the repository root)::
     >>> r = tracekit.analyze("sample_traces/synthetic/dataloader_stall.kineto.json")
     >>> round(r.step_ms, 2), round(r.gpu_utilization, 2)
     (100.01, 0.6)
-    >>> r.findings.select("kind", "ms_per_step", pl.col("predicted_step_ms").round(2)).to_dicts()
-    [{'kind': 'data_loading', 'ms_per_step': 40.0, 'predicted_step_ms': 60.01}]
+    >>> r.findings.select("kind", pl.col("ms_per_step").round(1), pl.col("predicted_step_ms").round(1)).rows()
+    [('data_loading', 40.0, 60.0), ('host_device_sync', 40.0, 60.0)]
     >>> stalls = r.gaps.filter(pl.col("cause") == "data_loading")
     >>> stalls.height, stalls.select((pl.col("dur_ns") / 1e6).round(1).unique()).item()
     (8, 40.0)
