@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.analysis import CAUSES, diagnose
+from tracekit.analysis import CAUSES, Diagnosis, diagnose
 from tracekit.analysis.intervals import complement, covered_in, union
 from tracekit.analysis.steps import find_steps
 from tracekit.report import to_json_dict
@@ -253,6 +253,25 @@ def test_every_real_trace_analyses(path: Path) -> None:
     for f in d.findings:
         assert f.ms_per_step > 0
         assert 0 < f.share_of_step <= 1.0 + 1e-9
+    _check_one_statistic(d)
+
+
+def _check_one_statistic(d: Diagnosis) -> None:
+    """Every per-step number describes the stated (median) step: the breakdown and the critical
+    path's breakdown add up to it, and no finding costs more or predicts a longer step."""
+    step = d.step_ms_median
+    if step is None:
+        return
+    if d.breakdown_ms:
+        assert sum(d.breakdown_ms.values()) == pytest.approx(step, rel=1e-6)
+    for f in d.findings:
+        assert f.ms_per_step <= step * (1 + 1e-9), f.kind
+        if f.predicted_step_ms is not None:
+            assert f.predicted_step_ms <= step * (1 + 1e-9), f.kind
+    if d.critical_path is not None and d.critical_path.steps.height:
+        cp = d.critical_path.breakdown_per_step()
+        if sum(cp.values()):
+            assert sum(cp.values()) == pytest.approx(step, rel=1e-6)
 
 
 def test_same_analysis_path_on_real_nsight_and_kineto() -> None:

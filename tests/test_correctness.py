@@ -214,33 +214,8 @@ def test_whole_trace_window_drops_the_warm_up_before_the_measured_iteration() ->
     assert "pageable_memcpy" not in {f.kind for f in d.findings}, "context creation inside aten::to is not a pageable copy"
 
 
-def _shared_traces() -> list[Path]:
-    from conftest import SHARED_TRACES
-
-    if not SHARED_TRACES.exists():
-        return []
-    paths = [p for p in SHARED_TRACES.rglob("*.json*") if "execution_trace/benchmark_simple_add_et" not in str(p)]
-    return sorted([*paths, *SHARED_TRACES.rglob("*.sqlite")])
-
-
-@pytest.mark.shared
-@pytest.mark.parametrize("path", _shared_traces(), ids=lambda p: str(p).split("traces/")[-1])
-def test_every_per_step_number_describes_the_stated_step(path: Path) -> None:
-    """The breakdown adds up to the stated step time and no fix predicts a longer step."""
-    d = diagnose(tracekit.read_trace(path))
-    if d.step_ms_median is None:
-        pytest.skip("no complete step")
-    step = d.step_ms_median
-    if d.breakdown_ms:
-        assert sum(d.breakdown_ms.values()) == pytest.approx(step, rel=1e-6)
-    for f in d.findings:
-        assert f.ms_per_step <= step * (1 + 1e-9), f.kind
-        if f.predicted_step_ms is not None:
-            assert f.predicted_step_ms <= step * (1 + 1e-9), f.kind
-    if d.critical_path is not None and d.critical_path.steps.height:
-        cp = d.critical_path.breakdown_per_step()
-        if sum(cp.values()):
-            assert sum(cp.values()) == pytest.approx(step, rel=1e-6)
+# The one-statistic check over every trace under ../shared runs in
+# tests/test_analysis.py::test_every_real_trace_analyses (one diagnosis per trace for both).
 
 
 # --------------------------------------------------------------------------- honest diffs
