@@ -128,11 +128,13 @@ class FindingChange:
     kind: str
     title: str
     #: ``fixed`` (only before), ``new`` (only after), ``better``, ``worse``, ``unchanged`` or
-    #: ``not_measured`` (an efficiency finding on one side that the other side cannot measure:
-    #: it records no operator shapes, or its GPU is not in the peak table)
+    #: ``not_measured`` (a finding the other side could not have reported: an efficiency finding
+    #: where it records no operator shapes or its GPU is not in the peak table, or
+    #: ``no_tensor_cores`` where that side reports the same cause as ``fp32_gemm``)
     status: str
     #: the finding's cost; for a cause reported on one side only, the other side is that
-    #: cause's ms per step from the breakdown (below the reporting threshold)
+    #: cause's ms per step from the breakdown (below the reporting threshold); for an efficiency
+    #: finding, its cost measured without the threshold (0 when none is left); None when unknown
     ms_per_step: Change
     predicted_step_ms: Change
     fix: str
