@@ -223,6 +223,27 @@ def test_ops_table_rates_every_operator_shape_of_traces_with_shapes(tmp_path: Pa
     assert third.tables["ops"].equals(res.tables["ops"])
 
 
+@pytest.mark.shared
+def test_ops_table_on_the_tracelens_traces(tmp_path: Path) -> None:
+    """The same Hugging Face models on an H100 and an MI300X: per model, the GEMM shapes and FLOPs
+    of ops.parquet are the same on both GPUs; a trace without shapes has no rows."""
+    h100, mi300 = shared_trace("tracelens/h100"), shared_trace("tracelens/mi300")
+    bare = shared_trace("tracelens/mi210/gpu_only_trace/gpu_only_trace.json.gz")
+    res = run_batch([str(h100), str(mi300), str(bare)], tmp_path / "out", workers=1)
+    ops, traces = res.tables["ops"], res.tables["traces"]
+    assert traces.filter(pl.col("error").is_not_null()).height == 0
+    assert ops.filter(pl.col("path") == str(bare)).height == 0
+    assert set(ops["path"].unique().to_list()) == set(traces.filter(pl.col("mfu").is_not_null())["path"].to_list())
+    for model in ("Qwen_Qwen1.5-0.5B-Chat__1016005", "gaunernst_bert-small-uncased__1016001", "Falconsai_nsfw_image_detection__1016002"):
+        gemms = {}
+        for gpu, folder in (("h100", h100), ("mi300", mi300)):
+            rows = ops.filter(pl.col("path") == str(folder / f"{model}.json.gz"), pl.col("op_class") == "gemm")
+            assert rows["peak_model"].unique().to_list() == [{"h100": "H100 SXM", "mi300": "Instinct MI300X"}[gpu]]
+            gemms[gpu] = rows.group_by("shape").agg(pl.col("flops").sum()).sort("shape")
+        assert gemms["h100"].height > 0
+        assert gemms["h100"].equals(gemms["mi300"]), model
+
+
 def test_previous_results_that_are_unreadable_are_ignored(tmp_path: Path) -> None:
     a = _archive(tmp_path)
     out = tmp_path / "out"
