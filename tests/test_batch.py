@@ -164,6 +164,86 @@ def test_rerun_is_incremental(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert run_batch([str(a)], out, workers=1).analysed == 10  # no duplicate left: 10 distinct files
 
 
+def test_ops_table_rates_every_operator_shape_of_traces_with_shapes(tmp_path: Path) -> None:
+    """ops.parquet: one row per trace, rank and operator shape, with the numbers the scenario
+    fixes (4 steps, one 370 us bf16 GEMM and four 120 us elementwise ops per step on an H100);
+    a trace without shapes has no rows, and a rerun restores the rows unchanged."""
+    import efficiency_scenarios as sc
+
+    from tracekit.analysis.efficiency import OP_EFFICIENCY
+    from tracekit.batch.schemas import OPS
+
+    a = tmp_path / "archive"
+    a.mkdir()
+    sc.write(a / "chain.json", sc.unfused_chain())
+    sc.write(a / "bare.json", sc.unfused_chain(), shapes=False)
+    out = tmp_path / "out"
+    res = run_batch([str(a)], out, workers=1)
+    ops = pl.read_parquet(out / "ops.parquet")
+    assert ops.schema == OPS.polars_schema
+    assert ops.equals(res.tables["ops"])
+    assert set(ops["path"].str.replace(f"^{a}/", "").to_list()) == {"chain.json"}
+    bare = res.tables["traces"].filter(pl.col("path").str.ends_with("bare.json")).row(0, named=True)
+    assert "record_shapes=True" in bare["mfu_note"]
+
+    rows = {(r["name"], r["shape"]): r for r in ops.iter_rows(named=True)}
+    assert set(rows) == {("aten::linear", "M=8192 N=4096 K=4096"), ("aten::mul", "[8192, 4096]"), ("aten::add", "[8192, 4096]")}
+    gemm = rows["aten::linear", "M=8192 N=4096 K=4096"]
+    flops = 2 * 8192 * 4096 * 4096
+    assert (gemm["job"], gemm["rank"], gemm["file_rank"]) == ("chain.json", 0, 0)
+    assert (gemm["gpu"], gemm["peak_model"], gemm["op_class"], gemm["dtype"]) == (sc.H100, "H100 SXM", "gemm", "bf16")
+    assert (gemm["calls"], gemm["flops"], gemm["gpu_ns"]) == (4, 4 * flops, 4 * 370_000)
+    assert gemm["bytes"] == 4 * 2 * (8192 * 4096 + 4096 * 4096 + 4096 + 8192 * 4096)
+    assert gemm["tflops"] == pytest.approx(flops / 370e-6 / 1e12, rel=1e-12)
+    assert gemm["bound"] == "compute"
+    assert gemm["pct_of_attainable"] == pytest.approx(flops / 370e-6 / 989.4e12, rel=1e-9)
+    assert gemm["ms_per_step"] == pytest.approx(0.370, rel=1e-12)
+    assert gemm["share_of_gpu_time"] == pytest.approx(370 / (370 + 4 * 120), rel=1e-12)
+    for name in ("aten::mul", "aten::add"):
+        ew = rows[name, "[8192, 4096]"]
+        assert (ew["calls"], ew["flops"], ew["gpu_ns"], ew["bound"]) == (8, 0, 8 * 120_000, "memory")
+        assert ew["bytes"] == 8 * 3 * 8192 * 4096 * 2
+        assert ew["gbps"] == pytest.approx(3 * 8192 * 4096 * 2 / 120e-6 / 1e9, rel=1e-12)
+        assert ew["ms_per_step"] == pytest.approx(0.240, rel=1e-12)
+    assert sum(ops["share_of_gpu_time"]) == pytest.approx(1.0)
+    # the same numbers as tracekit export's efficiency table for the file
+    export = tmp_path / "export"
+    assert main(["export", str(a / "chain.json"), "--out", str(export), "--no-cache"]) == 0
+    exported = pl.read_parquet(export / "efficiency.parquet").sort("name", "shape")
+    assert ops.select(OP_EFFICIENCY.names).sort("name", "shape").equals(exported)
+
+    again = run_batch([str(a)], out, workers=1)
+    assert again.analysed == 0
+    assert again.tables["ops"].equals(res.tables["ops"])
+    # results written before the table existed are not restored without it
+    (out / "ops.parquet").unlink()
+    third = run_batch([str(a)], out, workers=1)
+    assert third.analysed == 2
+    assert any("lack ops.parquet" in n for n in third.notes)
+    assert third.tables["ops"].equals(res.tables["ops"])
+
+
+@pytest.mark.shared
+def test_ops_table_on_the_tracelens_traces(tmp_path: Path) -> None:
+    """The same Hugging Face models on an H100 and an MI300X: per model, the GEMM shapes and FLOPs
+    of ops.parquet are the same on both GPUs; a trace without shapes has no rows."""
+    h100, mi300 = shared_trace("tracelens/h100"), shared_trace("tracelens/mi300")
+    bare = shared_trace("tracelens/mi210/gpu_only_trace/gpu_only_trace.json.gz")
+    res = run_batch([str(h100), str(mi300), str(bare)], tmp_path / "out", workers=1)
+    ops, traces = res.tables["ops"], res.tables["traces"]
+    assert traces.filter(pl.col("error").is_not_null()).height == 0
+    assert ops.filter(pl.col("path") == str(bare)).height == 0
+    assert set(ops["path"].unique().to_list()) == set(traces.filter(pl.col("mfu").is_not_null())["path"].to_list())
+    for model in ("Qwen_Qwen1.5-0.5B-Chat__1016005", "gaunernst_bert-small-uncased__1016001", "Falconsai_nsfw_image_detection__1016002"):
+        gemms = {}
+        for gpu, folder in (("h100", h100), ("mi300", mi300)):
+            rows = ops.filter(pl.col("path") == str(folder / f"{model}.json.gz"), pl.col("op_class") == "gemm")
+            assert rows["peak_model"].unique().to_list() == [{"h100": "H100 SXM", "mi300": "Instinct MI300X"}[gpu]]
+            gemms[gpu] = rows.group_by("shape").agg(pl.col("flops").sum()).sort("shape")
+        assert gemms["h100"].height > 0
+        assert gemms["h100"].equals(gemms["mi300"]), model
+
+
 def test_previous_results_that_are_unreadable_are_ignored(tmp_path: Path) -> None:
     a = _archive(tmp_path)
     out = tmp_path / "out"

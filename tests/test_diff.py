@@ -8,6 +8,7 @@ import json
 import statistics
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO, SAMPLE_TRACES, write_trace
@@ -205,8 +206,8 @@ def test_fail_if_slower_needs_step_times(capsys: pytest.CaptureFixture[str], mon
     """Without a complete step there is no step time: --fail-if-slower refuses (exit 6) rather than pass."""
     real = tracekit.analysis.diagnose
 
-    def no_steps(tables: tracekit.TraceTables) -> Diagnosis:
-        d = real(tables)
+    def no_steps(tables: tracekit.TraceTables, **kw: Any) -> Diagnosis:
+        d = real(tables, **kw)
         if "fixed" in tables.info.path:
             d = dataclasses.replace(d, steps=d.steps.with_columns(complete=False), step_ms_median=None, step_ms_mean=None)
         return d
@@ -228,3 +229,104 @@ def test_result_is_frozen() -> None:
     assert isinstance(r, DiffResult)
     with pytest.raises(AttributeError):
         r.verdict = "slower"  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- efficiency: MFU and the busy findings
+
+
+def _scenario(tmp_path: Path, name: str, ops: list[object], **kw: object) -> Diagnosis:
+    import efficiency_scenarios as sc
+
+    path = sc.write(tmp_path / f"{name}.json", ops, **kw)  # type: ignore[arg-type]
+    return diagnose(tracekit.read_trace(path, cache=False))
+
+
+def test_mixed_precision_shows_mfu_and_the_fixed_fp32_gemms(tmp_path: Path) -> None:
+    """fp32 → bf16 on an H100: the scenario fixes every number (4 GEMMs of 2·8192·4096·4096 FLOPs per
+    step; steps of 27,330 us before and 1,690 us after; peaks 67 and 989.4 TFLOP/s)."""
+    import efficiency_scenarios as sc
+
+    from tracekit.report.diff import render_diff_html
+
+    r = compare(_scenario(tmp_path, "fp32", sc.fp32_gemms()), _scenario(tmp_path, "bf16", sc.healthy_bf16()))
+    flops = 4 * 2 * 8192 * 4096 * 4096
+    step_b, step_a = 27_330e-6, 1_690e-6
+    e = r.efficiency
+    assert e.mfu.before == pytest.approx(flops / step_b / 67.0e12, rel=1e-9)
+    assert e.mfu.after == pytest.approx(flops / step_a / 989.4e12, rel=1e-9)
+    assert e.mfu.delta == pytest.approx(e.mfu.after - e.mfu.before, rel=1e-12)  # type: ignore[operator]
+    assert e.model_tflops.before == pytest.approx(flops / step_b / 1e12, rel=1e-9)
+    assert e.model_tflops.after == pytest.approx(flops / step_a / 1e12, rel=1e-9)
+    assert (e.mfu_dtype_before, e.mfu_dtype_after, e.peak_tflops_before, e.peak_tflops_after) == ("fp32", "bf16", 67.0, 989.4)
+    assert e.reason is None
+    assert e.caveat is not None
+    assert "fp32 67 TFLOP/s before, bf16 989.4 TFLOP/s after" in e.caveat
+    fp32 = next(f for f in r.findings if f.kind == "fp32_gemm")
+    assert fp32.status == "fixed"
+    assert fp32.ms_per_step.before == pytest.approx(4 * 6.8 * (1 - 67.0 / 989.4))
+    assert fp32.ms_per_step.after == 0.0  # measured after, and none left
+
+    text = render_diff_text(r)
+    mfu_b, mfu_a = f"{100 * e.mfu.before:.1f}% fp32", f"{100 * e.mfu.after:.1f}% bf16"  # type: ignore[operator]
+    assert f"  MFU                      {mfu_b:>12} {mfu_a:>12}  {100 * e.mfu.delta:+.1f} pts" in text  # type: ignore[operator]
+    assert "  model TFLOP/s" in text
+    assert e.caveat in text
+    assert "fixed      Matrix multiplies run in fp32 on a GPU with much faster bf16/TF32 units [fp32_gemm]" in text
+    md = render_diff_markdown(r)
+    assert f"| MFU | {mfu_b} | {mfu_a} | {100 * e.mfu.delta:+.1f} pts |" in md  # type: ignore[operator]
+    assert f"- {e.caveat}" in md
+    html = render_diff_html(r)
+    assert f'<td>MFU</td><td class="n">{mfu_b}</td>' in html
+    assert "different peaks" in html
+    data = diff_to_json_dict(r)
+    assert data["mfu"]["before"] == round(e.mfu.before, 4)  # type: ignore[arg-type]
+    assert data["mfu"]["after"] == round(e.mfu.after, 4)  # type: ignore[arg-type]
+    assert data["mfu"]["dtype"] == {"before": "fp32", "after": "bf16"}
+    assert data["mfu"]["peak_tflops"] == {"before": 67.0, "after": 989.4}
+    assert data["mfu"]["reason"] is None
+    assert data["model_tflops"]["after"] == round(flops / step_a / 1e12, 4)
+    assert next(f for f in data["findings"] if f["kind"] == "fp32_gemm")["status"] == "fixed"
+
+
+def test_a_side_without_shapes_says_why_and_counts_nothing_as_fixed(tmp_path: Path) -> None:
+    import efficiency_scenarios as sc
+
+    from tracekit.report.diff import render_diff_html
+
+    shapes = _scenario(tmp_path, "chain", sc.unfused_chain())
+    bare = _scenario(tmp_path, "bare", sc.unfused_chain(), shapes=False)
+    why = "no operator shapes in the trace (capture with record_shapes=True)"
+    for before, after, side, status_if_measured in ((shapes, bare, "after", "fixed"), (bare, shapes, "before", "new")):
+        r = compare(before, after)
+        e = r.efficiency
+        assert e.mfu.delta is None
+        assert e.reason == f"{side}: {why}"
+        chain = next(f for f in r.findings if f.kind == "unfused_elementwise")
+        assert chain.status == "not_measured", status_if_measured
+        assert getattr(chain.ms_per_step, side) is None
+        assert f"MFU n/a: {side}: {why}" in render_diff_text(r)
+        assert f"- MFU n/a: {side}: {why}" in render_diff_markdown(r)
+        assert f"MFU n/a: {side}: {why}" in render_diff_html(r)
+        assert "not measured Chains of memory-bound elementwise kernels" in render_diff_text(r)
+        data = diff_to_json_dict(r)
+        assert data["mfu"]["reason"] == f"{side}: {why}"
+        assert data["mfu"]["delta"] is None
+        assert next(f for f in data["findings"] if f["kind"] == "unfused_elementwise")["status"] == "not_measured"
+    # the same shapes on both sides: the chain is measured twice and unchanged
+    r = compare(shapes, _scenario(tmp_path, "chain2", sc.unfused_chain()))
+    assert next(f for f in r.findings if f.kind == "unfused_elementwise").status == "unchanged"
+    assert r.efficiency.mfu.delta == pytest.approx(0.0, abs=1e-12)
+    # neither side has shapes: one reason for both
+    assert compare(bare, bare).efficiency.reason == f"both traces: {why}"
+
+
+def test_fp32_matrix_math_judged_two_ways_is_neither_fixed_nor_new(tmp_path: Path) -> None:
+    """Without shapes fp32 GEMMs are found from kernel names (no_tensor_cores); with shapes from
+    the dtypes (fp32_gemm), which replaces it: the same work on both sides is not a fix."""
+    import efficiency_scenarios as sc
+
+    r = compare(_scenario(tmp_path, "bare", sc.fp32_gemms(), shapes=False), _scenario(tmp_path, "fp32", sc.fp32_gemms()))
+    status = {f.kind: f.status for f in r.findings}
+    assert status["no_tensor_cores"] == "not_measured"
+    assert status["fp32_gemm"] == "not_measured"
+    assert any("the same cause measured two ways" in n for n in r.notes)

@@ -8,7 +8,11 @@ the deltas, and a verdict with its reasons: ``faster`` or ``slower`` when the me
 time moved by more than the noise floor set by both traces' step-to-step spread,
 ``within_noise`` when it did not, ``not_comparable`` when the step times do not measure the
 same thing (steps found by different sources or by periodicity, too few complete steps,
-different devices or rank counts).  Nothing here reads files or prints.
+different devices or rank counts).  When the traces record operator shapes, MFU and the
+model TFLOP/s are compared too (:class:`EfficiencyChange`), and the efficiency findings
+(fp32 GEMMs, small GEMMs, unfused elementwise chains) take part in the findings comparison;
+a side that cannot measure them (no shapes, unknown GPU) says so instead of counting them as
+fixed.  Nothing here reads files or prints.
 
 Conventions: ``delta`` is ``after - before`` (negative step-time delta = faster);
 ``delta_pct`` is the delta relative to ``before`` in percent.  Kernel time per step is the
@@ -20,12 +24,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from .causes import CAUSES
 from .diagnose import Diagnosis
+from .efficiency import Efficiency, efficiency_findings
 
 #: step-time changes within this many percent are "within noise" however steady the steps are
 UNCHANGED_PCT = 1.0
@@ -43,6 +49,11 @@ FINDING_UNCHANGED_SHARE = 0.05
 FINDING_UNCHANGED_MS = 0.05
 #: kernels listed in the comparison (by the larger of before/after time per step)
 TOP_KERNELS = 15
+#: findings measured from operator shapes (analysis/efficiency.py), and what each needs beyond shapes
+EFFICIENCY_KINDS = {"fp32_gemm": "peaks", "small_gemm": "peaks", "unfused_elementwise": "shapes"}
+#: the kernel-name finding that ``fp32_gemm`` replaces when shapes are recorded (the same cause,
+#: measured another way: a side reporting one is not compared with the other's cost)
+SAME_CAUSE = {"no_tensor_cores": "fp32_gemm"}
 
 
 @dataclass(frozen=True)
@@ -83,13 +94,47 @@ class CauseChange:
 
 
 @dataclass(frozen=True)
+class EfficiencyChange:
+    """MFU and the model FLOP rate before and after (docs/efficiency.md).
+
+    ``mfu`` is a share of the peak (0..1; ``delta`` in share points), each side against the peak
+    of the dtype that carries most of its FLOPs; ``model_tflops`` is the model FLOPs per second
+    of step time, comparable across dtypes.
+    """
+
+    mfu: Change
+    model_tflops: Change
+    #: dtype each side's MFU is measured against, and its peak (TFLOP/s)
+    mfu_dtype_before: str | None
+    mfu_dtype_after: str | None
+    peak_tflops_before: float | None
+    peak_tflops_after: float | None
+    #: each side's MFU headline (``MFU 41.2% of the bf16 peak ...`` or ``MFU n/a: why``)
+    headline_before: str
+    headline_after: str
+    #: why the MFU change is missing (a side has no MFU, and why); None when both sides have one
+    reason: str | None = None
+    #: why the MFU change needs care though both sides have one (different peaks)
+    caveat: str | None = None
+
+
+def _no_efficiency() -> EfficiencyChange:
+    empty = Change.of(None, None)
+    return EfficiencyChange(empty, empty, None, None, None, None, "MFU n/a", "MFU n/a", reason="not compared")
+
+
+@dataclass(frozen=True)
 class FindingChange:
     kind: str
     title: str
-    #: ``fixed`` (only before), ``new`` (only after), ``better``, ``worse`` or ``unchanged``
+    #: ``fixed`` (only before), ``new`` (only after), ``better``, ``worse``, ``unchanged`` or
+    #: ``not_measured`` (a finding the other side could not have reported: an efficiency finding
+    #: where it records no operator shapes or its GPU is not in the peak table, or
+    #: ``no_tensor_cores`` where that side reports the same cause as ``fp32_gemm``)
     status: str
     #: the finding's cost; for a cause reported on one side only, the other side is that
-    #: cause's ms per step from the breakdown (below the reporting threshold)
+    #: cause's ms per step from the breakdown (below the reporting threshold); for an efficiency
+    #: finding, its cost measured without the threshold (0 when none is left); None when unknown
     ms_per_step: Change
     predicted_step_ms: Change
     fix: str
@@ -129,6 +174,8 @@ class DiffResult:
     verdict_reasons: tuple[str, ...] = ()
     #: the noise floor in percent of BEFORE's step time (None when a side has no step time)
     noise_pct: float | None = None
+    #: MFU and model TFLOP/s before and after
+    efficiency: EfficiencyChange = field(default_factory=_no_efficiency)
 
     def slower_than(self, pct: float) -> bool:
         """True when the after step time is slower than before by more than ``pct`` percent
@@ -172,6 +219,35 @@ def compare(before: Diagnosis, after: Diagnosis) -> DiffResult:
         notes=tuple(_notes(before, after)),
         verdict_reasons=reasons,
         noise_pct=noise,
+        efficiency=_efficiency_change(before.efficiency, after.efficiency),
+    )
+
+
+def _efficiency_change(before: Efficiency, after: Efficiency) -> EfficiencyChange:
+    """MFU and model TFLOP/s side by side, with why a missing MFU is missing."""
+    missing = [(label, e.reason or "not measured") for label, e in (("before", before), ("after", after)) if e.mfu is None]
+    reason = None
+    if len(missing) == 2 and missing[0][1] == missing[1][1]:
+        reason = f"both traces: {missing[0][1]}"
+    elif missing:
+        reason = "; ".join(f"{label}: {why}" for label, why in missing)
+    caveat = None
+    if before.mfu is not None and after.mfu is not None and (before.mfu_dtype, before.peak_tflops) != (after.mfu_dtype, after.peak_tflops):
+        caveat = (
+            f"MFU is measured against different peaks ({before.mfu_dtype} {before.peak_tflops:g} TFLOP/s before, "
+            f"{after.mfu_dtype} {after.peak_tflops:g} TFLOP/s after): the model TFLOP/s compare the work done"
+        )
+    return EfficiencyChange(
+        mfu=Change.of(before.mfu, after.mfu),
+        model_tflops=Change.of(before.achieved_tflops, after.achieved_tflops),
+        mfu_dtype_before=before.mfu_dtype,
+        mfu_dtype_after=after.mfu_dtype,
+        peak_tflops_before=before.peak_tflops,
+        peak_tflops_after=after.peak_tflops,
+        headline_before=before.headline,
+        headline_after=after.headline,
+        reason=reason,
+        caveat=caveat,
     )
 
 
@@ -271,16 +347,17 @@ def _syncs_per_step(d: Diagnosis) -> float | None:
 def _findings(before: Diagnosis, after: Diagnosis) -> tuple[FindingChange, ...]:
     b = {f.kind: f for f in before.findings}
     a = {f.kind: f for f in after.findings}
+    unreported = {"before": _EfficiencyCosts(before), "after": _EfficiencyCosts(after)}
     out: list[FindingChange] = []
     for kind in sorted(set(b) | set(a)):
         fb, fa = b.get(kind), a.get(kind)
-        ms_b = fb.ms_per_step if fb else _cause_ms(before, kind)
-        ms_a = fa.ms_per_step if fa else _cause_ms(after, kind)
+        ms_b = fb.ms_per_step if fb else unreported["before"].ms(kind)
+        ms_a = fa.ms_per_step if fa else unreported["after"].ms(kind)
         ms = Change.of(ms_b, ms_a)
         if fa is None:
-            status = "fixed"
+            status = "not_measured" if _unmeasured(kind, a, unreported["after"]) else "fixed"
         elif fb is None:
-            status = "new"
+            status = "not_measured" if _unmeasured(kind, b, unreported["before"]) else "new"
         elif ms.delta is not None and abs(ms.delta) <= max(FINDING_UNCHANGED_MS, FINDING_UNCHANGED_SHARE * (ms_b or 0.0)):
             status = "unchanged"
         else:
@@ -300,8 +377,39 @@ def _findings(before: Diagnosis, after: Diagnosis) -> tuple[FindingChange, ...]:
     return tuple(sorted(out, key=lambda f: (-max(f.ms_per_step.before or 0.0, f.ms_per_step.after or 0.0), f.kind)))
 
 
-def _cause_ms(d: Diagnosis, kind: str) -> float | None:
-    return d.breakdown_ms.get(kind) if kind in CAUSES and d.breakdown_ms else None
+def _unmeasured(kind: str, reported: dict[str, Any], side: _EfficiencyCosts) -> bool:
+    """A finding missing from a side that could not have reported it: an efficiency finding on a
+    side without shapes or peaks, or the kernel-name finding a side reported as its dtype-based
+    successor instead (``no_tensor_cores`` → ``fp32_gemm``)."""
+    if kind in EFFICIENCY_KINDS:
+        return not side.measures(kind)
+    return kind in SAME_CAUSE and SAME_CAUSE[kind] in reported
+
+
+class _EfficiencyCosts:
+    """What a finding costs on a side that does not report it: a cause's ms per step from the
+    breakdown (below the reporting threshold), an efficiency finding's cost measured without
+    the threshold (0 when the side measures it and finds none), None when the side cannot tell."""
+
+    def __init__(self, d: Diagnosis) -> None:
+        self.d = d
+        self._costs: dict[str, float] | None = None
+
+    def measures(self, kind: str) -> bool:
+        eff, need = self.d.efficiency, EFFICIENCY_KINDS.get(kind)
+        if need is None or not eff.available or not self.d.step_ms_median or eff.per_step.height == 0:
+            return False
+        return need == "shapes" or eff.peaks is not None
+
+    def ms(self, kind: str) -> float | None:
+        if kind in CAUSES:
+            return self.d.breakdown_ms.get(kind) if self.d.breakdown_ms else None
+        if not self.measures(kind):
+            return None
+        if self._costs is None:
+            found = efficiency_findings(self.d.efficiency, self.d.step_ms_median, 0.0)
+            self._costs = {f.kind: f.ms_per_step for f in found}
+        return self._costs.get(kind, 0.0)
 
 
 def _kernel_table(d: Diagnosis) -> pl.DataFrame:
@@ -344,9 +452,16 @@ def _notes(before: Diagnosis, after: Diagnosis) -> list[str]:
             notes.append(f"The {label} trace starts with warm-up ({d.warmup.steps.height} step window(s)), left out of its step time.")
         if d.gpu_utilization is None:
             notes.append(f"The {label} trace has no GPU activity in its steps: utilization and idle causes cannot be compared.")
+    for old, new in SAME_CAUSE.items():
+        for x, y, lx, ly in ((before, after, "before", "after"), (after, before, "after", "before")):
+            if any(f.kind == old for f in x.findings) and any(f.kind == new for f in y.findings):
+                notes.append(
+                    f"fp32 matrix math is reported as {old} {lx} (judged from kernel names) and as {new} {ly} (from the "
+                    "operators' dtypes): the same cause measured two ways, so neither is counted as fixed or new."
+                )
     if b.format != a.format:
         notes.append(f"Mixed inputs ({b.format} before, {a.format} after): both are read into the same tables and analysed alike.")
     return notes
 
 
-__all__ = ["CauseChange", "Change", "DiffResult", "DiffSide", "FindingChange", "KernelChange", "compare"]
+__all__ = ["CauseChange", "Change", "DiffResult", "DiffSide", "EfficiencyChange", "FindingChange", "KernelChange", "compare"]

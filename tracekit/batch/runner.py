@@ -28,7 +28,7 @@ from ..errors import UsageError
 from ..job import JobPlan, group_jobs
 from .discover import Discovered, discover
 from .engines import run_tasks
-from .schemas import BATCH_SCHEMA_VERSION, COLLECTIVES, FINDINGS, JOBS, RANKS, STEPS, TRACES
+from .schemas import BATCH_SCHEMA_VERSION, COLLECTIVES, FINDINGS, JOBS, OPS, RANKS, STEPS, TRACES
 from .store import Journal, load_previous, write_outputs
 from .work import FileResult, Task, content_hash, finding_row
 
@@ -246,7 +246,7 @@ def _copy_for(r: FileResult, path: str) -> FileResult:
         size, mtime = r.size_bytes, r.mtime_ns
     return FileResult(
         path=path, content_hash=r.content_hash, size_bytes=size, mtime_ns=mtime, trace=r.trace, findings=r.findings,
-        ranks=r.ranks, steps=r.steps, collectives=r.collectives, error=r.error, error_kind=r.error_kind, seconds=r.seconds,
+        ranks=r.ranks, steps=r.steps, collectives=r.collectives, ops=r.ops, error=r.error, error_kind=r.error_kind, seconds=r.seconds,
     )
 
 
@@ -288,6 +288,7 @@ def build_tables(results: dict[str, FileResult], found: Discovered, *, complete:
     step_frames: list[pl.DataFrame] = []
     late_frames: list[pl.DataFrame] = []
     coll_frames: list[pl.DataFrame] = []
+    op_frames: list[pl.DataFrame] = []
     for plan in plans:
         files = [ok[p] for p in sorted(plan.members)]
         profiles: list[RankProfile] = []
@@ -310,6 +311,7 @@ def build_tables(results: dict[str, FileResult], found: Discovered, *, complete:
         step_frames.extend(_job_steps(plan, files))
         late_frames.append(m.per_step.select(pl.lit(plan.name).alias("job"), "rank", "step", "start_late_ns", "late_ns", "wait_ns"))
         coll_frames.extend(_job_collectives(plan, files))
+        op_frames.extend(_job_ops(plan, files))
     for p, r in sorted(results.items()):
         if not r.ok:
             trace_rows.append({"path": p, "content_hash": r.content_hash or None, "size_bytes": r.size_bytes, "mtime_ns": r.mtime_ns,
@@ -322,6 +324,9 @@ def build_tables(results: dict[str, FileResult], found: Discovered, *, complete:
         "ranks": _frame(RANKS.polars_schema, rank_rows).sort(["job", "rank"]),
         "steps": _steps(step_frames, late_frames),
         "collectives": _concat(coll_frames, COLLECTIVES.polars_schema).sort(["job", "rank", "step", "start_ns", "stream"]),
+        "ops": _concat(op_frames, OPS.polars_schema).sort(
+            ["job", "path", "rank", "gpu_ns", "name", "shape", "dtype"], descending=[False, False, False, True, False, False, False],
+            nulls_last=True),
     }
 
 
@@ -468,6 +473,18 @@ def _job_collectives(plan: JobPlan, files: list[FileResult]) -> list[pl.DataFram
         mapping = plan.members[r.path]
         out.append(r.collectives.with_columns(
             pl.col("rank").alias("file_rank"), _job_rank(mapping), pl.lit(plan.name).alias("job"), pl.lit(r.path).alias("path"),
+        ))
+    return out
+
+
+def _job_ops(plan: JobPlan, files: list[FileResult]) -> list[pl.DataFrame]:
+    out = []
+    for r in files:
+        if r.ops.height == 0:
+            continue
+        out.append(r.ops.with_columns(
+            pl.col("rank").alias("file_rank"), _job_rank(plan.members[r.path]), pl.lit(plan.name).alias("job"),
+            pl.lit(r.path).alias("path"), pl.lit(r.content_hash).alias("content_hash"),
         ))
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..analysis.causes import CAUSES
+from ..analysis.efficiency import OP_EFFICIENCY
 from ..schema import Column, TableSchema
 
 #: version of the batch tables; stored in batch.json and checked before reusing old results
@@ -211,8 +212,27 @@ COLLECTIVES = TableSchema(
     ),
 )
 
+OPS = TableSchema(
+    "ops",
+    "One row per trace, rank and operator shape: the per-operator efficiency table of `tracekit export` "
+    "(efficiency.parquet, docs/efficiency.md) for every trace captured with `record_shapes=True`, one rank at a "
+    "time. Traces without shapes have no rows (`traces.mfu_note` says why).",
+    (
+        Column("job", STR, "Job name."),
+        Column("path", STR, "The trace file."),
+        Column("content_hash", STR, "Content hash of the trace file."),
+        Column("rank", I32, "Rank in the job."),
+        Column("file_rank", I32, "The rank as the file numbers it."),
+        Column("gpu", STR, "The GPU the peaks are taken from (the device most of the operators' time ran on), as the trace names it."),
+        Column("peak_model", STR, "Its entry in the peak table (docs/efficiency.md); null when the GPU is unknown (no roofline columns)."),
+        *(c for c in OP_EFFICIENCY.columns if c.name != "share_of_gpu_time"),
+        Column("share_of_gpu_time", F64, "Share of the rank's modelled operators' GPU time."),
+        Column("ms_per_step", F64, "GPU time of these calls per complete step of the rank, ms (null without complete steps)."),
+    ),
+)
+
 #: every output table, in the order they are written and documented
-BATCH_TABLES: tuple[TableSchema, ...] = (TRACES, FINDINGS, JOBS, RANKS, STEPS, COLLECTIVES)
+BATCH_TABLES: tuple[TableSchema, ...] = (TRACES, FINDINGS, JOBS, RANKS, STEPS, COLLECTIVES, OPS)
 
 
 def batch_schema_markdown() -> str:
@@ -220,4 +240,6 @@ def batch_schema_markdown() -> str:
     return "\n".join(t.describe_markdown() for t in BATCH_TABLES)
 
 
-__all__ = ["BATCH_SCHEMA_VERSION", "BATCH_TABLES", "COLLECTIVES", "FINDINGS", "JOBS", "RANKS", "STEPS", "TRACES", "batch_schema_markdown"]
+__all__ = [
+    "BATCH_SCHEMA_VERSION", "BATCH_TABLES", "COLLECTIVES", "FINDINGS", "JOBS", "OPS", "RANKS", "STEPS", "TRACES", "batch_schema_markdown",
+]

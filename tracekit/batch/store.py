@@ -29,8 +29,8 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
-from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, RANKS, STEPS, TRACES
-from .work import FileResult, Task
+from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, OPS, RANKS, STEPS, TRACES
+from .work import FILE_OPS_SCHEMA, FileResult, Task
 
 SUMMARY_FILE = "batch.json"
 #: failures that depend only on the file's bytes (reused like results); others are retried
@@ -87,6 +87,7 @@ class Previous:
     ranks: dict[str, pl.DataFrame] = field(default_factory=dict)
     steps: dict[str, pl.DataFrame] = field(default_factory=dict)
     collectives: dict[str, pl.DataFrame] = field(default_factory=dict)
+    ops: dict[str, pl.DataFrame] = field(default_factory=dict)
     #: content hash → a result from the journal (newer than the tables)
     journal: dict[str, FileResult] = field(default_factory=dict)
 
@@ -117,6 +118,8 @@ class Previous:
             result.steps = self.steps[old].with_columns(pl.col("file_rank").alias("rank")).select(list(PROFILE_STEPS_SCHEMA)).cast(PROFILE_STEPS_SCHEMA)  # type: ignore[arg-type]
         if old in self.collectives:
             result.collectives = self.collectives[old].with_columns(pl.col("file_rank").alias("rank")).select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+        if old in self.ops:
+            result.ops = self.ops[old].with_columns(pl.col("file_rank").alias("rank")).select(list(FILE_OPS_SCHEMA)).cast(FILE_OPS_SCHEMA)
         return result
 
 
@@ -145,8 +148,12 @@ def _load_tables(out: Path) -> tuple[Previous, str | None]:
         return prev, f"{summary_path} is missing or unreadable: every file is analysed again"
     if summary.get("batch_schema") != BATCH_SCHEMA_VERSION:
         return prev, "the previous results were written by an incompatible tracekit: every file is analysed again"
+    kept = (TRACES, FINDINGS, RANKS, STEPS, COLLECTIVES, OPS)
+    missing = [s.name for s in kept if not (out / f"{s.name}.parquet").exists()]
+    if missing:
+        return prev, f"the previous results lack {', '.join(m + '.parquet' for m in missing)}: every file is analysed again"
     try:
-        frames = {s.name: s.conform(pl.read_parquet(out / f"{s.name}.parquet")) for s in (TRACES, FINDINGS, RANKS, STEPS, COLLECTIVES)}
+        frames = {s.name: s.conform(pl.read_parquet(out / f"{s.name}.parquet")) for s in kept}
     except Exception as exc:  # unreadable, truncated or foreign Parquet: start afresh
         return prev, f"the previous results could not be read ({type(exc).__name__}): every file is analysed again"
     traces = frames["traces"]
@@ -171,6 +178,7 @@ def _load_tables(out: Path) -> tuple[Previous, str | None]:
     prev.ranks = index(frames["ranks"])
     prev.steps = index(frames["steps"])
     prev.collectives = index(frames["collectives"])
+    prev.ops = index(frames["ops"])
     return prev, None
 
 
@@ -221,6 +229,7 @@ class Journal:
             (tmp / "result.json").write_text(json.dumps(meta), encoding="utf-8")
             result.steps.write_ipc(tmp / "steps.arrow")
             result.collectives.write_ipc(tmp / "collectives.arrow")
+            result.ops.write_ipc(tmp / "ops.arrow")
             os.rename(tmp, entry)
             (self.root / f"{_RUNNING}{result.content_hash}").unlink(missing_ok=True)
             return True
@@ -257,6 +266,7 @@ class Journal:
                     trace={k: _decode(v) for k, v in meta["trace"].items()}, findings=meta["findings"], ranks=meta["ranks"],
                     steps=_read_ipc(entry / "steps.arrow").cast(PROFILE_STEPS_SCHEMA),  # type: ignore[arg-type]
                     collectives=_read_ipc(entry / "collectives.arrow").cast(COLLECTIVES_SCHEMA),  # type: ignore[arg-type]
+                    ops=_read_ipc(entry / "ops.arrow").cast(FILE_OPS_SCHEMA),
                     error=meta["error"], error_kind=meta["error_kind"], seconds=meta["seconds"],
                 )
             except Exception:  # a damaged or foreign entry: analyse that file again

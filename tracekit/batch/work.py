@@ -3,7 +3,7 @@
 :func:`analyze_file` runs in a worker process (local pool or Ray): it reads the trace with
 :func:`tracekit.read_trace`, diagnoses it with :func:`tracekit.analysis.diagnose`, splits a
 file of several ranks into its ranks (each diagnosed on its own) and condenses everything
-into rows and two small frames.  It never raises for a bad file: the reason becomes the
+into rows and three small frames.  It never raises for a bad file: the reason becomes the
 result's ``error``.
 """
 
@@ -19,14 +19,21 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis.causes import CAUSES
+from ..analysis.efficiency import Efficiency, summarise
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA, RankProfile
 from ..cache import file_digest
 from ..errors import TracekitError
 from ..job import FileMeta
+from .schemas import OPS
 
 #: epoch instants (ns) between which a trace's clock is taken to be wall-clock time
 _EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01
 _EPOCH_MAX_NS = 4_102_444_800 * 10**9  # 2100-01-01
+
+#: the ops table's columns a file's result carries (``rank`` is the file's rank number)
+FILE_OPS_SCHEMA = pl.Schema({c.name: c.dtype for c in OPS.columns if c.name not in ("job", "path", "content_hash", "file_rank")})
+#: what makes an operator shape (the ops table's key within a rank)
+_SHAPE_KEY = ["name", "op_class", "shape", "dtype"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class FileResult:
     steps: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PROFILE_STEPS_SCHEMA))
     #: COLLECTIVES_SCHEMA rows, rank = the file's rank numbers
     collectives: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=COLLECTIVES_SCHEMA))
+    #: FILE_OPS_SCHEMA rows: the operator-shape efficiency of each file rank (empty without shapes)
+    ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FILE_OPS_SCHEMA))
     error: str | None = None
     error_kind: str | None = None
     seconds: float = 0.0
@@ -123,6 +132,7 @@ def analyze_file(task: Task) -> FileResult:
         result.trace, result.findings, result.ranks = {}, [], []
         result.steps = pl.DataFrame(schema=PROFILE_STEPS_SCHEMA)
         result.collectives = pl.DataFrame(schema=COLLECTIVES_SCHEMA)
+        result.ops = pl.DataFrame(schema=FILE_OPS_SCHEMA)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -198,6 +208,34 @@ def _analyze(task: Task, result: FileResult) -> None:
         trace[f"{cause}_share"] = d.breakdown.get(cause) if d.breakdown else None
     result.trace = trace
     result.findings = [finding_row(f, i) for i, f in enumerate(d.findings, 1)]
+    result.ops = op_table(d.efficiency)
+
+
+def op_table(eff: Efficiency) -> pl.DataFrame:
+    """The per-operator-shape efficiency of each rank (FILE_OPS_SCHEMA), as ``tracekit export``'s
+    efficiency.parquet states it for the whole file, plus the GPU time per complete step."""
+    if not eff.available or eff.ops.height == 0:
+        return pl.DataFrame(schema=FILE_OPS_SCHEMA)
+    steps = eff.per_step.filter(pl.col("complete")) if eff.per_step.height else eff.per_step
+    frames = []
+    for (rank,), ops in eff.ops.partition_by("rank", as_dict=True, maintain_order=True).items():
+        table = summarise(ops, _SHAPE_KEY)  # shares of this rank's modelled GPU time
+        rank_steps = steps.filter(pl.col("rank") == rank).select("rank", "step") if steps.height else None
+        if rank_steps is not None and rank_steps.height:
+            in_steps = (
+                ops.join(rank_steps, on=["rank", "step"], how="semi")
+                .group_by(_SHAPE_KEY)
+                .agg((pl.col("gpu_ns").sum() / 1e6 / rank_steps.height).alias("ms_per_step"))
+            )
+            table = table.join(in_steps, on=_SHAPE_KEY, how="left", nulls_equal=True).with_columns(pl.col("ms_per_step").fill_null(0.0))
+        else:
+            table = table.with_columns(pl.lit(None, dtype=pl.Float64).alias("ms_per_step"))
+        frames.append(table.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank")))
+    out = pl.concat(frames, how="diagonal_relaxed").with_columns(
+        pl.lit(eff.device_name, dtype=pl.String).alias("gpu"),
+        pl.lit(eff.peaks.model if eff.peaks is not None else None, dtype=pl.String).alias("peak_model"),
+    )
+    return out.select([pl.col(n).cast(t) for n, t in FILE_OPS_SCHEMA.items()])
 
 
 def _utc(ns: int) -> _dt.datetime:
@@ -219,4 +257,4 @@ def finding_row(f: Any, position: int) -> dict[str, Any]:
     }
 
 
-__all__ = ["FileResult", "Task", "analyze_file", "content_hash", "finding_row"]
+__all__ = ["FILE_OPS_SCHEMA", "FileResult", "Task", "analyze_file", "content_hash", "finding_row", "op_table"]

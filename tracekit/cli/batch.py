@@ -39,8 +39,9 @@ def batch_cmd(inputs: tuple[str, ...], out: Path, workers: int | None, engine: s
     the rank number, or that state the same world size) form a job of ranks.
 
     Writes traces.parquet (one row per file), findings.parquet, jobs.parquet (stragglers,
-    load imbalance, exposed communication per job), ranks.parquet, steps.parquet and
-    collectives.parquet into --out, each atomically.  A file that cannot be analysed gets
+    load imbalance, exposed communication per job), ranks.parquet, steps.parquet,
+    collectives.parquet and ops.parquet (FLOPs, TFLOP/s and roofline place of every
+    operator shape of traces captured with record_shapes=True) into --out, each atomically.  A file that cannot be analysed gets
     an error row and the batch goes on (exit 0) unless --fail-fast.
     """
     from ..batch import BatchProgress, run_batch

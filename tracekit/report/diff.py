@@ -2,7 +2,8 @@
 
 The JSON document (``tracekit.diff/1``, documented in docs/reports.md) is a contract for CI
 scripts: ``step_ms`` {before, after, delta_ms, delta_pct}, ``gpu_utilization`` {before, after,
-delta}, ``causes.<cause>.ms_per_step`` {before, after, delta_ms}, ``findings[]`` with a status,
+delta}, ``mfu`` {before, after, delta, dtype, peak_tflops, reason, caveat}, ``model_tflops``,
+``causes.<cause>.ms_per_step`` {before, after, delta_ms}, ``findings[]`` with a status,
 ``kernels[]``.  Like every renderer, these only format numbers :func:`compare` computed.
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from .._version import __version__
 from ..analysis.causes import cause_label
-from ..analysis.compare import Change, DiffResult, DiffSide
+from ..analysis.compare import Change, DiffResult, DiffSide, EfficiencyChange
 
 DIFF_SCHEMA_VERSION = "tracekit.diff/1"
 
@@ -44,6 +45,16 @@ def _change_json(c: Change, *, delta_key: str = "delta", pct: bool = False) -> d
     return out
 
 
+def _mfu_json(e: EfficiencyChange) -> dict[str, Any]:
+    return {
+        **_change_json(e.mfu),
+        "dtype": {"before": e.mfu_dtype_before, "after": e.mfu_dtype_after},
+        "peak_tflops": {"before": e.peak_tflops_before, "after": e.peak_tflops_after},
+        "reason": e.reason,
+        "caveat": e.caveat,
+    }
+
+
 def diff_to_json_dict(r: DiffResult) -> dict[str, Any]:
     """The ``tracekit.diff/1`` document."""
     return {
@@ -57,6 +68,8 @@ def diff_to_json_dict(r: DiffResult) -> dict[str, Any]:
         "step_ms": _change_json(r.step_ms, delta_key="delta_ms", pct=True),
         "step_ms_mean": _change_json(r.step_ms_mean, delta_key="delta_ms", pct=True),
         "gpu_utilization": _change_json(r.gpu_utilization),
+        "mfu": _mfu_json(r.efficiency),
+        "model_tflops": _change_json(r.efficiency.model_tflops, pct=True),
         "causes": {
             c.cause: {
                 "ms_per_step": _change_json(c.ms_per_step, delta_key="delta_ms"),
@@ -136,6 +149,30 @@ def _describe(s: DiffSide) -> str:
     return " · ".join(parts)
 
 
+def _mfu_cell(mfu: float | None, dtype: str | None) -> str:
+    return "n/a" if mfu is None else f"{100 * mfu:.1f}%" + (f" {dtype}" if dtype else "")
+
+
+def _efficiency_rows(e: EfficiencyChange) -> list[tuple[str, str, str, str]]:
+    m, t = e.mfu, e.model_tflops
+    rows = [("MFU", _mfu_cell(m.before, e.mfu_dtype_before), _mfu_cell(m.after, e.mfu_dtype_after),
+             _signed(None if m.delta is None else 100 * m.delta, 1, " pts"))]
+    if t.before is not None or t.after is not None:
+        delta = "—" if t.delta is None else f"{_signed(t.delta, 1)} ({_signed(t.delta_pct, 1, '%')})"
+        rows.append(("model TFLOP/s", _num(t.before, 1), _num(t.after, 1), delta))
+    return rows
+
+
+def _efficiency_lines(e: EfficiencyChange) -> list[str]:
+    """Why the MFU change is missing or needs care, one line each."""
+    out = []
+    if e.reason:
+        out.append(f"MFU n/a: {e.reason}")
+    if e.caveat:
+        out.append(e.caveat)
+    return out
+
+
 def _summary_rows(r: DiffResult) -> list[tuple[str, str, str, str]]:
     u = r.gpu_utilization
     return [
@@ -149,7 +186,12 @@ def _summary_rows(r: DiffResult) -> list[tuple[str, str, str, str]]:
         ("kernels per step", _num(r.kernels_per_step.before, 1), _num(r.kernels_per_step.after, 1), _signed(r.kernels_per_step.delta, 1)),
         ("median kernel", _num(r.median_kernel_us.before, 1, " µs"), _num(r.median_kernel_us.after, 1, " µs"),
          _signed(r.median_kernel_us.delta, 1, " µs")),
+        *_efficiency_rows(r.efficiency),
     ]
+
+
+def _status(status: str) -> str:
+    return status.replace("_", " ")
 
 
 def _shown_causes(r: DiffResult) -> list[Any]:
@@ -172,6 +214,7 @@ def render_diff_text(r: DiffResult) -> str:
     out.append("")
     out.append(f"  {'':<24} {'before':>12} {'after':>12}  delta")
     out.extend(f"  {name:<24} {b:>12} {a:>12}  {d}" for name, b, a, d in _summary_rows(r))
+    out.extend(f"  {line}" for line in _efficiency_lines(r.efficiency))
     out.append("")
     out.append("Where the step time goes (ms per step)")
     out.append(f"  {'':<24} {'before':>12} {'after':>12}  delta")
@@ -183,7 +226,7 @@ def render_diff_text(r: DiffResult) -> str:
         out.append("Findings (ms per step)")
         for f in r.findings:
             m = f.ms_per_step
-            line = f"  {f.status:<10} {f.title} [{f.kind}]: {_num(m.before)} -> {_num(m.after)} ({_signed(m.delta)})"
+            line = f"  {_status(f.status):<10} {f.title} [{f.kind}]: {_num(m.before)} -> {_num(m.after)} ({_signed(m.delta)})"
             pb, pa = f.predicted_step_ms.before, f.predicted_step_ms.after
             if pb is not None or pa is not None:
                 line += f"; predicted step if fixed {_num(pb)} -> {_num(pa)} ms"
@@ -216,6 +259,8 @@ def render_diff_markdown(r: DiffResult) -> str:
         out.append(f"| {label} | `{side.path}` | {_describe(side)} |")
     out += ["", "| | before | after | delta |", "|---|---:|---:|---:|"]
     out.extend(f"| {name} | {b} | {a} | {d} |" for name, b, a, d in _summary_rows(r))
+    if _efficiency_lines(r.efficiency):
+        out += ["", *(f"- {line}" for line in _efficiency_lines(r.efficiency))]
     out += ["", "### Where the step time goes (ms per step)", "", "| cause | before | after | delta |", "|---|---:|---:|---:|"]
     for c in _shown_causes(r):
         m = c.ms_per_step
@@ -228,7 +273,7 @@ def render_diff_markdown(r: DiffResult) -> str:
             m = f.ms_per_step
             pb, pa = f.predicted_step_ms.before, f.predicted_step_ms.after
             pred = "" if pb is None and pa is None else f"{_num(pb)} → {_num(pa)} ms"
-            out.append(f"| **{f.status}** | {f.title} (`{f.kind}`) | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} | {pred} |")
+            out.append(f"| **{_status(f.status)}** | {f.title} (`{f.kind}`) | {_num(m.before)} | {_num(m.after)} | {_signed(m.delta)} | {pred} |")
     else:
         out.append("No findings before or after.")
     if r.kernels:
@@ -269,8 +314,9 @@ def diff_sections(r: DiffResult) -> list[str]:
         f'<tr><td>{e(name)}</td><td class="n">{e(b)}</td><td class="n">{e(a)}</td><td class="n">{e(d)}</td></tr>'
         for name, b, a, d in _summary_rows(r)
     )
+    eff_notes = "".join(f'<p class="caption">{e(line)}</p>' for line in _efficiency_lines(r.efficiency))
     parts.append('<section><h2>Side by side</h2><table><thead><tr><th></th><th class="n">before</th><th class="n">after</th>'
-                 f'<th class="n">delta</th></tr></thead><tbody>{rows}</tbody></table></section>')
+                 f'<th class="n">delta</th></tr></thead><tbody>{rows}</tbody></table>{eff_notes}</section>')
     bars = []
     for label in ("before", "after"):
         share = {c.cause: getattr(c.share, label) or 0.0 for c in r.causes}
@@ -295,7 +341,7 @@ def diff_sections(r: DiffResult) -> list[str]:
             pred = "" if pb is None and pa is None else f"<p>Predicted step time if fixed: {_num(pb)} → {_num(pa)} ms</p>"
             color = {"fixed": "#54a24b", "better": "#54a24b", "new": "#e45756", "worse": "#e45756"}.get(f.status, "#999999")
             items.append(
-                f'<div class="finding" style="border-left-color: {color}"><h3>{e(f.status)}: {e(f.title)} '
+                f'<div class="finding" style="border-left-color: {color}"><h3>{e(_status(f.status))}: {e(f.title)} '
                 f'<span class="kind">{e(f.kind)}</span></h3><p class="cost">{_num(m.before)} → {_num(m.after)} ms per step '
                 f"({_signed(m.delta)})</p>{pred}<p><b>Fix:</b> {e(f.fix)}</p></div>"
             )
