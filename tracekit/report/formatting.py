@@ -72,6 +72,17 @@ def fmt_num(x: float | None, nd: int = 1) -> str:
     return "n/a" if x is None else f"{x:,.{nd}f}"
 
 
+def finding_cost(f: Finding, *, steps: bool = True) -> str:
+    """A finding's cost in words: ms per step and share of the step, then (``steps``) the steps it
+    affects and the worst ones."""
+    cost = f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)"
+    if steps:
+        cost += f" in {f.steps_affected} steps"
+        if f.worst_steps:
+            cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
+    return cost
+
+
 #: labels of the efficiency split of step time (tracekit.analysis.efficiency)
 SPLIT_LABELS = {
     "busy_efficient": "busy at the roofline",
@@ -262,6 +273,7 @@ __all__ = [
     "SPLIT_LABELS",
     "cause_label",
     "evidence_text",
+    "finding_cost",
     "fmt_ms",
     "fmt_num",
     "fmt_pct",
