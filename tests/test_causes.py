@@ -99,6 +99,42 @@ def test_text_formatting_has_every_cause_and_finding() -> None:
     assert formatting.evidence_text(new) == "gemms per step 120; median gemm us 4.5"
 
 
+def test_every_kind_names_its_evidence_builder_and_wording() -> None:
+    from tracekit.analysis.findings import EVIDENCE_BUILDERS
+
+    for f in FINDINGS:
+        if f.measured:
+            # a measured cause's evidence is built from the breakdown (its own builder or the common facts)
+            assert f.evidence == causes.GENERIC or f.evidence in EVIDENCE_BUILDERS, f.name
+        else:
+            # any other kind's detector writes its evidence: no builder would ever be called for it
+            assert f.evidence == causes.DETECTOR, f.name
+        assert f.wording == causes.GENERIC or f.wording in formatting.EVIDENCE_WORDING, f.name
+        if f.job:
+            assert f.job_wording in formatting.JOB_WORDING, f.name
+        else:
+            assert f.job_wording == causes.GENERIC or f.job_wording in formatting.JOB_WORDING, f.name
+    # nothing is registered that no kind names (dead wording would hide a misspelt declaration)
+    assert set(EVIDENCE_BUILDERS) == {f.evidence for f in FINDINGS} - {causes.GENERIC, causes.DETECTOR}
+    assert set(formatting.EVIDENCE_WORDING) == {f.wording for f in FINDINGS} - {causes.GENERIC}
+    assert set(formatting.JOB_WORDING) == {f.job_wording for f in FINDINGS} - {causes.GENERIC}
+
+
+def test_a_kind_declared_generic_shows_its_plain_facts() -> None:
+    import dataclasses
+
+    # a declared kind that names no wording of its own reads like an undeclared one
+    kind = causes.FINDING_BY_NAME["straggler"]
+    assert kind.wording == causes.GENERIC
+    f = Finding(kind="straggler", title=kind.title, ms_per_step=1.0, share_of_step=0.1, fix=kind.fix,
+                evidence={"total_ms": 2.0, "basis": "collective_start", "matched_collectives": 7, "x": [1]})
+    assert formatting.evidence_text(f) == "basis collective_start; matched collectives 7"
+    assert formatting.job_evidence_text(f).endswith("7 collectives matched across ranks")
+    # the largest gap is worded for every kind, generic or not
+    gap = dataclasses.replace(f, evidence={"largest_gap": {"dur_ms": 1.5, "step": 3}})
+    assert formatting.evidence_text(gap) == "largest gap 1.50 ms in step 3"
+
+
 def test_annotated_trace_colours_every_path_cause() -> None:
     from tracekit.report import annotate
 

@@ -131,7 +131,9 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
 
 HEADLESS = ["tracekit", "tracekit.schema", "tracekit.errors", "tracekit.reader", "tracekit.cache", "tracekit.parsers",
             "tracekit.parsers.kineto", "tracekit.parsers.nsight", "tracekit.analysis", "tracekit.analysis.diagnose",
-            "tracekit.report", "tracekit.report.formatting", "tracekit.batch", "tracekit.job"]
+            "tracekit.analysis.replay", "tracekit.analysis.job_replay", "tracekit.analysis.efficiency",
+            "tracekit.analysis.steady", "tracekit.report", "tracekit.report.formatting", "tracekit.batch", "tracekit.job",
+            "tracekit.api", "tracekit.progress"]
 
 
 @pytest.mark.parametrize("module", HEADLESS)

@@ -17,6 +17,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ._version import __version__
@@ -81,28 +82,37 @@ def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | 
     )
 
 
-def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
-    """Write ``tables`` under ``key`` atomically; returns False if the cache is unusable."""
-    entry = entry_dir(key, root)
-    if (entry / _MARKER).exists():
-        return True
+def write_entry(entry: Path, write: Callable[[Path], None], errors: tuple[type[Exception], ...] = (OSError,)) -> bool:
+    """Write the folder ``entry`` atomically: ``write`` fills a temporary folder beside it, which
+    is then renamed to ``entry``, so a reader sees a whole entry or none.  True when the entry
+    stands (ours, or another process's that was renamed first: theirs is as good as ours);
+    False when it cannot be written (``write`` raised one of ``errors``, or the folder is not
+    writable), and nothing is left behind."""
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
     except OSError:
         return False
     try:
+        write(tmp)
+        os.rename(tmp, entry)
+        return True
+    except errors:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return entry.is_dir()
+
+
+def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
+    """Write ``tables`` under ``key`` atomically; returns False if the cache is unusable."""
+    entry = entry_dir(key, root)
+    if (entry / _MARKER).exists():
+        return True
+
+    def write(tmp: Path) -> None:
         tables.write_parquet(tmp)
         (tmp / _MARKER).write_text(__version__ + "\n", encoding="utf-8")
-        try:
-            os.rename(tmp, entry)
-        except OSError:
-            # another process stored the same entry first: theirs is as good as ours
-            shutil.rmtree(tmp, ignore_errors=True)
-        return True
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        return False
+
+    return write_entry(entry, write)
 
 
 def clear(root: Path | None = None) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .kineto import BASE_NS, kineto_events
-from .sim import FIXES, LAUNCH_LATENCY_NS, OPT_KERNEL, STREAM_GAP_NS, GpuEv, HostEv, Loop, Run, _Sim
+from .sim import FIXES, LAUNCH_LATENCY_NS, STREAM_GAP_NS, GpuEv, HostEv, Loop, Run, _Sim
 
 #: the side stream of overlapped all-reduces
 COMM_STREAM = 13
@@ -140,14 +140,7 @@ class _RankSim(_Sim):
         loop = self.loop
         ev = HostEv("user_annotation", f"ProfilerStep#{k + 1}", self.t, self.t)
         self.host.append(ev)
-        self.next_batch(k)
-        self.copy_in()
-        if k == 0 and loop.warmup_ns:
-            self.warmup()
-        for _ in range(loop.layers):
-            self.layer(backward=False)
-            if loop.item_per_layer:
-                self.item()
+        self.forward(k)
         per_bucket = max(loop.layers // self.spec.buckets, 1)
         issued = 0
         nbytes = self.spec.grad_bytes // self.spec.buckets
@@ -162,17 +155,7 @@ class _RankSim(_Sim):
 
         # the optimizer waits for the last all-reduce (the compute stream waits on its event)
         self.gpu_free = max(self.gpu_free, self.comm_free)
-
-        def optimizer() -> None:
-            for _ in range(loop.optimizer_kernels):
-                self.kernel_op("aten::_fused_sgd_", OPT_KERNEL, loop.optimizer_ns)
-
-        self.rng("user_annotation", "Optimizer.step#SGD.step", optimizer)
-        if loop.step_sync == "item":
-            self.item()
-        elif loop.step_sync == "stream_sync":
-            self.stream_sync()
-        self.t += loop.host_tail_ns
+        self.step_tail()
         ev.end = self.t
 
 

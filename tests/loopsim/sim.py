@@ -316,35 +316,45 @@ class _Sim:
 
         self.op("aten::empty", burst)
 
+    def forward(self, k: int) -> None:
+        """The step up to its backward pass: the next batch, its copy, warm-up (step 0), the forward layers."""
+        loop = self.loop
+        self.next_batch(k)
+        self.copy_in()
+        if k == 0 and loop.warmup_ns:
+            self.warmup()
+        for _ in range(loop.layers):
+            self.layer(backward=False)
+            if loop.item_per_layer:
+                self.item()
+
+    def step_tail(self) -> None:
+        """The step after its backward pass: the optimizer, the step's sync, the host's tail."""
+        loop = self.loop
+
+        def optimizer() -> None:
+            for _ in range(loop.optimizer_kernels):
+                self.kernel_op("aten::_fused_sgd_", OPT_KERNEL, loop.optimizer_ns)
+
+        self.rng("user_annotation", "Optimizer.step#SGD.step", optimizer)
+        if loop.step_sync == "item":
+            self.item()
+        elif loop.step_sync == "stream_sync":
+            self.stream_sync()
+        self.t += loop.host_tail_ns
+
     def step(self, k: int) -> None:
         loop = self.loop
 
         def body() -> None:
-            self.next_batch(k)
-            self.copy_in()
-            if k == 0 and loop.warmup_ns:
-                self.warmup()
-            for _ in range(loop.layers):
-                self.layer(backward=False)
-                if loop.item_per_layer:
-                    self.item()
+            self.forward(k)
             for _ in range(loop.mallocs_per_step):
                 self.op("aten::empty", lambda: (self.api("cudaMalloc", loop.malloc_ns), None)[1])
             for _ in range(loop.layers):
                 self.layer(backward=True)
             for _ in range(loop.mallocs_per_step):
                 self.op("aten::record_stream", lambda: (self.api("cudaFree", loop.malloc_ns), None)[1])
-
-            def optimizer() -> None:
-                for _ in range(loop.optimizer_kernels):
-                    self.kernel_op("aten::_fused_sgd_", OPT_KERNEL, loop.optimizer_ns)
-
-            self.rng("user_annotation", "Optimizer.step#SGD.step", optimizer)
-            if loop.step_sync == "item":
-                self.item()
-            elif loop.step_sync == "stream_sync":
-                self.stream_sync()
-            self.t += loop.host_tail_ns
+            self.step_tail()
 
         self.rng("user_annotation", f"ProfilerStep#{k + 1}", body)
 

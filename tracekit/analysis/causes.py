@@ -25,16 +25,18 @@ How to add a kind
   :mod:`tracekit.analysis.timeline` (a ``<name>_ns`` column of the gaps); add a :class:`Knob`
   and, when it should be reported, a :class:`FindingKind` with ``measured=True``: its ms per
   step, steps affected and common evidence (total, gaps, largest gap) are read from the
-  breakdown column.  Evidence of its own is optional: a branch in
-  ``tracekit.analysis.findings._evidence`` and its wording in
-  :func:`tracekit.report.formatting.evidence_text` (without one, its plain facts are shown).
+  breakdown column.  Evidence of its own is optional: a builder in
+  ``tracekit.analysis.findings.EVIDENCE_BUILDERS`` named by ``evidence=`` and a one-line
+  wording in ``tracekit.report.formatting.EVIDENCE_WORDING`` named by ``wording=`` (left
+  :data:`GENERIC`, the common facts are built and its plain facts are shown).
   Renderers, the TUI stylesheet, the CLI help and the docs tables
   (``python scripts/gen_docs.py``) follow from the declaration.  The breakdown, the gaps and
   the TUI's tables pick the new column up by name.
 * **A new finding from another measurement** (an efficiency finding such as small GEMMs):
   add a :class:`FindingKind` (``measured=False``) and its detector in
   :mod:`tracekit.analysis.findings` (``Finding.of(kind, ...)`` takes the title and the fix from
-  here); give it a ``what_if`` when a knob models the fix.
+  here); give it a ``what_if`` when a knob models the fix, ``evidence=DETECTOR`` (the detector
+  writes the evidence) and a ``wording``.
 * **A new kind of critical-path time**: add the edge tag to :data:`EDGE_TAGS` (mapped to its
   :class:`PathCause`), then tag the edges in :mod:`tracekit.analysis.critical_path`.
 
@@ -46,6 +48,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+#: a finding kind's evidence or wording that is the generic one: the common facts of a measured
+#: cause (total, gaps, largest gap) and, in reports, its plain facts
+GENERIC = ""
+#: a finding kind whose detector writes its evidence as it finds it (efficiency, cross-rank, batch size)
+DETECTOR = "detector"
 
 #: TUI text colour on a light cause background, and on a dark one
 ON_LIGHT = "$on-cause"
@@ -124,6 +132,15 @@ class FindingKind:
     #: title and fix on a CPU-only trace, where no GPU was recorded (empty: the usual ones)
     host_title: str = ""
     host_fix: str = ""
+    #: how its evidence is built: a key of ``tracekit.analysis.findings.EVIDENCE_BUILDERS`` (evidence
+    #: of its own next to the common facts), :data:`DETECTOR` (its detector writes it) or
+    #: :data:`GENERIC` (the common facts only)
+    evidence: str = GENERIC
+    #: its evidence in one line: a key of ``tracekit.report.formatting.EVIDENCE_WORDING``, or
+    #: :data:`GENERIC` (its first plain facts)
+    wording: str = GENERIC
+    #: a job finding's evidence in one line: a key of ``tracekit.report.formatting.JOB_WORDING``
+    job_wording: str = GENERIC
 
 
 # ------------------------------------------------------------------ breakdown causes
@@ -269,6 +286,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         host_fix="Load data in parallel and ahead of time: DataLoader(num_workers=N > 0, prefetch_factor=2-4, "
         "persistent_workers=True) so batches are ready when the loop asks; move slow preprocessing (decode, augment) "
         "into the workers; cache decoded samples.",
+        evidence="data_loading", wording="data_loading",
     ),
     FindingKind(
         "host_device_sync", "Host-device synchronisation stalls the GPU",
@@ -279,6 +297,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "use .to(device, non_blocking=True).",
         "the host waits for the GPU (`.item()`, `.cpu()`, `torch.cuda.synchronize`, blocking copies), draining its queue",
         what_if={"host_device_sync": 0.0}, measured=True, idle_like=True,
+        evidence="host_device_sync", wording="host_device_sync",
     ),
     FindingKind(
         "pageable_memcpy", "Copies from pageable (unpinned) host memory",
@@ -286,6 +305,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         ".to(device, non_blocking=True) so the copy runs asynchronously and overlaps compute.",
         "copies from/to pageable host memory (`pin_memory=False`)",
         what_if={"pageable_memcpy": 0.0}, measured=True,
+        evidence="pageable_memcpy", wording="pageable_memcpy",
     ),
     FindingKind(
         "launch_bound", "Launch-bound: kernels finish faster than the host launches them",
@@ -293,6 +313,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "CUDA graphs for the step, fused kernels and optimizers (foreach=True / fused=True).",
         "kernels finish faster than the host launches them",
         what_if={"launch_bound": 0.0}, measured=True, idle_like=True,
+        evidence="launch_bound", wording="launch_bound",
     ),
     FindingKind(
         "allocator", "Allocator calls (cudaMalloc/cudaFree) in the steady state",
@@ -300,6 +321,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "in the loop, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
         "`cudaMalloc`/`cudaFree` in the steady state",
         what_if={"allocator": 0.0}, measured=True, idle_like=True,
+        evidence="allocator", wording="allocator",
     ),
     FindingKind(
         "no_tensor_cores", "Matrix multiplies run in fp32, without tensor cores",
@@ -308,6 +330,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "fp32 matrix multiplies on a GPU with tensor cores (no AMP/TF32)",
         what_if={"fp32_matmul": 1.0 / TENSOR_CORE_SPEEDUP},
         what_if_doc="`fp32_matmul=0.5` (a conservative 2× speed-up on tensor cores)",
+        evidence=DETECTOR, wording="no_tensor_cores",
     ),
     FindingKind(
         "small_batch", "The batch is too small for this GPU",
@@ -318,6 +341,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         # a larger batch amortises the per-launch cost: the step loses its launch overhead
         what_if={"launch_bound": 0.0},
         what_if_doc="`launch_bound=0` (a bigger batch amortises the per-launch cost)",
+        evidence=DETECTOR, wording="launch_bound",
     ),
     FindingKind(
         "exposed_communication", "Communication is not overlapped with compute",
@@ -325,6 +349,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "during accumulation; with FSDP enable backward_prefetch/forward_prefetch; check the interconnect.",
         "communication kernels running with no compute to hide them",
         what_if={"exposed_communication": 0.0}, measured=True,
+        evidence="exposed_communication", wording="exposed_communication", job_wording="exposed_communication",
     ),
     FindingKind(
         "cpu_bound", "The GPU waits for other host code",
@@ -333,6 +358,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "other host code (optimizer, logging) between GPU work",
         what_if={"cpu_bound": 0.0}, measured=True, idle_like=True,
         host_title="Host code other than the model dominates the step",
+        evidence="cpu_bound", wording="cpu_bound",
     ),
     # busy but not efficient (analysis/efficiency.py): priced by scaling the compute kernels so that
     # they lose the finding's cost (diagnose._efficiency_what_ifs), hence no fixed what-if here
@@ -344,6 +370,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "dtype's peak.",
         "fp32 GEMM/convolution operators (from recorded shapes and dtypes) on a GPU whose bf16/TF32 peak is far higher",
         what_if_doc="compute kernels scaled to lose the fp32 GEMMs' excess time at the bf16/TF32 peak",
+        evidence=DETECTOR, wording="fp32_gemm",
     ),
     FindingKind(
         "small_gemm", "GEMMs too small to fill the GPU",
@@ -352,6 +379,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "their output tiles against the GPU's SM count and the TFLOP/s they reach.",
         "GEMMs whose output tiles leave most SMs idle (wave quantisation) and reach a small share of the peak",
         what_if_doc="compute kernels scaled to lose the small GEMMs' time beyond a well-filled GPU's",
+        evidence=DETECTOR, wording="small_gemm",
     ),
     FindingKind(
         "unfused_elementwise", "Chains of memory-bound elementwise kernels (unfused)",
@@ -360,6 +388,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "F.scaled_dot_product_attention); each unfused op reads and writes the whole tensor again.",
         "runs of memory-bound elementwise/normalisation kernels that a compiler would fuse",
         what_if_doc="compute kernels scaled to lose the traffic that fusing the chains saves",
+        evidence=DETECTOR, wording="unfused_elementwise",
     ),
     FindingKind(
         "straggler", "Straggler rank(s): the other ranks wait in their collectives",
@@ -368,6 +397,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "the data (uneven shards, longer sequences on some ranks: bucket samples by length).",
         "(job findings) some ranks start their collectives late; the others wait inside them",
         job=True,
+        evidence=DETECTOR, job_wording="straggler",
     ),
     FindingKind(
         "load_imbalance", "Load imbalance: ranks do unequal amounts of GPU work",
@@ -375,6 +405,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "rebalance pipeline stages or expert placement, and shard data evenly (drop_last, equal shard sizes).",
         "(job findings) ranks do unequal amounts of GPU compute per step",
         job=True,
+        evidence=DETECTOR, job_wording="load_imbalance",
     ),
 )
 FINDING_BY_NAME: Mapping[str, FindingKind] = MappingProxyType({f.name: f for f in FINDINGS})

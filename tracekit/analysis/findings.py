@@ -10,14 +10,16 @@ would save according to the critical path's what-if (``predicted_step_ms``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ..schema import LAUNCH_KINDS, EventKind
 from .causes import (
+    FINDING_BY_NAME,
     FINDING_KINDS,
     FIXES,
     HOST_FIXES,
@@ -279,6 +281,22 @@ def found_by_replay(
     )
 
 
+@dataclass(frozen=True)
+class EvidenceInputs:
+    """What an evidence builder may read: the primary device's per-step accounting and gaps, the
+    sync calls, the kernel statistics and the events."""
+
+    per_step: pl.DataFrame
+    gaps: pl.DataFrame
+    syncs: pl.DataFrame
+    kernels: KernelStats
+    events: pl.DataFrame
+
+
+#: evidence of a measured cause's own, next to its common facts: input → evidence entries
+EvidenceBuilder = Callable[[EvidenceInputs], dict[str, Any]]
+
+
 def _evidence(
     kind: str,
     per_step: pl.DataFrame,
@@ -287,6 +305,8 @@ def _evidence(
     kernels: KernelStats,
     events: pl.DataFrame,
 ) -> dict[str, Any]:
+    """A measured cause's evidence: its common facts (total, gaps, largest gap) and the entries of
+    the builder the registry names for it (``FindingKind.evidence``)."""
     col = f"{kind}_ns"
     ev: dict[str, Any] = {"total_ms": round(float(per_step[col].sum()) / 1e6, 3)}
     if col in gaps.columns:
@@ -299,68 +319,103 @@ def _evidence(
                 "dur_ms": round(g["dur_ns"][0] / 1e6, 3),
                 "attributed_ms": round(g[col][0] / 1e6, 3),
             }
-    if kind == "data_loading":
-        names = events.filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
-        top = (
-            names.group_by("name")
-            .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
-            .sort("dur_ns", descending=True)
-            .head(3)
-        )
-        ev["ranges"] = [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]
-        if names.filter(pl.col("name").str.contains("SingleProcessDataLoaderIter")).height:
-            ev["single_process_dataloader"] = True
-    elif kind == "host_device_sync" and syncs.height:
-        top = (
-            syncs.group_by("api", "op")
-            .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
-            .sort("dur_ns", descending=True)
-            .head(5)
-        )
-        ev["sync_calls"] = [
-            {"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()
-        ]
-        frames = (
-            syncs.filter(pl.col("python_frame").is_not_null())
-            .group_by("python_frame")
-            .len()
-            .sort("len", descending=True)
-            .head(3)
-        )
-        if frames.height:
-            ev["python_frames"] = frames["python_frame"].to_list()
-        steps_with = syncs.filter(pl.col("step").is_not_null())
-        if steps_with.height:
-            ev["syncs_per_step"] = round(steps_with.height / max(steps_with["step"].n_unique(), 1), 2)
-    elif kind == "pageable_memcpy":
-        copies = events.filter(
-            (pl.col("kind") == EventKind.MEMCPY.value)
-            & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
-        )
-        ev["pageable_copies"] = copies.height
-        ev["pageable_bytes"] = int(copies["bytes"].sum() or 0)
-        if copies.height:
-            ev["directions"] = sorted({str(k) for k in copies["memcpy_kind"].drop_nulls().to_list()})
-    elif kind == "launch_bound":
-        ev["median_kernel_us"] = None if kernels.median_kernel_ns is None else round(kernels.median_kernel_ns / 1e3, 2)
-        ev["short_kernels"] = kernels.short_kernel_count
-        ev["kernels"] = kernels.kernel_count
-        ev["kernels_per_step"] = round(kernels.kernel_count / max(per_step.height, 1), 1)
-        ev["launch_delay_p50_us"] = (
-            None if kernels.launch_delay_ns["p50"] is None else round(kernels.launch_delay_ns["p50"] / 1e3, 2)
-        )
-    elif kind == "exposed_communication":
-        comm = kernels.top.filter(pl.col("category") == "communication").head(3)
-        ev["communication_kernels"] = comm["name"].to_list()
-    elif kind == "allocator":
-        from . import patterns
-
-        calls = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
-        top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
-        ev["calls"] = [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]
-    elif kind == "cpu_bound":
-        ev["top_host_ops"] = _ops_in_gaps(gaps.filter(pl.col("cpu_bound_ns") > 0), events)
+    builder = EVIDENCE_BUILDERS.get(FINDING_BY_NAME[kind].evidence)
+    if builder is not None:
+        ev.update(builder(EvidenceInputs(per_step, gaps, syncs, kernels, events)))
     return ev
+
+
+def _data_loading_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    names = x.events.filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
+    top = (
+        names.group_by("name")
+        .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+        .head(3)
+    )
+    ev: dict[str, Any] = {"ranges": [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
+    if names.filter(pl.col("name").str.contains("SingleProcessDataLoaderIter")).height:
+        ev["single_process_dataloader"] = True
+    return ev
+
+
+def _sync_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    syncs = x.syncs
+    if not syncs.height:
+        return {}
+    top = (
+        syncs.group_by("api", "op")
+        .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+        .sort("dur_ns", descending=True)
+        .head(5)
+    )
+    ev: dict[str, Any] = {
+        "sync_calls": [{"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()]
+    }
+    frames = (
+        syncs.filter(pl.col("python_frame").is_not_null())
+        .group_by("python_frame")
+        .len()
+        .sort("len", descending=True)
+        .head(3)
+    )
+    if frames.height:
+        ev["python_frames"] = frames["python_frame"].to_list()
+    steps_with = syncs.filter(pl.col("step").is_not_null())
+    if steps_with.height:
+        ev["syncs_per_step"] = round(steps_with.height / max(steps_with["step"].n_unique(), 1), 2)
+    return ev
+
+
+def _pageable_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    copies = x.events.filter(
+        (pl.col("kind") == EventKind.MEMCPY.value)
+        & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    )
+    ev: dict[str, Any] = {"pageable_copies": copies.height, "pageable_bytes": int(copies["bytes"].sum() or 0)}
+    if copies.height:
+        ev["directions"] = sorted({str(k) for k in copies["memcpy_kind"].drop_nulls().to_list()})
+    return ev
+
+
+def _launch_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    k = x.kernels
+    return {
+        "median_kernel_us": None if k.median_kernel_ns is None else round(k.median_kernel_ns / 1e3, 2),
+        "short_kernels": k.short_kernel_count,
+        "kernels": k.kernel_count,
+        "kernels_per_step": round(k.kernel_count / max(x.per_step.height, 1), 1),
+        "launch_delay_p50_us": None if k.launch_delay_ns["p50"] is None else round(k.launch_delay_ns["p50"] / 1e3, 2),
+    }
+
+
+def _communication_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    comm = x.kernels.top.filter(pl.col("category") == "communication").head(3)
+    return {"communication_kernels": comm["name"].to_list()}
+
+
+def _allocator_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    from . import patterns
+
+    calls = x.events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
+    top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
+    return {"calls": [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
+
+
+def _host_work_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    return {"top_host_ops": _ops_in_gaps(x.gaps.filter(pl.col("cpu_bound_ns") > 0), x.events)}
+
+
+#: the evidence builders the registry names (``FindingKind.evidence``), by name
+EVIDENCE_BUILDERS: Mapping[str, EvidenceBuilder] = MappingProxyType({
+    "data_loading": _data_loading_evidence,
+    "host_device_sync": _sync_evidence,
+    "pageable_memcpy": _pageable_evidence,
+    "launch_bound": _launch_evidence,
+    "exposed_communication": _communication_evidence,
+    "allocator": _allocator_evidence,
+    "cpu_bound": _host_work_evidence,
+})
 
 
 def _ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list[dict[str, Any]]:

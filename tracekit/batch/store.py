@@ -19,7 +19,6 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
+from ..cache import write_entry
 from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, OPS, RANKS, STEPS, TRACES
 from .work import FILE_OPS_SCHEMA, FileResult, Task
 
@@ -214,12 +214,8 @@ class Journal:
         entry = self.root / result.content_hash
         if entry.exists():
             return True
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
-        except OSError:
-            return False
-        try:
+
+        def write(tmp: Path) -> None:
             meta = {
                 "tracekit_version": __version__, "batch_schema": BATCH_SCHEMA_VERSION, "path": result.path,
                 "content_hash": result.content_hash, "size_bytes": result.size_bytes, "mtime_ns": result.mtime_ns,
@@ -230,12 +226,12 @@ class Journal:
             result.steps.write_ipc(tmp / "steps.arrow")
             result.collectives.write_ipc(tmp / "collectives.arrow")
             result.ops.write_ipc(tmp / "ops.arrow")
-            os.rename(tmp, entry)
-            (self.root / f"{_RUNNING}{result.content_hash}").unlink(missing_ok=True)
-            return True
-        except (OSError, TypeError, ValueError):
-            shutil.rmtree(tmp, ignore_errors=True)
+
+        if not write_entry(entry, write, errors=(OSError, TypeError, ValueError)):
             return False
+        with contextlib.suppress(OSError):
+            (self.root / f"{_RUNNING}{result.content_hash}").unlink(missing_ok=True)
+        return True
 
     def start(self, task: Task) -> None:
         """Mark ``task`` as being analysed in the batch's own process (cleared when its result is added)."""

@@ -7,10 +7,22 @@ textual, so the terminal UI and the static reports can share it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ..analysis import Diagnosis
-from ..analysis.causes import CAUSE_LABELS, CAUSES, IDLE_CAUSES, PATH_LABELS, SHORT_LABELS, cause_label, path_label
+from ..analysis.causes import (
+    CAUSE_LABELS,
+    CAUSES,
+    FINDING_BY_NAME,
+    GENERIC,
+    IDLE_CAUSES,
+    PATH_LABELS,
+    SHORT_LABELS,
+    cause_label,
+    path_label,
+)
 from ..analysis.findings import Finding
 
 
@@ -60,6 +72,17 @@ def fmt_num(x: float | None, nd: int = 1) -> str:
     return "n/a" if x is None else f"{x:,.{nd}f}"
 
 
+def finding_cost(f: Finding, *, steps: bool = True) -> str:
+    """A finding's cost in words: ms per step and share of the step, then (``steps``) the steps it
+    affects and the worst ones."""
+    cost = f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)"
+    if steps:
+        cost += f" in {f.steps_affected} steps"
+        if f.worst_steps:
+            cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
+    return cost
+
+
 #: labels of the efficiency split of step time (tracekit.analysis.efficiency)
 SPLIT_LABELS = {
     "busy_efficient": "busy at the roofline",
@@ -72,79 +95,150 @@ SPLIT_LABELS = {
 #: evidence keys every measured finding has (rendered by :func:`evidence_text` for all kinds)
 _COMMON_EVIDENCE = frozenset({"total_ms", "gaps", "largest_gap"})
 
+#: a kind's evidence → the bits of its one-line wording
+Wording = Callable[[dict[str, Any]], list[str]]
+
+
+def _data_loading_words(ev: dict[str, Any]) -> list[str]:
+    bits = [f"{r['name']} ×{r['count']} ({r['total_ms']:,.1f} ms)" for r in ev.get("ranges", [])[:2]]
+    if ev.get("single_process_dataloader"):
+        bits.append("single-process DataLoader (num_workers=0)")
+    return bits
+
+
+def _sync_words(ev: dict[str, Any]) -> list[str]:
+    bits = []
+    for c in ev.get("sync_calls", [])[:3]:
+        where = f" in {c['op']}" if c.get("op") else ""
+        bits.append(f"{c['api']}{where} ×{c['count']} (blocked {c['blocked_ms']:,.1f} ms)")
+    if ev.get("python_frames"):
+        bits.append("from " + "; ".join(ev["python_frames"][:2]))
+    return bits
+
+
+def _pageable_words(ev: dict[str, Any]) -> list[str]:
+    return [f"{ev.get('pageable_copies', 0)} copies, {ev.get('pageable_bytes', 0) / 2**20:,.1f} MiB from/to pageable memory"]
+
+
+def _launch_words(ev: dict[str, Any]) -> list[str]:
+    bits = []
+    if ev.get("median_kernel_us") is not None:
+        bits.append(f"median kernel {ev['median_kernel_us']} µs")
+    if ev.get("kernels_per_step") is not None:
+        bits.append(f"{ev['kernels_per_step']} kernels per step")
+    if ev.get("memory_headroom") is not None:
+        bits.append(f"{100 * ev['memory_headroom']:.0f}% of device memory unused at peak")
+    if ev.get("median_gemm_us") is not None:
+        bits.append(f"median GEMM {ev['median_gemm_us']} µs")
+    return bits
+
+
+def _communication_words(ev: dict[str, Any]) -> list[str]:
+    return list(ev.get("communication_kernels", [])[:2])
+
+
+def _tensor_core_words(ev: dict[str, Any]) -> list[str]:
+    return list(ev.get("fp32_matmul_kernels", [])[:2])
+
+
+def _shape_words(ev: dict[str, Any]) -> list[str]:
+    """The GEMM shapes an efficiency finding lists (fp32 and small GEMMs)."""
+    bits = []
+    for o in ev.get("ops", [])[:3]:
+        tiles = f", {o['tiles']} tiles" if o.get("tiles") is not None else ""
+        bits.append(f"{o['op']} {o['shape']} {o['dtype']} ×{o['calls']} at {o['tflops']} TFLOP/s{tiles}")
+    return bits
+
+
+def _fp32_gemm_words(ev: dict[str, Any]) -> list[str]:
+    bits = _shape_words(ev)
+    if ev.get("saving_ms_per_step"):
+        sv = ev["saving_ms_per_step"]
+        tf32 = f" (TF32: {sv['tf32']} ms)" if sv.get("tf32") is not None else ""
+        bits.append(f"at the bf16 peak they would take {sv['bf16']} ms less per step{tf32}")
+    return bits
+
+
+def _small_gemm_words(ev: dict[str, Any]) -> list[str]:
+    return [*_shape_words(ev), f"the GPU has {ev.get('sm_count')} SMs"]
+
+
+def _unfused_words(ev: dict[str, Any]) -> list[str]:
+    bits = [f"{ev.get('chains_per_step')} chains per step of {ev.get('ops_per_chain')} ops on average"]
+    bits.extend(f"{c['ops']} ×{c['count']}" for c in ev.get("chains", [])[:2])
+    return bits
+
+
+def _allocator_words(ev: dict[str, Any]) -> list[str]:
+    return [f"{c['api']} ×{c['count']}" for c in ev.get("calls", [])]
+
+
+def _host_work_words(ev: dict[str, Any]) -> list[str]:
+    return [f"{o['name']} ({o['ms_in_gaps']:,.1f} ms)" for o in ev.get("top_host_ops", [])[:3]]
+
+
+def _plain_facts(ev: dict[str, Any]) -> list[str]:
+    """A kind without wording of its own: its first plain facts, so a newly declared kind reads."""
+    facts = [(k, v) for k, v in ev.items() if k not in _COMMON_EVIDENCE and isinstance(v, (int, float, str))]
+    return [f"{k.replace('_', ' ')} {v}" for k, v in facts[:3]]
+
+
+#: the one-line wordings the registry names (``FindingKind.wording``), by name
+EVIDENCE_WORDING: Mapping[str, Wording] = MappingProxyType({
+    "data_loading": _data_loading_words,
+    "host_device_sync": _sync_words,
+    "pageable_memcpy": _pageable_words,
+    "launch_bound": _launch_words,
+    "exposed_communication": _communication_words,
+    "no_tensor_cores": _tensor_core_words,
+    "fp32_gemm": _fp32_gemm_words,
+    "small_gemm": _small_gemm_words,
+    "unfused_elementwise": _unfused_words,
+    "allocator": _allocator_words,
+    "cpu_bound": _host_work_words,
+})
+
 
 def evidence_text(f: Finding) -> str:
     """A single-trace finding's evidence in one line (the JSON report has all of it)."""
     ev = f.evidence
-    bits: list[str] = []
-    if f.kind == "data_loading":
-        for r in ev.get("ranges", [])[:2]:
-            bits.append(f"{r['name']} ×{r['count']} ({r['total_ms']:,.1f} ms)")
-        if ev.get("single_process_dataloader"):
-            bits.append("single-process DataLoader (num_workers=0)")
-    elif f.kind == "host_device_sync":
-        for c in ev.get("sync_calls", [])[:3]:
-            where = f" in {c['op']}" if c.get("op") else ""
-            bits.append(f"{c['api']}{where} ×{c['count']} (blocked {c['blocked_ms']:,.1f} ms)")
-        if ev.get("python_frames"):
-            bits.append("from " + "; ".join(ev["python_frames"][:2]))
-    elif f.kind == "pageable_memcpy":
-        bits.append(f"{ev.get('pageable_copies', 0)} copies, {ev.get('pageable_bytes', 0) / 2**20:,.1f} MiB from/to pageable memory")
-    elif f.kind in ("launch_bound", "small_batch"):
-        if ev.get("median_kernel_us") is not None:
-            bits.append(f"median kernel {ev['median_kernel_us']} µs")
-        if ev.get("kernels_per_step") is not None:
-            bits.append(f"{ev['kernels_per_step']} kernels per step")
-        if ev.get("memory_headroom") is not None:
-            bits.append(f"{100 * ev['memory_headroom']:.0f}% of device memory unused at peak")
-        if ev.get("median_gemm_us") is not None:
-            bits.append(f"median GEMM {ev['median_gemm_us']} µs")
-    elif f.kind == "exposed_communication":
-        bits.extend(ev.get("communication_kernels", [])[:2])
-    elif f.kind == "no_tensor_cores":
-        bits.extend(ev.get("fp32_matmul_kernels", [])[:2])
-    elif f.kind in ("fp32_gemm", "small_gemm"):
-        for o in ev.get("ops", [])[:3]:
-            tiles = f", {o['tiles']} tiles" if o.get("tiles") is not None else ""
-            bits.append(f"{o['op']} {o['shape']} {o['dtype']} ×{o['calls']} at {o['tflops']} TFLOP/s{tiles}")
-        if f.kind == "fp32_gemm" and ev.get("saving_ms_per_step"):
-            sv = ev["saving_ms_per_step"]
-            tf32 = f" (TF32: {sv['tf32']} ms)" if sv.get("tf32") is not None else ""
-            bits.append(f"at the bf16 peak they would take {sv['bf16']} ms less per step{tf32}")
-        if f.kind == "small_gemm":
-            bits.append(f"the GPU has {ev.get('sm_count')} SMs")
-    elif f.kind == "unfused_elementwise":
-        bits.append(f"{ev.get('chains_per_step')} chains per step of {ev.get('ops_per_chain')} ops on average")
-        for c in ev.get("chains", [])[:2]:
-            bits.append(f"{c['ops']} ×{c['count']}")
-    elif f.kind == "allocator":
-        bits.extend(f"{c['api']} ×{c['count']}" for c in ev.get("calls", []))
-    elif f.kind == "cpu_bound":
-        bits.extend(f"{o['name']} ({o['ms_in_gaps']:,.1f} ms)" for o in ev.get("top_host_ops", [])[:3])
-    else:
-        # a kind without its own wording here: its first plain facts, so a newly declared kind reads
-        facts = [(k, v) for k, v in ev.items() if k not in _COMMON_EVIDENCE and isinstance(v, (int, float, str))]
-        bits.extend(f"{k.replace('_', ' ')} {v}" for k, v in facts[:3])
+    kind = FINDING_BY_NAME.get(f.kind)
+    bits = EVIDENCE_WORDING.get(kind.wording if kind else GENERIC, _plain_facts)(ev)
     if ev.get("largest_gap"):
         g = ev["largest_gap"]
         bits.append(f"largest gap {g['dur_ms']:,.2f} ms in step {g['step']}")
     return "; ".join(bits)
 
 
+def _straggler_words(ev: dict[str, Any]) -> str:
+    late = ", ".join(f"rank {r} {v:,.2f} ms" for r, v in (ev.get("late_ms_per_step") or {}).items())
+    basis = "at collectives" if ev.get("basis") == "collective_start" else "at step starts"
+    return f"late {basis} per step: {late}; {ev.get('matched_collectives', 0)} collectives matched across ranks"
+
+
+def _imbalance_words(ev: dict[str, Any]) -> str:
+    return (f"compute per step: busiest rank {ev.get('busiest_rank')}, least busy rank {ev.get('least_busy_rank')}, "
+            f"spread {ev.get('compute_spread_ms') or 0:,.2f} ms")
+
+
+def _job_communication_words(ev: dict[str, Any]) -> str:
+    return (f"{ev.get('exposed_ms_per_step') or 0:,.2f} ms per step exposed on average, "
+            f"{ev.get('waiting_for_stragglers_ms') or 0:,.2f} ms of it waiting for late ranks")
+
+
+#: the one-line wordings of job findings the registry names (``FindingKind.job_wording``), by name
+JOB_WORDING: Mapping[str, Callable[[dict[str, Any]], str]] = MappingProxyType({
+    "straggler": _straggler_words,
+    "load_imbalance": _imbalance_words,
+    "exposed_communication": _job_communication_words,
+})
+
+
 def job_evidence_text(f: Finding) -> str:
     """A cross-rank finding's evidence in one line (single-trace kinds: :func:`evidence_text`)."""
-    ev = f.evidence
-    if f.kind == "straggler":
-        late = ", ".join(f"rank {r} {v:,.2f} ms" for r, v in (ev.get("late_ms_per_step") or {}).items())
-        basis = "at collectives" if ev.get("basis") == "collective_start" else "at step starts"
-        return f"late {basis} per step: {late}; {ev.get('matched_collectives', 0)} collectives matched across ranks"
-    if f.kind == "load_imbalance":
-        return (f"compute per step: busiest rank {ev.get('busiest_rank')}, least busy rank {ev.get('least_busy_rank')}, "
-                f"spread {ev.get('compute_spread_ms') or 0:,.2f} ms")
-    if f.kind == "exposed_communication":
-        return (f"{ev.get('exposed_ms_per_step') or 0:,.2f} ms per step exposed on average, "
-                f"{ev.get('waiting_for_stragglers_ms') or 0:,.2f} ms of it waiting for late ranks")
-    return evidence_text(f)
+    kind = FINDING_BY_NAME.get(f.kind)
+    wording = JOB_WORDING.get(kind.job_wording if kind else GENERIC)
+    return evidence_text(f) if wording is None else wording(f.evidence)
 
 
 def job_lines(jd: Any) -> tuple[list[str], dict[str, Any]]:
@@ -171,12 +265,15 @@ def job_label(folder: str, name: str) -> str:
 __all__ = [
     "CAUSES",
     "CAUSE_LABELS",
+    "EVIDENCE_WORDING",
     "IDLE_CAUSES",
+    "JOB_WORDING",
     "PATH_LABELS",
     "SHORT_LABELS",
     "SPLIT_LABELS",
     "cause_label",
     "evidence_text",
+    "finding_cost",
     "fmt_ms",
     "fmt_num",
     "fmt_pct",

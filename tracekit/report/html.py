@@ -22,7 +22,17 @@ from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_label
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
 from . import formatting
-from .formatting import SPLIT_LABELS, evidence_text, fmt_num, fmt_pct, headline, job_evidence_text, job_label, job_lines
+from .formatting import (
+    SPLIT_LABELS,
+    evidence_text,
+    finding_cost,
+    fmt_num,
+    fmt_pct,
+    headline,
+    job_evidence_text,
+    job_label,
+    job_lines,
+)
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
 from .svg import breakdown_svg, fmt_ms, roofline_svg, steps_svg, timeline_svg
 
@@ -346,9 +356,7 @@ def _findings_section(d: Diagnosis, data: dict[str, Any]) -> str:
 
 def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evidence_text) -> str:
     color = CAUSE_COLORS.get(f.kind, CAUSE_COLORS["launch_bound"] if f.kind == "small_batch" else "#999999")
-    cost = f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step) in {f.steps_affected} steps"
-    if f.worst_steps:
-        cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
+    cost = finding_cost(f)
     parts = [
         f'<div class="finding" style="border-left-color: {color}">',
         f'<h3>{i}. {_e(f.title)} <span class="kind">{_e(f.kind)}</span></h3>',

@@ -12,6 +12,7 @@ from ..analysis.view import StepView
 from .formatting import (
     SPLIT_LABELS,
     evidence_text,
+    finding_cost,
     fmt_ms,
     fmt_num,
     fmt_pct,
@@ -79,10 +80,7 @@ def render_text(d: Diagnosis) -> str:
         out.append("Findings (largest cost first)")
         for i, f in enumerate(d.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
-            cost = f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step) in {f.steps_affected} steps"
-            if f.worst_steps:
-                cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
-            out.append(cost)
+            out.append("    " + finding_cost(f))
             if f.predicted_step_ms is not None:
                 out.append(f"    predicted step time if fixed: {f.predicted_step_ms:,.2f} ms{_saving(s, f.predicted_step_ms)}")
             if f.modelled_fix:
@@ -389,7 +387,7 @@ def render_job_text(jd: Any, *, rank_details: int = 4) -> str:
         out.append("Findings across ranks (largest saving of the job step first)")
         for i, f in enumerate(jd.multirank.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
-            out.append(f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)"
+            out.append("    " + finding_cost(f, steps=False)
                        + (f"; fixed, the job step would be {fmt_ms(f.predicted_step_ms)}" if f.predicted_step_ms is not None else ""))
             out.append(f"    evidence: {job_evidence_text(f)}")
             out.append(f"    fix: {f.fix}")

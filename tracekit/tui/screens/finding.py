@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Label, Static
 
 from ...analysis.findings import Finding
+from ...report.formatting import finding_cost
 from ..bindings import FINDING, bindings
 from ..model import Focus, first_occurrence
 from ..widgets.frame_table import Column, FrameTable, ms
@@ -106,11 +107,7 @@ class FindingScreen(SessionScreen):
         text = Text()
         text.append(f.title, "bold")
         text.append(f"  [{f.kind}]\n")
-        text.append(f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)")
-        text.append(f" in {f.steps_affected} steps")
-        if f.worst_steps:
-            text.append("; worst steps " + ", ".join(str(s) for s in f.worst_steps))
-        text.append("\n")
+        text.append(finding_cost(f) + "\n")
         if f.predicted_step_ms is not None:
             now = "" if d.step_ms_median is None else f" (now {d.step_ms_median:,.2f} ms)"
             text.append(f"predicted step time once fixed: {f.predicted_step_ms:,.2f} ms{now}")
