@@ -639,3 +639,27 @@ def test_steps_built_in_groups_give_the_same_paths(path: Path) -> None:
     # node ids stay unique across groups: no two steps share a node
     nodes = pl.concat([grouped.edges.select(*("rank", "step"), pl.col(c).alias("node")) for c in ("src", "dst")]).unique()
     assert nodes.select("node").n_unique() == nodes.height
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edges=st.lists(
+        st.tuples(st.integers(0, 14), st.integers(0, 14), st.integers(-5, 40), st.integers(-5, 40), st.integers(0, 40)),
+        min_size=1, max_size=60,
+    )
+)
+def test_what_if_lengths_equal_networkx_longest_path(edges: list[tuple[int, int, int, int, int]]) -> None:
+    """The one-pass lengths of every scenario equal networkx's ``dag_longest_path`` summed
+    along its path, weight by weight (negative weights included: a path may start anywhere)."""
+    from tracekit.analysis.critical_path import _longest_lengths, _path_length
+
+    G = nx.DiGraph()
+    for u, v, a, b, c in edges:
+        if u < v:  # acyclic: edges go forward in node order
+            G.add_edge(u, v, w=a, s0=b, s1=c)
+    if G.number_of_edges() == 0:
+        return
+    topo = list(nx.topological_sort(G))
+    attrs = ["w", "s0", "s1"]
+    expected = [_path_length(G, nx.dag_longest_path(G, weight=a, topo_order=topo), a) for a in attrs]
+    assert _longest_lengths(G, topo, attrs) == expected

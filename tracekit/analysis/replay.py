@@ -264,7 +264,11 @@ def _replay_group(
     events: pl.DataFrame, links: pl.DataFrame, rank: int, group: pl.DataFrame, edits: Sequence[Edit], pinned_bw: float, single: bool,
     copy_bytes: pl.DataFrame,
 ) -> pl.DataFrame:
-    graph = build_graph(events.filter(pl.col("rank") == rank), links, _window(rank, group))
+    window = _window(rank, group)
+    # the rows the graph can use (build_graph keeps the events overlapping the window): taken
+    # in one filter, so the rank's whole table is never copied for one group
+    near = (pl.col("rank") == rank) & (pl.col("end_ns") >= window["start_ns"][0]) & (pl.col("start_ns") <= window["end_ns"][0])
+    graph = build_graph(events.filter(near), links, window)
     nodes, edges = graph.nodes, graph.edges
     starts = group["start_ns"].to_list()
     measured = group["dur_ns"].to_list() if "dur_ns" in group.columns else [e - s for s, e in zip(starts, group["end_ns"].to_list(), strict=True)]
