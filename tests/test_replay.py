@@ -15,10 +15,11 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loopsim import FIXES, SCENARIOS, Loop, simulate, truth, write_kineto
+from loopsim import FIXES, INTERMITTENT, SCENARIOS, Loop, mean_truth, simulate, truth, write_kineto
 from loopsim.kineto import kineto_events
 
 import tracekit
+from tracekit.analysis import diagnose
 from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
 from tracekit.analysis.steps import find_steps
 
@@ -80,6 +81,43 @@ def test_mean_what_if_error_within_target(tmp_path: Path) -> None:
             expected = truth(loop, fix) / 1e6
             errors.append(abs(r.predicted_step_ms(fix) - expected) / expected)  # type: ignore[attr-defined]
     assert sum(errors) / len(errors) <= MEAN_ERROR
+
+
+_INTERMITTENT = [(name, fix) for name, (_, fixes) in INTERMITTENT.items() for fix in fixes]
+
+
+@pytest.mark.parametrize(("name", "fix"), _INTERMITTENT)
+def test_intermittent_stall_is_priced_by_its_mean_saving(name: str, fix: str, tmp_path: Path) -> None:
+    # a stall in every k-th step: the median step does not change when it is fixed, the mean
+    # does; the replay's mean saving is held to the re-simulated loop's mean steady step
+    loop, _ = INTERMITTENT[name]
+    run = simulate(loop)
+    # the median step barely sees it: most of the fix's saving is in the stalled steps
+    assert run.mean_steady_step_ns - mean_truth(loop, fix) > 2 * (run.steady_step_ns - truth(loop, fix))
+    r, _step = _replay(loop, tmp_path, (fix,))
+    saving = r.mean_saving_ms(fix)  # type: ignore[attr-defined]
+    assert saving is not None
+    predicted = run.mean_steady_step_ns / 1e6 - saving
+    expected = mean_truth(loop, fix) / 1e6
+    assert expected < run.mean_steady_step_ns / 1e6 * 0.9  # the fix matters on the mean step
+    assert abs(predicted - expected) / expected <= WORST_ERROR, (predicted, expected)
+
+
+@pytest.mark.parametrize("name", ["loader_stalls", "worker_stalls"])
+def test_diagnosis_states_an_intermittent_cause_by_its_mean_saving(name: str, tmp_path: Path) -> None:
+    loop, _ = INTERMITTENT[name]
+    fix = "data_loading"
+    run = simulate(loop)
+    d = diagnose(tracekit.read_trace(write_kineto(run, tmp_path / f"{name}.json"), cache=False))
+    found = {f.kind: f for f in d.findings}
+    f = found[fix]
+    assert f.modelled_fix is not None  # priced by the replay, not the critical path
+    assert f.evidence["intermittent"]["statistic"] == "mean saving per steady step"
+    true_saving = (run.mean_steady_step_ns - mean_truth(loop, fix)) / 1e6
+    assert f.ms_per_step == pytest.approx(true_saving, rel=WORST_ERROR)
+    # the prediction stays on the headline's statistic: the median step, which the stall barely moves
+    assert f.predicted_step_ms == pytest.approx(truth(loop, fix) / 1e6, rel=WORST_ERROR)
+    assert f.evidence["intermittent"]["predicted_mean_step_ms"] == pytest.approx(mean_truth(loop, fix) / 1e6, rel=WORST_ERROR)
 
 
 @pytest.mark.parametrize("name", ["healthy", "warmup"])
