@@ -6,6 +6,7 @@ assumption; the replay sees only the Kineto trace the simulator wrote.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -20,6 +21,7 @@ from loopsim.kineto import kineto_events
 
 import tracekit
 from tracekit.analysis import diagnose
+from tracekit.analysis.critical_path import EdgeKind, build_graph
 from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
 from tracekit.analysis.steps import find_steps
 
@@ -157,6 +159,34 @@ def test_blocking_wait_is_derived_not_replayed(tmp_path: Path) -> None:
     faster = Edit("faster", gpu={"kernel": 1 / 3, "fp32_matmul": 1 / 3})
     r = replay(tables.events, tables.links, steps, [faster])
     assert r.saving_ms("faster") > 0.3 * r.measured_step_ms
+    # and the step it predicts is the re-simulated loop's whose kernels are 3x faster: had
+    # the recorded waits been replayed, the host would still wait as long as it was recorded to
+    quick = dataclasses.replace(loop, gemm_ns=loop.gemm_ns // 3, elementwise_ns=loop.elementwise_ns // 3, optimizer_ns=loop.optimizer_ns // 3)
+    expected = simulate(quick).steady_step_ns / 1e6
+    assert r.predicted_step_ms("faster") == pytest.approx(expected, rel=MEAN_ERROR)
+
+
+def test_a_blocking_call_replays_only_its_cost_after_the_gpu(tmp_path: Path) -> None:
+    # every host edge that ends a blocking call weighs at most what the recording shows after
+    # the GPU work it waited for ended: the wait itself is never a weight, only an edge
+    loop, _ = SCENARIOS["sync_prevents_overlap"]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    graph = build_graph(tables.events, tables.links, steps.filter(pl.col("complete")))
+    edges = graph.edges
+    syncs = edges.filter(pl.col("kind") == EdgeKind.SYNC.value)
+    assert syncs.height >= steps.height - 2  # one loss.item() per step
+    # the host stretch that ends where a sync edge ends
+    into = edges.filter(pl.col("kind").is_in([EdgeKind.CPU.value, EdgeKind.DATA_LOADING.value])).join(
+        syncs.select("dst", (pl.col("end_ns") - pl.col("start_ns")).alias("after_gpu")), on="dst"
+    )
+    assert into.height >= syncs.height
+    assert (into["w"] <= into["after_gpu"]).all()
+    assert (syncs["w"] <= syncs["end_ns"] - syncs["start_ns"]).all()
+    # the recorded waits are long (the host waits for the GPU most of the step), the replayed
+    # costs after the GPU short
+    waits = tables.events.filter(pl.col("name") == "cudaStreamSynchronize")["dur_ns"]
+    assert float(waits.median()) > 50 * float(into["w"].median())  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------

@@ -302,9 +302,12 @@ def _replay_group(
         return pl.DataFrame(out, schema=schema)
     markers, owner = _step_nodes(nodes, edges, starts, group["end_ns"].to_list())
     base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
-    plan = _order(base)
     t_node = 1  # one window: its source S is node 0 and its sink T node 1
     w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
+    ends = nodes["t"]
+    lo, hi = int(ends.min()) - 1, int(ends.max()) + 1  # type: ignore[arg-type]
+    times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == t_node).then(hi).otherwise(pl.col("t")).alias("t"))
+    plan = _order(base, times)
     recorded = dict(zip(nodes["node"].to_list(), (nodes["t"] - w0).to_list(), strict=True))
     out["recorded_ns"] = _steps_of(recorded, markers, owner, t_node, len(starts))
     out["replayed_ns"] = _steps_of(_sweep(plan, base, "w"), markers, owner, t_node, len(starts))
@@ -397,11 +400,29 @@ class _Plan:
     broken: int
 
 
-def _order(edges: pl.DataFrame) -> _Plan:
-    """Kahn's topological order of the graph (networkx only when a cycle must be broken)."""
+def _order(edges: pl.DataFrame, times: pl.DataFrame | None = None) -> _Plan:
+    """A topological order of the graph: the recorded time order of its nodes when every edge
+    goes forward in it (``times``: node → t; checked vectorised), else Kahn's (networkx only
+    when a cycle must be broken)."""
     nodes = pl.concat([edges["src"], edges["dst"]]).unique().sort()
-    s = nodes.search_sorted(edges["src"]).to_list()
-    d = nodes.search_sorted(edges["dst"]).to_list()
+    s_idx = nodes.search_sorted(edges["src"])
+    d_idx = nodes.search_sorted(edges["dst"])
+    if times is not None and edges.height:
+        t = pl.DataFrame({"node": nodes}).join(times.select("node", "t"), on="node", how="left", maintain_order="left")["t"]
+        if t.null_count() == 0:
+            # rank by (recorded time, depth among nodes of the same time, node id): the order a
+            # recording that respects every dependency already has; clock skew breaks it, then Kahn
+            level = _tie_levels(t, s_idx, d_idx)
+            rank = pl.DataFrame({"t": t, "l": level, "i": pl.int_range(nodes.len(), eager=True)}).sort(["t", "l", "i"]).with_row_index("r").sort("i")["r"]
+            r = pl.DataFrame({"s": rank.gather(s_idx), "d": rank.gather(d_idx)}).with_row_index("row")
+            if bool((r["s"] < r["d"]).all()):
+                ordered = r.sort("d", maintain_order=True)
+                rows = ordered["row"].cast(pl.Int64)
+                return _Plan(
+                    nodes=nodes.to_list(), rows=rows, src=s_idx.gather(rows).to_list(), dst=d_idx.gather(rows).to_list(), broken=0,
+                )
+    s = s_idx.to_list()
+    d = d_idx.to_list()
     n = nodes.len()
     keep = list(range(len(s)))
     broken = 0
@@ -419,6 +440,26 @@ def _order(edges: pl.DataFrame) -> _Plan:
     rows = order["row"]
     idx = rows.to_list()
     return _Plan(nodes=nodes.to_list(), rows=rows, src=[s[i] for i in idx], dst=[d[i] for i in idx], broken=broken)
+
+
+#: rounds of tie-breaking among nodes recorded at the same instant before Kahn's order is used
+_TIE_ROUNDS = 32
+
+
+def _tie_levels(t: pl.Series, s_idx: pl.Series, d_idx: pl.Series) -> pl.Series:
+    """Each node's depth along edges between nodes recorded at the same instant (0 for most),
+    relaxed vectorised for a bounded number of rounds (a zero-length chain is short)."""
+    level = pl.zeros(t.len(), dtype=pl.Int64, eager=True)
+    same = pl.DataFrame({"s": s_idx, "d": d_idx}).filter(t.gather(pl.Series(s_idx)) == t.gather(pl.Series(d_idx)))
+    for _ in range(_TIE_ROUNDS):
+        if same.height == 0:
+            break
+        step = same.with_columns((level.gather(same["s"]) + 1).alias("v")).group_by("d").agg(pl.col("v").max())
+        step = step.with_columns(level.gather(step["d"]).alias("old")).filter(pl.col("v") > pl.col("old"))
+        if step.height == 0:
+            break
+        level = level.scatter(step["d"], step["v"])
+    return level
 
 
 def _kahn(n: int, s: list[int], d: list[int]) -> list[int] | None:
