@@ -308,12 +308,20 @@ def _replay_group(
     lo, hi = int(ends.min()) - 1, int(ends.max()) + 1  # type: ignore[arg-type]
     times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == t_node).then(hi).otherwise(pl.col("t")).alias("t"))
     plan = _order(base, times)
-    recorded = dict(zip(nodes["node"].to_list(), (nodes["t"] - w0).to_list(), strict=True))
+    recorded = nodes.select("node", (pl.col("t") - w0).alias("d"))
+    plan_nodes = pl.Series("node", plan.nodes, dtype=pl.Int64)
+
+    def swept(frame: pl.DataFrame, col: str) -> list[int | None]:
+        dist = pl.DataFrame({"node": plan_nodes, "d": pl.Series(_distances(plan, frame, col), dtype=pl.Int64)})
+        return _steps_of(dist, markers, owner, t_node, len(starts))
+
     out["recorded_ns"] = _steps_of(recorded, markers, owner, t_node, len(starts))
-    out["replayed_ns"] = _steps_of(_sweep(plan, base, "w"), markers, owner, t_node, len(starts))
+    out["replayed_ns"] = swept(base, "w")
     for e in edits:
         weighted = base.with_columns(_edited(e, base, pinned_bw, single, copy_bytes).alias("_w"))
-        out[f"{e.label}_ns"] = _steps_of(_sweep(plan, weighted, "_w"), markers, owner, t_node, len(starts))
+        # an edit that changes no edge (its cause is absent from the group) replays the same
+        same = bool(weighted["_w"].eq_missing(weighted["w"]).all())
+        out[f"{e.label}_ns"] = list(out["replayed_ns"]) if same else swept(weighted, "_w")
     return pl.DataFrame(out, schema=schema)
 
 
@@ -487,23 +495,28 @@ def _kahn(n: int, s: list[int], d: list[int]) -> list[int] | None:
 _GONE = -(1 << 60)
 
 
-def _sweep(plan: _Plan, edges: pl.DataFrame, col: str) -> dict[int, int]:
-    """Every node's replayed offset from the window start: its longest distance from a source
-    (edges relaxed in topological order of their heads).  Removed edges (null weight) are
-    skipped; a node left without predecessors starts at 0."""
+def _distances(plan: _Plan, edges: pl.DataFrame, col: str) -> list[int]:
+    """Every node's replayed offset from the window start, in ``plan.nodes``' order: its
+    longest distance from a source (edges relaxed in topological order of their heads).
+    Removed edges (null weight) are skipped; a node left without predecessors starts at 0."""
     weights = edges[col].fill_null(_GONE).gather(plan.rows).to_list()
     dist = [0] * len(plan.nodes)
     for u, v, w in zip(plan.src, plan.dst, weights, strict=True):
         t = dist[u] + w
         if t > dist[v]:
             dist[v] = t
-    return dict(zip(plan.nodes, dist, strict=True))
+    return dist
 
 
-def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], ends: list[int]) -> tuple[list[int | None], dict[int, int]]:
-    """(the driving thread's node at every step's start, GPU node → the step that launched it:
-    the step of its launch call, else of its recorded start when nothing recorded launched it).
-    End nodes map to ``k``, start nodes to ``-1 - k``."""
+def _sweep(plan: _Plan, edges: pl.DataFrame, col: str) -> dict[int, int]:
+    """:func:`_distances` keyed by node id."""
+    return dict(zip(plan.nodes, _distances(plan, edges, col), strict=True))
+
+
+def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], ends: list[int]) -> tuple[list[int | None], pl.DataFrame]:
+    """(the driving thread's node at every step's start, GPU node → the step that launched it
+    as columns node, k: the step of its launch call, else of its recorded start when nothing
+    recorded launched it).  End nodes map to ``k``, start nodes to ``-1 - k``."""
     first = edges.filter((pl.col("src") == 0) & (pl.col("kind") == EdgeKind.WINDOW.value) & (pl.col("tag") == "cpu"))
     main = nodes.join(first.select(pl.col("dst").alias("node")), on="node", how="semi").filter(pl.col("pid").is_not_null())
     markers: list[int | None] = [None] * len(starts)
@@ -527,30 +540,31 @@ def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], end
     )
     end_nodes = owned.select((pl.col("node") + 1).alias("node"), "_k")  # an activity's end node follows its start node
     start_nodes = owned.select("node", (-1 - pl.col("_k")).alias("_k"))
-    both = pl.concat([end_nodes, start_nodes])
-    return markers, dict(zip(both["node"].to_list(), both["_k"].to_list(), strict=True))
+    return markers, pl.concat([end_nodes, start_nodes]).select(pl.col("node").cast(pl.Int64), pl.col("_k").cast(pl.Int64).alias("k"))
 
 
-def _steps_of(dist: Mapping[int, int], markers: list[int | None], owner: Mapping[int, int], t_node: int, n: int) -> list[int | None]:
-    """Step durations from node times: step k ends when the host starts step k + 1 and the GPU
-    finished what step k launched, whichever is later (the last step: when everything
-    finished).  Without a recorded host thread, GPU work alone bounds the steps."""
+def _steps_of(dist: pl.DataFrame, markers: list[int | None], owner: pl.DataFrame, t_node: int, n: int) -> list[int | None]:
+    """Step durations from node times (``dist``: node, d): step k ends when the host starts step
+    k + 1 and the GPU finished what step k launched, whichever is later (the last step: when
+    everything finished).  Without a recorded host thread, GPU work alone bounds the steps."""
+    timed = owner.join(dist, on="node")
+    ends = timed.filter(pl.col("k") >= 0).group_by("k").agg(pl.col("d").max())
+    firsts = timed.filter(pl.col("k") < 0).group_by("k").agg(pl.col("d").min())
     done = [0] * n
+    for k, d in zip(ends["k"].to_list(), ends["d"].to_list(), strict=True):
+        if d is not None and 0 <= k < n:
+            done[k] = max(d, 0)
     begin: list[int | None] = [None] * n
-    for node, k in owner.items():
-        d = dist.get(node)
-        if d is None:
-            continue
-        if k >= 0:
-            done[k] = max(done[k], d)
-        else:
-            j = -1 - k
-            begin[j] = d if begin[j] is None else min(begin[j], d)  # type: ignore[type-var]
-    start = [None if m is None else dist.get(m) for m in markers]
+    for k, d in zip(firsts["k"].to_list(), firsts["d"].to_list(), strict=True):
+        if 0 <= -1 - k < n:
+            begin[-1 - k] = d
+    wanted = [m for m in markers if m is not None] + [t_node]
+    at = dict(dist.filter(pl.col("node").is_in(wanted)).select("node", "d").iter_rows())
+    start = [None if m is None else at.get(m) for m in markers]
     first = start[0] if start[0] is not None else (begin[0] if begin[0] is not None else 0)
     bounds: list[int] = [first]
     for k in range(n):
-        nxt = start[k + 1] if k + 1 < n else dist.get(t_node)
+        nxt = start[k + 1] if k + 1 < n else at.get(t_node)
         if k + 1 < n and nxt is None:
             nxt = begin[k + 1]
         bounds.append(max(nxt or 0, done[k], bounds[-1]))
