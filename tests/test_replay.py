@@ -277,6 +277,7 @@ def test_long_traces_replay_a_sample_of_groups(tmp_path: Path, monkeypatch: pyte
     # pretend the trace is long: two groups of 3 steps, from the start and the end of the trace
     monkeypatch.setattr(replay_module, "MAX_REPLAY_EVENTS", 10)
     monkeypatch.setattr(replay_module, "GROUP_EVENTS", 1)
+    monkeypatch.setattr(replay_module, "MAX_GROUPS", 2)
     sampled = replay_module.price(["host_device_sync"], tables.events, tables.links, steps, 154.18)
     assert sampled.replay is not None
     assert full.replay is not None

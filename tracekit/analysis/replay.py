@@ -583,10 +583,11 @@ def median(values: Sequence[float]) -> float | None:
 TRUST_ERROR = 0.05
 #: on a long trace (more events than :data:`MAX_REPLAY_EVENTS`) the replay prices fixes on at
 #: most this many groups of steps, spread evenly over each rank, each holding about
-#: :data:`GROUP_EVENTS` events (at least 3 steps), so the analysis stays within its budget
-MAX_GROUPS = 2
-MAX_REPLAY_EVENTS = 1_000_000
-GROUP_EVENTS = 200_000
+#: :data:`GROUP_EVENTS` events (at least 3 steps), so the replay's work is bounded whatever
+#: the trace's length (about MAX_GROUPS × GROUP_EVENTS events per rank)
+MAX_GROUPS = 3
+MAX_REPLAY_EVENTS = 300_000
+GROUP_EVENTS = 100_000
 #: a fix whose mean saving over the steady steps exceeds its saving in the median step by at
 #: least this share of the step prices an intermittent cause (a stall in some steps only, which
 #: the median step does not see): it is stated as its mean saving per step (see :class:`Pricing`)
