@@ -120,6 +120,11 @@ def test_diagnosis_states_an_intermittent_cause_by_its_mean_saving(name: str, tm
     # the prediction stays on the headline's statistic: the median step, which the stall barely moves
     assert f.predicted_step_ms == pytest.approx(truth(loop, fix) / 1e6, rel=WORST_ERROR)
     assert f.evidence["intermittent"]["predicted_mean_step_ms"] == pytest.approx(mean_truth(loop, fix) / 1e6, rel=WORST_ERROR)
+    # the report says the cost is a mean over steps that a stall hits only sometimes
+    from tracekit.report.text import render_text
+
+    line = next(x for x in render_text(d).splitlines() if x.strip().startswith(f"{f.ms_per_step:,.2f} ms per step"))
+    assert "mean over the steady steps" in line
 
 
 @pytest.mark.parametrize("name", ["healthy", "warmup"])

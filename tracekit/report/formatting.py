@@ -7,6 +7,7 @@ textual, so the terminal UI and the static reports can share it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..analysis import Diagnosis
@@ -187,3 +188,11 @@ __all__ = [
     "path_label",
     "scale_ns",
 ]
+
+
+def intermittent_note(ev: Mapping[str, float]) -> str:
+    """The cost line's note for a cause in only some steps (priced by its mean saving)."""
+    return (
+        f" (mean over the steady steps: it hits only some; the mean step {ev['mean_step_ms']:,.2f} → "
+        f"{ev['predicted_mean_step_ms']:,.2f} ms, the median barely moves)"
+    )

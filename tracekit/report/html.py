@@ -347,6 +347,8 @@ def _findings_section(d: Diagnosis, data: dict[str, Any]) -> str:
 def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evidence_text) -> str:
     color = CAUSE_COLORS.get(f.kind, CAUSE_COLORS["launch_bound"] if f.kind == "small_batch" else "#999999")
     cost = f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step) in {f.steps_affected} steps"
+    if "intermittent" in f.evidence:
+        cost += formatting.intermittent_note(f.evidence["intermittent"])
     if f.worst_steps:
         cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
     parts = [

@@ -16,6 +16,7 @@ from .formatting import (
     fmt_num,
     fmt_pct,
     headline,
+    intermittent_note,
     job_evidence_text,
     job_label,
     job_lines,
@@ -80,6 +81,8 @@ def render_text(d: Diagnosis) -> str:
         for i, f in enumerate(d.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
             cost = f"    {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step) in {f.steps_affected} steps"
+            if "intermittent" in f.evidence:
+                cost += intermittent_note(f.evidence["intermittent"])
             if f.worst_steps:
                 cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
             out.append(cost)
@@ -605,3 +608,4 @@ def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, s
         out.extend(f"- `{p.rsplit('/', 1)[-1]}`: {_cell(reason)}" for p, reason in skipped)
         out += ["", "</details>", ""]
     return "\n".join(out).rstrip() + "\n"
+
