@@ -6,6 +6,7 @@ assumption; the replay sees only the Kineto trace the simulator wrote.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -15,10 +16,12 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loopsim import FIXES, SCENARIOS, Loop, simulate, truth, write_kineto
+from loopsim import FIXES, INTERMITTENT, SCENARIOS, Loop, mean_truth, simulate, truth, write_kineto
 from loopsim.kineto import kineto_events
 
 import tracekit
+from tracekit.analysis import diagnose
+from tracekit.analysis.critical_path import EdgeKind, build_graph
 from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
 from tracekit.analysis.steps import find_steps
 
@@ -82,6 +85,48 @@ def test_mean_what_if_error_within_target(tmp_path: Path) -> None:
     assert sum(errors) / len(errors) <= MEAN_ERROR
 
 
+_INTERMITTENT = [(name, fix) for name, (_, fixes) in INTERMITTENT.items() for fix in fixes]
+
+
+@pytest.mark.parametrize(("name", "fix"), _INTERMITTENT)
+def test_intermittent_stall_is_priced_by_its_mean_saving(name: str, fix: str, tmp_path: Path) -> None:
+    # a stall in every k-th step: the median step does not change when it is fixed, the mean
+    # does; the replay's mean saving is held to the re-simulated loop's mean steady step
+    loop, _ = INTERMITTENT[name]
+    run = simulate(loop)
+    # the median step barely sees it: most of the fix's saving is in the stalled steps
+    assert run.mean_steady_step_ns - mean_truth(loop, fix) > 2 * (run.steady_step_ns - truth(loop, fix))
+    r, _step = _replay(loop, tmp_path, (fix,))
+    saving = r.mean_saving_ms(fix)  # type: ignore[attr-defined]
+    assert saving is not None
+    predicted = run.mean_steady_step_ns / 1e6 - saving
+    expected = mean_truth(loop, fix) / 1e6
+    assert expected < run.mean_steady_step_ns / 1e6 * 0.9  # the fix matters on the mean step
+    assert abs(predicted - expected) / expected <= WORST_ERROR, (predicted, expected)
+
+
+@pytest.mark.parametrize("name", ["loader_stalls", "worker_stalls"])
+def test_diagnosis_states_an_intermittent_cause_by_its_mean_saving(name: str, tmp_path: Path) -> None:
+    loop, _ = INTERMITTENT[name]
+    fix = "data_loading"
+    run = simulate(loop)
+    d = diagnose(tracekit.read_trace(write_kineto(run, tmp_path / f"{name}.json"), cache=False))
+    found = {f.kind: f for f in d.findings}
+    f = found[fix]
+    assert f.modelled_fix is not None  # priced by the replay, not the critical path
+    assert f.evidence["intermittent"]["statistic"] == "mean saving per steady step"
+    true_saving = (run.mean_steady_step_ns - mean_truth(loop, fix)) / 1e6
+    assert f.ms_per_step == pytest.approx(true_saving, rel=WORST_ERROR)
+    # the prediction stays on the headline's statistic: the median step, which the stall barely moves
+    assert f.predicted_step_ms == pytest.approx(truth(loop, fix) / 1e6, rel=WORST_ERROR)
+    assert f.evidence["intermittent"]["predicted_mean_step_ms"] == pytest.approx(mean_truth(loop, fix) / 1e6, rel=WORST_ERROR)
+    # the report says the cost is a mean over steps that a stall hits only sometimes
+    from tracekit.report.text import render_text
+
+    line = next(x for x in render_text(d).splitlines() if x.strip().startswith(f"{f.ms_per_step:,.2f} ms per step"))
+    assert "mean over the steady steps" in line
+
+
 @pytest.mark.parametrize("name", ["healthy", "warmup"])
 def test_no_fix_claims_much_on_a_healthy_loop(name: str, tmp_path: Path) -> None:
     loop, fixes = SCENARIOS[name]
@@ -102,9 +147,10 @@ def test_warm_up_step_is_not_the_steady_state(tmp_path: Path) -> None:
 
 
 def test_every_finding_kind_states_its_modelled_fix() -> None:
-    from tracekit.analysis.findings import FINDING_KINDS
+    from tracekit.analysis.causes import FINDING_KINDS, REPLAYED_FINDINGS
 
-    for kind in FINDING_KINDS:
+    assert set(FINDING_KINDS) - set(REPLAYED_FINDINGS) == {"fp32_gemm", "small_gemm", "unfused_elementwise"}
+    for kind in REPLAYED_FINDINGS:
         assert kind in FIX_MODELS
         assert fix_edit(kind) is not None
     assert "2.5" in FIX_MODELS["no_tensor_cores"]
@@ -119,6 +165,34 @@ def test_blocking_wait_is_derived_not_replayed(tmp_path: Path) -> None:
     faster = Edit("faster", gpu={"kernel": 1 / 3, "fp32_matmul": 1 / 3})
     r = replay(tables.events, tables.links, steps, [faster])
     assert r.saving_ms("faster") > 0.3 * r.measured_step_ms
+    # and the step it predicts is the re-simulated loop's whose kernels are 3x faster: had
+    # the recorded waits been replayed, the host would still wait as long as it was recorded to
+    quick = dataclasses.replace(loop, gemm_ns=loop.gemm_ns // 3, elementwise_ns=loop.elementwise_ns // 3, optimizer_ns=loop.optimizer_ns // 3)
+    expected = simulate(quick).steady_step_ns / 1e6
+    assert r.predicted_step_ms("faster") == pytest.approx(expected, rel=MEAN_ERROR)
+
+
+def test_a_blocking_call_replays_only_its_cost_after_the_gpu(tmp_path: Path) -> None:
+    # every host edge that ends a blocking call weighs at most what the recording shows after
+    # the GPU work it waited for ended: the wait itself is never a weight, only an edge
+    loop, _ = SCENARIOS["sync_prevents_overlap"]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    graph = build_graph(tables.events, tables.links, steps.filter(pl.col("complete")))
+    edges = graph.edges
+    syncs = edges.filter(pl.col("kind") == EdgeKind.SYNC.value)
+    assert syncs.height >= steps.height - 2  # one loss.item() per step
+    # the host stretch that ends where a sync edge ends
+    into = edges.filter(pl.col("kind").is_in([EdgeKind.CPU.value, EdgeKind.DATA_LOADING.value])).join(
+        syncs.select("dst", (pl.col("end_ns") - pl.col("start_ns")).alias("after_gpu")), on="dst"
+    )
+    assert into.height >= syncs.height
+    assert (into["w"] <= into["after_gpu"]).all()
+    assert (syncs["w"] <= syncs["end_ns"] - syncs["start_ns"]).all()
+    # the recorded waits are long (the host waits for the GPU most of the step), the replayed
+    # costs after the GPU short
+    waits = tables.events.filter(pl.col("name") == "cudaStreamSynchronize")["dur_ns"]
+    assert float(waits.median()) > 50 * float(into["w"].median())  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,6 +283,7 @@ def test_long_traces_replay_a_sample_of_groups(tmp_path: Path, monkeypatch: pyte
     # pretend the trace is long: two groups of 3 steps, from the start and the end of the trace
     monkeypatch.setattr(replay_module, "MAX_REPLAY_EVENTS", 10)
     monkeypatch.setattr(replay_module, "GROUP_EVENTS", 1)
+    monkeypatch.setattr(replay_module, "MAX_GROUPS", 2)
     sampled = replay_module.price(["host_device_sync"], tables.events, tables.links, steps, 154.18)
     assert sampled.replay is not None
     assert full.replay is not None

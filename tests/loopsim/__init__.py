@@ -9,6 +9,6 @@ loop re-simulated with the fix applied (:data:`FIXES`), never "step minus stall"
 """
 
 from .kineto import write_kineto
-from .sim import FIXES, SCENARIOS, Loop, Run, simulate, truth
+from .sim import FIXES, INTERMITTENT, SCENARIOS, Loop, Run, mean_truth, simulate, truth
 
-__all__ = ["FIXES", "SCENARIOS", "Loop", "Run", "simulate", "truth", "write_kineto"]
+__all__ = ["FIXES", "INTERMITTENT", "SCENARIOS", "Loop", "Run", "mean_truth", "simulate", "truth", "write_kineto"]

@@ -108,6 +108,12 @@ class Loop:
     optimizer_ns: int = 150_000
     #: whether the trace records cuda_sync rows (torch >= 2.1 with enable_cuda_sync_events)
     sync_rows: bool = True
+    #: an intermittent loader stall: every ``stall_every``-th batch takes ``stall_ns`` longer to build
+    stall_every: int = 0
+    stall_ns: int = 0
+    #: GC-like pauses: untraced host time at the start of every ``gc_every``-th step
+    gc_every: int = 0
+    gc_ns: int = 0
 
 
 @dataclass
@@ -162,6 +168,11 @@ class Run:
     def steady_step_ns(self) -> float:
         """Median step time over every step but the first (warm-up)."""
         return float(statistics.median(self.step_ns[1:]))
+
+    @property
+    def mean_steady_step_ns(self) -> float:
+        """Mean step time over every step but the first: what a stall in only some steps costs."""
+        return float(statistics.fmean(self.step_ns[1:]))
 
 
 class _Sim:
@@ -247,7 +258,7 @@ class _Sim:
         loop = self.loop
         if loop.num_workers == 0:
             def load() -> None:
-                self.t += loop.load_ns
+                self.t += self._load_ns(b)
                 if loop.pinned:
                     self.rng("cpu_op", "aten::pin_memory", lambda: self._advance(int(loop.batch_bytes / loop.memory_bw)))
 
@@ -269,8 +280,14 @@ class _Sim:
         slot = b - loop.num_workers * loop.prefetch_factor
         free = self.taken[slot] if slot >= 0 and slot < len(self.taken) else self.worker_free[w]
         start = max(self.worker_free[w], free)
-        self.worker_free[w] = start + loop.load_ns
+        self.worker_free[w] = start + self._load_ns(b)
         self.ready.append(self.worker_free[w])
+
+    def _load_ns(self, b: int) -> int:
+        """Building batch ``b`` (every ``stall_every``-th batch stalls)."""
+        loop = self.loop
+        stalls = loop.stall_every > 0 and b % loop.stall_every == loop.stall_every - 1
+        return loop.load_ns + (loop.stall_ns if stalls else 0)
 
     def _advance(self, ns: int) -> None:
         self.t += ns
@@ -319,6 +336,8 @@ class _Sim:
     def forward(self, k: int) -> None:
         """The step up to its backward pass: the next batch, its copy, warm-up (step 0), the forward layers."""
         loop = self.loop
+        if loop.gc_every and k % loop.gc_every == loop.gc_every - 1:
+            self.t += loop.gc_ns  # a collector pause: untraced host time
         self.next_batch(k)
         self.copy_in()
         if k == 0 and loop.warmup_ns:
@@ -378,7 +397,9 @@ def simulate(loop: Loop) -> Run:
 
 def _fix_data_loading(loop: Loop) -> Loop:
     # enough workers that the batch is always ready: __next__ is only the hand-off
-    return dataclasses.replace(loop, num_workers=max(loop.num_workers, 8), load_ns=min(loop.load_ns, 1_000), handoff_ns=loop.handoff_ns)
+    return dataclasses.replace(
+        loop, num_workers=max(loop.num_workers, 8), load_ns=min(loop.load_ns, 1_000), handoff_ns=loop.handoff_ns, stall_ns=0
+    )
 
 
 def _fix_sync(loop: Loop) -> Loop:
@@ -405,7 +426,7 @@ def _fix_tensor_cores(loop: Loop) -> Loop:
 
 
 def _fix_cpu(loop: Loop) -> Loop:
-    return dataclasses.replace(loop, python_ns=0, host_tail_ns=0)
+    return dataclasses.replace(loop, python_ns=0, host_tail_ns=0, gc_ns=0)
 
 
 #: finding kind → the program edit that fixes it
@@ -423,6 +444,11 @@ FIXES: dict[str, Callable[[Loop], Loop]] = {
 def truth(loop: Loop, fix: str) -> float:
     """The steady-state step time (ns) of ``loop`` re-simulated with ``fix`` applied."""
     return simulate(FIXES[fix](loop)).steady_step_ns
+
+
+def mean_truth(loop: Loop, fix: str) -> float:
+    """The mean steady-state step (ns) of ``loop`` re-simulated with ``fix`` applied."""
+    return simulate(FIXES[fix](loop)).mean_steady_step_ns
 
 
 #: scenario name → (the loop, the fixes that apply to it)
@@ -485,5 +511,29 @@ SCENARIOS: dict[str, tuple[Loop, tuple[str, ...]]] = {
         Loop("healthy", num_workers=4, load_ns=10_000_000, pinned=True, non_blocking=True, layers=12, gemm_ns=2_000_000, step_sync="item",
              amp=True, elementwise_ns=400_000),
         (),
+    ),
+}
+
+#: causes present in only some steps (the median step does not see them): scenario name →
+#: (the loop, the fixes that apply); held to the re-simulated *mean* steady-state step
+INTERMITTENT: dict[str, tuple[Loop, tuple[str, ...]]] = {
+    # the main thread builds each batch; every 4th batch stalls 60 ms (a slow shard, a cold cache)
+    "loader_stalls": (
+        Loop("loader_stalls", steps=13, load_ns=2_000_000, stall_every=4, stall_ns=60_000_000, layers=8, gemm_ns=1_500_000,
+             step_sync="item", pinned=True, non_blocking=True, batch_bytes=4 << 20),
+        ("data_loading", "host_device_sync"),
+    ),
+    # workers keep up except every 5th batch, which takes 120 ms: prefetch hides part of it
+    "worker_stalls": (
+        Loop("worker_stalls", steps=16, num_workers=2, prefetch_factor=1, load_ns=15_000_000, stall_every=5, stall_ns=120_000_000,
+             layers=8, gemm_ns=1_500_000, step_sync="item", pinned=True, non_blocking=True, batch_bytes=4 << 20),
+        ("data_loading",),
+    ),
+    # a garbage-collector pause of 40 ms in every 3rd step, on an otherwise GPU-bound loop
+    "gc_pauses": (
+        Loop("gc_pauses", steps=13, num_workers=4, load_ns=5_000_000, pinned=True, non_blocking=True, layers=8, gemm_ns=2_000_000,
+             step_sync="item", gc_every=3, gc_ns=40_000_000, python_ns=0),
+        # without the sync the host runs ahead and the queued GPU work hides the pause
+        ("cpu_bound", "host_device_sync"),
     ),
 }

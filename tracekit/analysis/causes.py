@@ -129,6 +129,9 @@ class FindingKind:
     job: bool = False
     #: how the docs describe its what-if, when that is not "that cause at 0"
     what_if_doc: str = field(default="")
+    #: priced by replaying the steps with its fix (:data:`tracekit.analysis.replay.FIX_MODELS`); the
+    #: efficiency findings are priced from their own measurement on the critical path instead
+    replayed: bool = True
     #: title and fix on a CPU-only trace, where no GPU was recorded (empty: the usual ones)
     host_title: str = ""
     host_fix: str = ""
@@ -370,6 +373,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "dtype's peak.",
         "fp32 GEMM/convolution operators (from recorded shapes and dtypes) on a GPU whose bf16/TF32 peak is far higher",
         what_if_doc="compute kernels scaled to lose the fp32 GEMMs' excess time at the bf16/TF32 peak",
+        replayed=False,
         evidence=DETECTOR, wording="fp32_gemm",
     ),
     FindingKind(
@@ -379,6 +383,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "their output tiles against the GPU's SM count and the TFLOP/s they reach.",
         "GEMMs whose output tiles leave most SMs idle (wave quantisation) and reach a small share of the peak",
         what_if_doc="compute kernels scaled to lose the small GEMMs' time beyond a well-filled GPU's",
+        replayed=False,
         evidence=DETECTOR, wording="small_gemm",
     ),
     FindingKind(
@@ -388,6 +393,7 @@ FINDINGS: tuple[FindingKind, ...] = (
         "F.scaled_dot_product_attention); each unfused op reads and writes the whole tensor again.",
         "runs of memory-bound elementwise/normalisation kernels that a compiler would fuse",
         what_if_doc="compute kernels scaled to lose the traffic that fusing the chains saves",
+        replayed=False,
         evidence=DETECTOR, wording="unfused_elementwise",
     ),
     FindingKind(
@@ -411,6 +417,8 @@ FINDINGS: tuple[FindingKind, ...] = (
 FINDING_BY_NAME: Mapping[str, FindingKind] = MappingProxyType({f.name: f for f in FINDINGS})
 #: kinds of single-trace findings, in tie-break order
 FINDING_KINDS: tuple[str, ...] = tuple(f.name for f in FINDINGS if not f.job)
+#: single-trace finding kinds whose fix the replay models
+REPLAYED_FINDINGS: tuple[str, ...] = tuple(f.name for f in FINDINGS if not f.job and f.replayed)
 #: single-trace finding kinds read from the breakdown, in the order they are checked
 MEASURED_FINDINGS: tuple[str, ...] = tuple(f.name for f in FINDINGS if f.measured)
 #: kinds that are idle time (not reported when the GPU is saturated)

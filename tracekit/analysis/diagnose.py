@@ -239,7 +239,7 @@ def _price_by_replay(
         for kind, (saving, predicted) in pricing.fixes.items()
         if kind not in raised and saving >= MIN_SHARE * step_ms
     ]
-    findings = price_by_replay([*findings, *extra], pricing.fixes, step_ms, FIX_MODELS, pricing.mean_shares)
+    findings = price_by_replay([*findings, *extra], pricing.fixes, step_ms, FIX_MODELS, pricing.intermittent)
     answers = {r.what_if: r for r in cpath.what_ifs}
     for wi in asked:
         if wi.label in pricing.what_ifs and wi in answers:

@@ -229,15 +229,18 @@ def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfRes
 
 def price_by_replay(
     found: Sequence[Finding], fixes: Mapping[str, tuple[float, float]], step_ms: float, models: Mapping[str, str],
-    mean_shares: Mapping[str, float] | None = None,
+    intermittent: Mapping[str, tuple[float, float]] | None = None,
 ) -> list[Finding]:
     """Each finding the replay priced (``fixes``: kind → (saving ms, predicted step ms)) costs
     what its modelled fix saves per step, predicts the replayed step, and names the fix
     modelled (``models``); findings are ranked by that saving (unpriced ones keep their place
-    after them).  A finding whose fix saves less than :data:`MIN_SHARE` of the median step is
-    dropped (the time it explains would be lost anyway: a blocking copy on a host slower than
-    its GPU), unless it saves that much of the mean step (``mean_shares``): stalls in only some
-    steps, which the median does not see; such a finding keeps its critical-path price."""
+    after them).  A finding whose fix saves less than :data:`MIN_SHARE` of the step is dropped
+    (the time it explains would be lost anyway: a blocking copy on a host slower than its GPU).
+
+    A cause present in only some steps (``intermittent``: kind → (its fix's saving in the
+    median step, the mean steady step)) costs its fix's mean saving over the steady steps and
+    predicts the median step once fixed; its evidence says so and gives the mean step before
+    and after the fix."""
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     priced, rest = [], []
     for f in found:
@@ -246,12 +249,22 @@ def price_by_replay(
             continue
         saving, predicted = fixes[f.kind]
         if step_ms and saving < MIN_SHARE * step_ms:
-            if (mean_shares or {}).get(f.kind, 0.0) >= MIN_SHARE and f.evidence.get("found_by") != "replay":
-                rest.append(f)
             continue
+        evidence = f.evidence
+        if intermittent is not None and f.kind in intermittent:
+            median_saving, mean_step = intermittent[f.kind]
+            evidence = {
+                **f.evidence,
+                "intermittent": {
+                    "statistic": "mean saving per steady step",
+                    "median_step_saving_ms": round(median_saving, 3),
+                    "mean_step_ms": round(mean_step, 3),
+                    "predicted_mean_step_ms": round(max(mean_step - saving, 0.0), 3),
+                },
+            }
         priced.append(dataclasses.replace(
             f, ms_per_step=saving, share_of_step=saving / step_ms if step_ms else 0.0, predicted_step_ms=predicted,
-            modelled_fix=models.get(f.kind),
+            modelled_fix=models.get(f.kind), evidence=evidence,
         ))
     # savings within 1% of the step of each other tie (a sync that serialises loading and
     # compute: removing either saves the same); ties keep the kinds' order

@@ -78,6 +78,8 @@ def finding_cost(f: Finding, *, steps: bool = True) -> str:
     cost = f"{f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}% of the step)"
     if steps:
         cost += f" in {f.steps_affected} steps"
+        if "intermittent" in f.evidence:
+            cost += intermittent_note(f.evidence["intermittent"])
         if f.worst_steps:
             cost += "; worst steps " + ", ".join(str(x) for x in f.worst_steps)
     return cost
@@ -284,3 +286,11 @@ __all__ = [
     "path_label",
     "scale_ns",
 ]
+
+
+def intermittent_note(ev: Mapping[str, float]) -> str:
+    """The cost line's note for a cause in only some steps (priced by its mean saving)."""
+    return (
+        f" (mean over the steady steps: it hits only some; the mean step {ev['mean_step_ms']:,.2f} → "
+        f"{ev['predicted_mean_step_ms']:,.2f} ms, the median barely moves)"
+    )

@@ -603,3 +603,4 @@ def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, s
         out.extend(f"- `{p.rsplit('/', 1)[-1]}`: {_cell(reason)}" for p, reason in skipped)
         out += ["", "</details>", ""]
     return "\n".join(out).rstrip() + "\n"
+
