@@ -362,7 +362,13 @@ def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evide
         f'<h3>{i}. {_e(f.title)} <span class="kind">{_e(f.kind)}</span></h3>',
         f'<p class="cost">{_e(cost)}</p>',
     ]
-    if f.predicted_step_ms is not None:
+    intermittent = f.evidence.get("intermittent")
+    if intermittent:
+        parts.append(
+            f"<p>Predicted mean step if fixed: <b>{intermittent['predicted_mean_step_ms']:,.2f} ms</b> "
+            f"(from {intermittent['mean_step_ms']:,.2f} ms; the median step becomes {f.predicted_step_ms:,.2f} ms)</p>"
+        )
+    elif f.predicted_step_ms is not None:
         parts.append(f"<p>Predicted step time if fixed: <b>{f.predicted_step_ms:,.2f} ms</b></p>")
     if f.modelled_fix:
         parts.append(f"<p><b>Fix modelled (replay):</b> {_e(f.modelled_fix)}</p>")
