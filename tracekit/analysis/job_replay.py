@@ -58,7 +58,15 @@ import polars as pl
 from ..schema import EventKind
 from .causes import IDLE_CAUSES
 from .findings import Finding
-from .multirank import COLLECTIVES_SCHEMA, RankProfile, _collectives
+from .multirank import (
+    COLLECTIVES_SCHEMA,
+    MATCH_KEY,
+    RankProfile,
+    _collectives,
+    as_collectives,
+    match_collectives,
+    matching_summary,
+)
 
 if TYPE_CHECKING:
     from .diagnose import Diagnosis
@@ -142,6 +150,8 @@ class JobModel:
     #: steps the job step and path are measured over
     steps: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: how collectives were matched across ranks (:data:`.multirank.MATCHING`); None: no match
+    matching: str | None = None
 
     @property
     def error(self) -> float | None:
@@ -201,8 +211,8 @@ def model_job(
             f"{len(ranks)} of {world_size} ranks have a trace (missing: {shown}): the job model covers those only; "
             "a missing rank that arrives late at a collective shows as communication time of the present ranks."
         )
-    coll = collectives.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
-    key = ["step", "op", "seq"]
+    coll = match_collectives(as_collectives(collectives))
+    key = list(MATCH_KEY)
     counts = coll.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
     matched = coll.join(counts.filter(pl.col("_n") >= 2).select(key), on=key, how="semi").unique(
         ["rank", *key], keep="first"
@@ -331,7 +341,10 @@ def model_job(
     period_steps = sorted(last_of)[1:]
     if not period_steps:
         notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
-        return _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes)
+        return dataclasses.replace(
+            _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes),
+            matching=matching_summary(matched),
+        )
     step_ns = _median_period(e_rec, last_of)
     replayed_ns = _median_period(base.ends, last_of)
     step_ms = step_ns / 1e6
@@ -490,6 +503,7 @@ def model_job(
         what_ifs=tuple(answers),
         steps=n_periods,
         notes=tuple(notes),
+        matching=matching_summary(matched),
     )
 
 
@@ -807,7 +821,7 @@ def from_profiles(
         if host.height:
             frames.append(host)
     collectives = (
-        pl.concat([c.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA) for c in frames])  # type: ignore[arg-type]
+        pl.concat([as_collectives(c) for c in frames])
         if frames
         else pl.DataFrame(schema=COLLECTIVES_SCHEMA)
     )
