@@ -393,6 +393,28 @@ def test_batch_predicts_the_job_step_without_the_straggler(tmp_path: Path) -> No
     assert row["job_step_ms"] == pytest.approx(simulate_job(spec).steady_step_ns / 1e6, rel=0.01)
 
 
+def test_batch_says_why_a_side_stream_job_has_no_prediction(tmp_path: Path) -> None:
+    from tracekit.batch import run_batch
+
+    write_job(simulate_job(JOBS["slow_loader_overlapped"]), tmp_path / "traces" / "overlapped")
+    write_job(simulate_job(JOBS["slow_gpu"]), tmp_path / "traces" / "blocking")
+    run_batch([str(tmp_path / "traces")], tmp_path / "out", workers=1)
+    jobs = {r["job"]: r for r in pl.read_parquet(tmp_path / "out" / "jobs.parquet").iter_rows(named=True)}
+    assert len(jobs) == 2
+    side = next(r for name, r in jobs.items() if "overlapped" in name)
+    blocking = next(r for name, r in jobs.items() if "blocking" in name)
+    # the simulator names process group "0" without sequence numbers
+    assert side["collective_matching"] == blocking["collective_matching"] == MATCHING["group_order"]
+    assert blocking["job_model_note"] is None
+    assert blocking["straggler_fixed_step_ms"] is not None
+    # side-stream collectives need the launch links batch does not keep: withheld, and said so
+    assert side["straggler_fixed_step_ms"] is None
+    assert "overlaps compute" in side["job_model_note"]
+    assert "withheld" in side["job_model_note"]
+    collectives = pl.read_parquet(tmp_path / "out" / "collectives.parquet")
+    assert set(collectives["group"].to_list()) == {"0"}
+
+
 def test_job_findings_carry_the_predicted_job_step(cases: dict[str, Case]) -> None:
     for name, c in cases.items():
         found = c.jd.multirank.findings

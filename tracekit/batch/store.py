@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
+from ..analysis.multirank import PROFILE_STEPS_SCHEMA, as_collectives
 from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, RANKS, STEPS, TRACES
 from .work import FileResult, Task
 
@@ -116,7 +116,8 @@ class Previous:
         if old in self.steps:
             result.steps = self.steps[old].with_columns(pl.col("file_rank").alias("rank")).select(list(PROFILE_STEPS_SCHEMA)).cast(PROFILE_STEPS_SCHEMA)  # type: ignore[arg-type]
         if old in self.collectives:
-            result.collectives = self.collectives[old].with_columns(pl.col("file_rank").alias("rank")).select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+            # (outputs of older versions lack the group columns: no group recorded)
+            result.collectives = as_collectives(self.collectives[old].with_columns(pl.col("file_rank").alias("rank")))
         return result
 
 
@@ -256,7 +257,7 @@ class Journal:
                     path=meta["path"], content_hash=meta["content_hash"], size_bytes=meta["size_bytes"], mtime_ns=meta["mtime_ns"],
                     trace={k: _decode(v) for k, v in meta["trace"].items()}, findings=meta["findings"], ranks=meta["ranks"],
                     steps=_read_ipc(entry / "steps.arrow").cast(PROFILE_STEPS_SCHEMA),  # type: ignore[arg-type]
-                    collectives=_read_ipc(entry / "collectives.arrow").cast(COLLECTIVES_SCHEMA),  # type: ignore[arg-type]
+                    collectives=as_collectives(_read_ipc(entry / "collectives.arrow")),
                     error=meta["error"], error_kind=meta["error_kind"], seconds=meta["seconds"],
                 )
             except Exception:  # a damaged or foreign entry: analyse that file again
