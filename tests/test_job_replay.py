@@ -298,6 +298,28 @@ def test_hand_built_job_by_arithmetic() -> None:
     assert _path(m)[(1, "compute")] == pytest.approx(7 / 1e6)
 
 
+def test_rank_lanes_show_the_planted_straggler(tmp_path: Path) -> None:
+    # the synthetic pair (tests/synth): rank 1's backward runs 5 ms longer, so rank 0 waits 5 ms
+    # inside every all-reduce; the lanes put the path through rank 1's work and the wait on rank 0
+    from tracekit.report.svg import rank_lanes_svg, representative_step
+
+    folder = _folder(tmp_path, [SAMPLE_TRACES / "synthetic" / f"multi_rank.rank{r}.kineto.json" for r in (0, 1)])
+    jd = diagnose_job(read_job(folder, cache=False))
+    assert jd.model is not None
+    assert jd.model.lanes is not None
+    lanes = jd.model.lanes
+    step = representative_step(lanes)
+    assert step is not None
+    rows = lanes.filter(pl.col("step") == step)
+    assert rows.filter(pl.col("critical"))["rank"].unique().to_list() == [1]
+    # one collective ends at one instant on both ranks once the clocks are aligned
+    assert rows.group_by("j").agg((pl.col("end_ns").max() - pl.col("end_ns").min()).alias("d"))["d"].max() <= 1_000
+    page = rank_lanes_svg(lanes, step)
+    assert "rank 0: waits 5.00 ms in allreduce for the last rank" in page
+    assert "rank 1: waits" not in page
+    assert "on the cross-rank critical path" in page
+
+
 def test_uncoupled_ranks_say_so() -> None:
     m = model_job(pl.DataFrame(schema=COLLECTIVES_SCHEMA), pl.DataFrame(), ranks=[0, 1], world_size=4)
     assert m.step_ms is None
@@ -370,6 +392,10 @@ def test_analyze_real_multi_rank_folders(name: str, tmp_path: Path, capsys: pyte
     assert model["critical_path"]
     assert model["waits"]
     assert model["clock_residual_us"] is not None
+    assert main(["analyze", str(folder), "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert "Rank lanes of step" in page
+    assert page.count('aria-label="rank lanes of step') == 1
     if name.startswith("multi_rank"):
         # the synthetic pair plants rank 1 as the slow one
         assert model["bottleneck"]["rank"] == 1

@@ -152,6 +152,10 @@ class JobModel:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: how collectives were matched across ranks (:data:`.multirank.MATCHING`); None: no match
     matching: str | None = None
+    #: the replayed collectives per rank on the aligned clock (what rank lanes draw): rank, j (the
+    #: collective, in end order), step, op, work_start_ns (the rank's previous collective's end),
+    #: start_ns, end_ns, critical (the rank arrived last and the cross-rank path runs through it)
+    lanes: pl.DataFrame | None = None
 
     @property
     def error(self) -> float | None:
@@ -353,8 +357,11 @@ def model_job(
 
     # --- critical path: back from the last collective, through the rank that arrived last
     path_rows: list[tuple[int | None, str, int]] = []
+    on_path: list[tuple[int, int]] = []  # (collective, rank that arrived last) along the walk
     j: int | None = j_count - 1
     while j is not None and j >= 0:
+        if base.crit[j] is not None:
+            on_path.append((j, int(base.crit[j])))  # type: ignore[arg-type]
         if j in in_period:
             path_rows.append((None, "communication", c[j]))
         crit = base.crit[j]
@@ -379,6 +386,21 @@ def model_job(
         .agg((pl.col("ns").sum() / n_periods / 1e6).alias("ms_per_step"))
         .with_columns((pl.col("ms_per_step") / step_ms).alias("share"))
         .sort(["ms_per_step", "rank", "cause"], descending=[True, False, False], nulls_last=True)
+    )
+
+    # --- per rank and collective, on the aligned clock: what the rank lanes draw
+    crit_frame = pl.DataFrame(on_path, schema={"j": pl.UInt32, "rank": pl.Int32}, orient="row").with_columns(
+        pl.lit(True).alias("critical")
+    )
+    lanes = (
+        m.select(
+            "rank", "j", "step", "op",
+            (pl.col("_prev_end") - pl.col("offset_ns")).alias("work_start_ns"),
+            pl.col("_as").alias("start_ns"), pl.col("_ae").alias("end_ns"),
+        )
+        .join(crit_frame, on=["j", "rank"], how="left")
+        .with_columns(pl.col("critical").fill_null(False), pl.col("j").cast(pl.Int64))
+        .sort("j", "rank")
     )
 
     # --- waits: inside each collective, for the rank that arrived last
@@ -504,6 +526,7 @@ def model_job(
         steps=n_periods,
         notes=tuple(notes),
         matching=matching_summary(matched),
+        lanes=lanes,
     )
 
 
