@@ -301,14 +301,14 @@ def test_hand_built_job_by_arithmetic() -> None:
 def test_rank_lanes_show_the_planted_straggler(tmp_path: Path) -> None:
     # the synthetic pair (tests/synth): rank 1's backward runs 5 ms longer, so rank 0 waits 5 ms
     # inside every all-reduce; the lanes put the path through rank 1's work and the wait on rank 0
-    from tracekit.report.svg import rank_lanes_svg, representative_step
+    from tracekit.report.svg import lanes_step, rank_lanes_svg
 
     folder = _folder(tmp_path, [SAMPLE_TRACES / "synthetic" / f"multi_rank.rank{r}.kineto.json" for r in (0, 1)])
     jd = diagnose_job(read_job(folder, cache=False))
     assert jd.model is not None
     assert jd.model.lanes is not None
     lanes = jd.model.lanes
-    step = representative_step(lanes)
+    step = lanes_step(lanes)
     assert step is not None
     rows = lanes.filter(pl.col("step") == step)
     assert rows.filter(pl.col("critical"))["rank"].unique().to_list() == [1]

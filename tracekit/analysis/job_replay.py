@@ -919,6 +919,27 @@ def host_collectives(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return _collectives(frame, steps.select("rank", "step", "start_ns", "end_ns"))
 
 
+def lanes_step(lanes: pl.DataFrame) -> int | None:
+    """The step the rank lanes draw: of the steps every lane rank takes part in, the one whose
+    collectives span the median time (the first and last steps are kept only when no other)."""
+    if lanes.height == 0:
+        return None
+    n_ranks = lanes["rank"].n_unique()
+    spans = (
+        lanes.group_by("step")
+        .agg(pl.col("rank").n_unique().alias("_n"), (pl.col("end_ns").max() - pl.col("work_start_ns").min()).alias("_span"))
+        .filter((pl.col("_n") == n_ranks) & pl.col("_span").is_not_null())
+        .sort("step")
+    )
+    if spans.height > 2:
+        spans = spans.slice(1, spans.height - 2)
+    if spans.height == 0:
+        return None
+    median = spans["_span"].median()
+    best = spans.with_columns((pl.col("_span") - median).abs().alias("_d")).sort("_d", "step")
+    return int(best["step"][0])
+
+
 def _empty(
     ranks: tuple[int, ...], world_size: int | None, missing: tuple[int, ...], unmatched: int, notes: list[str]
 ) -> JobModel:
@@ -964,5 +985,6 @@ __all__ = [
     "JobWhatIf",
     "from_profiles",
     "host_collectives",
+    "lanes_step",
     "model_job",
 ]

@@ -24,7 +24,7 @@ from ..analysis.view import StepView
 from . import formatting
 from .formatting import SPLIT_LABELS, evidence_text, fmt_num, fmt_pct, headline, job_evidence_text, job_label, job_lines
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
-from .svg import breakdown_svg, fmt_ms, rank_lanes_svg, representative_step, roofline_svg, steps_svg, timeline_svg
+from .svg import breakdown_svg, fmt_ms, lanes_step, rank_lanes_svg, roofline_svg, steps_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -498,7 +498,7 @@ def _rank_lanes_section(model: Any) -> str:
     lanes = getattr(model, "lanes", None)
     if lanes is None or lanes.height == 0:
         return ""
-    step = representative_step(lanes)
+    step = lanes_step(lanes)
     if step is None:
         return ""
     how = f" Collectives matched by {model.matching}." if model.matching else ""

@@ -24,6 +24,7 @@ from xml.sax.saxutils import escape
 import polars as pl
 
 from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_color, cause_label
+from ..analysis.job_replay import lanes_step
 from ..analysis.view import StepView
 
 #: event fill colours in the timeline, by event kind (muted, so idle gaps stand out)
@@ -463,27 +464,6 @@ LANE_COMM = "#4c78a8"
 LANE_WAIT = "#a9c6e3"
 
 
-def representative_step(lanes: pl.DataFrame) -> int | None:
-    """The step the rank lanes draw: of the steps every lane rank takes part in, the one whose
-    collectives span the median time (the first and last steps are kept only when no other)."""
-    if lanes.height == 0:
-        return None
-    n_ranks = lanes["rank"].n_unique()
-    spans = (
-        lanes.group_by("step")
-        .agg(pl.col("rank").n_unique().alias("_n"), (pl.col("end_ns").max() - pl.col("work_start_ns").min()).alias("_span"))
-        .filter((pl.col("_n") == n_ranks) & pl.col("_span").is_not_null())
-        .sort("step")
-    )
-    if spans.height > 2:
-        spans = spans.slice(1, spans.height - 2)
-    if spans.height == 0:
-        return None
-    median = spans["_span"].median()
-    best = spans.with_columns((pl.col("_span") - median).abs().alias("_d")).sort("_d", "step")
-    return int(best["step"][0])
-
-
 def rank_lanes_svg(lanes: pl.DataFrame, step: int, *, width: float = 1180) -> str:
     """One lane per rank for one step of a job on the aligned clock: each rank's work between
     collectives (grey; magenta when the cross-rank critical path runs through it), its
@@ -552,8 +532,15 @@ def _device_of(track: str) -> int:
 
 
 __all__ = [
-    "CAUSE_COLORS", "CAUSE_LABELS", "KIND_COLORS", "breakdown_svg", "nice_ticks", "rank_lanes_svg", "representative_step",
-    "steps_svg", "timeline_svg",
+    "CAUSE_COLORS",
+    "CAUSE_LABELS",
+    "KIND_COLORS",
+    "breakdown_svg",
+    "lanes_step",
+    "nice_ticks",
+    "rank_lanes_svg",
+    "steps_svg",
+    "timeline_svg",
 ]
 
 
