@@ -104,6 +104,12 @@ class _GpuArgs(msgspec.Struct, gc=False):
     wait_on_stream: Num = None
     wait_corr: Num = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
     collective: Num = msgspec.field(default=None, name="Collective name")
+    pg_name: Num = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Process Group Ranks")
+    group_size: Num = msgspec.field(default=None, name="Group size")
+    coll_seq: Num = msgspec.field(default=None, name="Seq")
+    coll_seq_v2: Num = msgspec.field(default=None, name="seq")
+    msg_elems: Num = msgspec.field(default=None, name="In msg nelems")
 
 
 class _LaunchArgs(msgspec.Struct, gc=False):
@@ -124,6 +130,12 @@ class _OpArgs(msgspec.Struct, gc=False):
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
     collective: Num = msgspec.field(default=None, name="Collective name")
+    pg_name: Num = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Process Group Ranks")
+    group_size: Num = msgspec.field(default=None, name="Group size")
+    coll_seq: Num = msgspec.field(default=None, name="Seq")
+    coll_seq_v2: Num = msgspec.field(default=None, name="seq")
+    msg_elems: Num = msgspec.field(default=None, name="In msg nelems")
 
 
 class _PyArgs(msgspec.Struct, gc=False):
@@ -183,9 +195,10 @@ _INT_ARGS = frozenset(
         "external_id", "external_id_v1", "correlation", "device", "bytes", "registers", "shared_memory",
         "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "mem_device_type",
         "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated", "mem_total_reserved", "stream",
+        "group_size", "coll_seq", "coll_seq_v2", "msg_elems",
     )
 )
-_STR_ARGS = frozenset(("kind_arg", "sync_kind", "collective", "label"))
+_STR_ARGS = frozenset(("kind_arg", "sync_kind", "collective", "label", "pg_name"))
 #: every raw arg column, with its dtype (so chunks without a group still have the column)
 _ARG_DTYPES: dict[str, pl.DataType] = {}
 for _decoder, _fields in _ARG_GROUPS.values():
@@ -249,7 +262,7 @@ _EVENT_SOURCE_COLUMNS = [
     "_order", "cat", "_cat", "name", "pid", "tid", "tid_label", "start_ns", "dur_ns", "device", "stream", "correlation",
     "external_id", "external_id_v1", "bytes", "kind_arg", "grid", "block", "registers", "shared_memory", "occupancy",
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
-    "input_types", "concrete_inputs",
+    "input_types", "concrete_inputs", "pg_name", "pg_ranks", "group_size", "coll_seq", "coll_seq_v2", "msg_elems",
 ]
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 
@@ -464,7 +477,22 @@ def _arg_series(f: str, values: list[Any]) -> pl.Series:
         return pl.select(pl.when(pl.lit(total) > 0).then(pl.lit(total)).otherwise(None)).to_series().alias(f)
     if f in ("input_dims", "input_types", "concrete_inputs"):
         return pl.Series(f, [bytes(v).decode("utf-8", "replace") if v else None for v in values], dtype=pl.String)
+    if f == "pg_ranks":
+        return pl.Series(f, [_rank_list_text(bytes(v)) if v else None for v in values], dtype=pl.String)
     return _str_series(f, values)
+
+
+def _rank_list_text(raw: bytes) -> str | None:
+    """``Process Group Ranks`` as compact JSON list text (``[0,1]``): PyTorch writes the list
+    as a string (``"[0, 1]"``), other writers as a JSON array."""
+    text = raw.decode("utf-8", "replace").strip()
+    if text.startswith('"'):
+        try:
+            text = str(msgspec.json.decode(raw))
+        except msgspec.DecodeError:
+            return None
+    text = text.replace(" ", "")
+    return text if text.startswith("[") and text.endswith("]") else None
 
 
 def _str_series(name: str, values: list[Any]) -> pl.Series:
@@ -854,6 +882,11 @@ def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
         pl.col("input_types"),
         pl.col("concrete_inputs"),
         pl.col("collective"),
+        pl.col("pg_name").alias("process_group"),
+        pl.col("pg_ranks").alias("group_ranks"),
+        pl.when(pl.col("group_size") > 0).then(pl.col("group_size")).otherwise(None).cast(pl.Int32, strict=False).alias("group_size"),
+        pl.coalesce("coll_seq", "coll_seq_v2").alias("collective_seq"),
+        pl.when(pl.col("msg_elems") >= 0).then(pl.col("msg_elems")).otherwise(None).alias("message_elements"),
     )
 
 

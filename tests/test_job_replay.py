@@ -28,7 +28,7 @@ from loopsim.sim import FIXES
 
 from tracekit.analysis.diagnose import JobDiagnosis, diagnose_job
 from tracekit.analysis.job_replay import JobModel, model_job
-from tracekit.analysis.multirank import COLLECTIVES_SCHEMA
+from tracekit.analysis.multirank import COLLECTIVES_SCHEMA, MATCH_KEY, MATCHING, match_collectives
 from tracekit.cli import main
 from tracekit.job import read_job
 
@@ -182,8 +182,85 @@ def _coll(rows: list[tuple[int, int, int, int, int]]) -> pl.DataFrame:
             "rank": [r[0] for r in rows], "step": [r[1] for r in rows], "op": ["allreduce"] * len(rows), "seq": [r[2] for r in rows],
             "name": ["ncclKernel_AllReduce"] * len(rows), "device": [0] * len(rows), "stream": [7] * len(rows),
             "start_ns": [r[3] for r in rows], "end_ns": [r[4] for r in rows], "dur_ns": [r[4] - r[3] for r in rows],
+            "group": [""] * len(rows), "group_seq": [None] * len(rows), "group_order": [r[2] for r in rows],
         }
     ).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+
+
+def _grouped(rows: list[tuple[int, int, str, int | None, int, int]]) -> pl.DataFrame:
+    """(rank, step, group, recorded sequence number, start, end) of all-reduce kernels; the
+    order columns are numbered as :func:`tracekit.analysis.multirank._collectives` does."""
+    frame = pl.DataFrame(
+        {
+            "rank": [r[0] for r in rows], "step": [r[1] for r in rows], "op": ["allreduce"] * len(rows),
+            "group": [r[2] for r in rows], "group_seq": [r[3] for r in rows],
+            "name": ["ncclKernel_AllReduce"] * len(rows), "device": [0] * len(rows), "stream": [7] * len(rows),
+            "start_ns": [r[4] for r in rows], "end_ns": [r[5] for r in rows], "dur_ns": [r[5] - r[4] for r in rows],
+        },
+        schema_overrides={"group_seq": pl.Int64},
+    ).sort("rank", "step", "start_ns")
+    frame = frame.with_columns(
+        pl.int_range(pl.len()).over("rank", "step", "op").alias("seq"),
+        pl.int_range(pl.len()).over("rank", "step", "op", "group").alias("group_order"),
+    )
+    return frame.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+
+
+def _pairs(coll: pl.DataFrame) -> set[tuple[tuple[int, int], ...]]:
+    """The collectives as matched: per key, the (rank, start) of each member (keys on 2+ ranks)."""
+    m = match_collectives(coll)
+    groups = m.group_by(list(MATCH_KEY)).agg(pl.struct("rank", "start_ns").sort_by("rank").alias("_m"))
+    return {tuple((int(x["rank"]), int(x["start_ns"])) for x in members) for members in groups["_m"].to_list() if len(members) > 1}
+
+
+def test_collectives_match_within_their_process_group() -> None:
+    # rank 0 is in a tensor-parallel group with rank 1 ("1") and a data-parallel group with
+    # rank 2 ("2"); per operation and step, order alone would join rank 0's first all-reduce
+    # (tensor-parallel) with rank 2's (data-parallel) and leave rank 0's second one unmatched
+    rows: list[tuple[int, int, str, int | None, int, int]] = []
+    for s in range(3):
+        t = 100 * s
+        rows += [(0, s, "1", None, t + 10, t + 20), (0, s, "2", None, t + 30, t + 40)]
+        rows += [(1, s, "1", None, t + 15, t + 20), (2, s, "2", None, t + 25, t + 40)]
+    coll = _grouped(rows)
+    truth = {((0, 100 * s + 10), (1, 100 * s + 15)) for s in range(3)} | {((0, 100 * s + 30), (2, 100 * s + 25)) for s in range(3)}
+    assert _pairs(coll) == truth
+    m = model_job(coll, pl.DataFrame(), ranks=[0, 1, 2])
+    assert (m.matched_collectives, m.unmatched_kernels) == (6, 0)
+    assert m.matching == MATCHING["group_order"]
+    # the same kernels without their groups (an Nsight capture): order per operation, and the
+    # wrong pairs it makes are visible as unmatched kernels
+    blind = coll.with_columns(pl.lit("").alias("group"))
+    assert _pairs(blind) != truth
+    m = model_job(blind, pl.DataFrame(), ranks=[0, 1, 2])
+    assert m.matching == MATCHING["order"]
+    assert m.unmatched_kernels == 3
+
+
+def test_recorded_sequence_numbers_survive_a_lost_collective() -> None:
+    # two ranks, two all-reduces per step on group "0" (sequence 2s, 2s+1); rank 1's trace lost
+    # the first one of step 1 (a profiler buffer overflow): by order, step 1 would pair rank 0's
+    # first with rank 1's second
+    rows: list[tuple[int, int, str, int | None, int, int]] = []
+    for s in range(3):
+        for i in range(2):
+            start, end = 100 * s + 10 + 40 * i, 100 * s + 30 + 40 * i
+            rows.append((0, s, "0", 2 * s + i, start, end))
+            if (s, i) != (1, 0):
+                rows.append((1, s, "0", 2 * s + i, start + 5, end))
+    coll = _grouped(rows)
+    pairs = _pairs(coll)
+    assert len(pairs) == 5
+    assert all(a[1] + 5 == b[1] for a, b in pairs), "every pair is one collective (rank 1 arrives 5 units later)"
+    m = model_job(coll, pl.DataFrame(), ranks=[0, 1])
+    assert m.matching == MATCHING["sequence"]
+    assert (m.matched_collectives, m.unmatched_kernels) == (5, 1)
+    by_order = _pairs(coll.with_columns(pl.lit(None, dtype=pl.Int64).alias("group_seq")))
+    assert not all(a[1] + 5 == b[1] for a, b in by_order)
+    # one rank without sequence numbers (another PyTorch version): the job falls back to order
+    # within the group for everyone, never mixing the two bases
+    mixed = coll.with_columns(pl.when(pl.col("rank") == 1).then(None).otherwise(pl.col("group_seq")).alias("group_seq"))
+    assert set(match_collectives(mixed)["matched_by"].to_list()) == {"group_order"}
 
 
 def test_hand_built_job_by_arithmetic() -> None:
@@ -221,6 +298,28 @@ def test_hand_built_job_by_arithmetic() -> None:
     assert _path(m)[(1, "compute")] == pytest.approx(7 / 1e6)
 
 
+def test_rank_lanes_show_the_planted_straggler(tmp_path: Path) -> None:
+    # the synthetic pair (tests/synth): rank 1's backward runs 5 ms longer, so rank 0 waits 5 ms
+    # inside every all-reduce; the lanes put the path through rank 1's work and the wait on rank 0
+    from tracekit.report.svg import lanes_step, rank_lanes_svg
+
+    folder = _folder(tmp_path, [SAMPLE_TRACES / "synthetic" / f"multi_rank.rank{r}.kineto.json" for r in (0, 1)])
+    jd = diagnose_job(read_job(folder, cache=False))
+    assert jd.model is not None
+    assert jd.model.lanes is not None
+    lanes = jd.model.lanes
+    step = lanes_step(lanes)
+    assert step is not None
+    rows = lanes.filter(pl.col("step") == step)
+    assert rows.filter(pl.col("critical"))["rank"].unique().to_list() == [1]
+    # one collective ends at one instant on both ranks once the clocks are aligned
+    assert rows.group_by("j").agg((pl.col("end_ns").max() - pl.col("end_ns").min()).alias("d"))["d"].max() <= 1_000
+    page = rank_lanes_svg(lanes, step)
+    assert "rank 0: waits 5.00 ms in allreduce for the last rank" in page
+    assert "rank 1: waits" not in page
+    assert "on the cross-rank critical path" in page
+
+
 def test_uncoupled_ranks_say_so() -> None:
     m = model_job(pl.DataFrame(schema=COLLECTIVES_SCHEMA), pl.DataFrame(), ranks=[0, 1], world_size=4)
     assert m.step_ms is None
@@ -246,13 +345,35 @@ def _real_folders(tmp_path: Path) -> dict[str, Callable[[], Path]]:
         "multi_rank_nsys": lambda: _folder(tmp_path / "n", [synth / f"multi_rank.rank{r}.nsys.sqlite" for r in (0, 1)]),
         "trace_filter": lambda: shared_trace("hta/tests/data/trace_filter"),
         "nccl_parser_config": lambda: shared_trace("hta/tests/data/nccl_parser_config"),
+        "nsys_two_processes": lambda: _folder(tmp_path / "s", [shared_trace("nsight/nsys-ai/h100_2gpu_1s.sqlite")]),
     }
 
 
-@pytest.mark.parametrize("name", ["ddp_gloo", "multi_rank_kineto", "multi_rank_nsys", "trace_filter", "nccl_parser_config"])
+#: how each folder's collectives must be matched (what its traces record)
+_MATCHING = {
+    "ddp_gloo": MATCHING["order"],  # gloo: host ranges, no process-group args
+    "multi_rank_kineto": MATCHING["group_order"],  # record_param_comms args without a sequence number
+    "multi_rank_nsys": MATCHING["order"],  # NCCL kernel names carry no group
+    "trace_filter": MATCHING["order"],  # 2022 vintage: no process-group args
+    "nsys_two_processes": None,  # no communication kernels in the 1 s slice
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ddp_gloo",
+        "multi_rank_kineto",
+        "multi_rank_nsys",
+        pytest.param("trace_filter", marks=pytest.mark.shared),
+        pytest.param("nccl_parser_config", marks=pytest.mark.shared),
+        pytest.param("nsys_two_processes", marks=pytest.mark.shared),
+    ],
+)
 def test_analyze_real_multi_rank_folders(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "k").mkdir()
     (tmp_path / "n").mkdir()
+    (tmp_path / "s").mkdir()
     folder = _real_folders(tmp_path)[name]()
     assert main(["analyze", str(folder)]) == 0
     text = capsys.readouterr().out
@@ -263,10 +384,18 @@ def test_analyze_real_multi_rank_folders(name: str, tmp_path: Path, capsys: pyte
     if name == "nccl_parser_config":  # one rank of two: nothing to join, and it says so
         assert model["missing_ranks"] == [1]
         return
-    assert "clocks aligned on the ends of" in text
+    assert model["matching"] == _MATCHING[name]
+    if model["matching"] is None:
+        assert model["notes"]
+        return
+    assert f"clocks aligned on the ends of {model['matched_collectives']} collectives (matched by {model['matching']})" in text
     assert model["critical_path"]
     assert model["waits"]
     assert model["clock_residual_us"] is not None
+    assert main(["analyze", str(folder), "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert "Rank lanes of step" in page
+    assert page.count('aria-label="rank lanes of step') == 1
     if name.startswith("multi_rank"):
         # the synthetic pair plants rank 1 as the slow one
         assert model["bottleneck"]["rank"] == 1
@@ -288,6 +417,28 @@ def test_batch_predicts_the_job_step_without_the_straggler(tmp_path: Path) -> No
     assert row["critical_rank"] == 1
     assert row["straggler_fixed_step_ms"] == pytest.approx(truth_ms, rel=0.02)
     assert row["job_step_ms"] == pytest.approx(simulate_job(spec).steady_step_ns / 1e6, rel=0.01)
+
+
+def test_batch_says_why_a_side_stream_job_has_no_prediction(tmp_path: Path) -> None:
+    from tracekit.batch import run_batch
+
+    write_job(simulate_job(JOBS["slow_loader_overlapped"]), tmp_path / "traces" / "overlapped")
+    write_job(simulate_job(JOBS["slow_gpu"]), tmp_path / "traces" / "blocking")
+    run_batch([str(tmp_path / "traces")], tmp_path / "out", workers=1)
+    jobs = {r["job"]: r for r in pl.read_parquet(tmp_path / "out" / "jobs.parquet").iter_rows(named=True)}
+    assert len(jobs) == 2
+    side = next(r for name, r in jobs.items() if "overlapped" in name)
+    blocking = next(r for name, r in jobs.items() if "blocking" in name)
+    # the simulator names process group "0" without sequence numbers
+    assert side["collective_matching"] == blocking["collective_matching"] == MATCHING["group_order"]
+    assert blocking["job_model_note"] is None
+    assert blocking["straggler_fixed_step_ms"] is not None
+    # side-stream collectives need the launch links batch does not keep: withheld, and said so
+    assert side["straggler_fixed_step_ms"] is None
+    assert "overlaps compute" in side["job_model_note"]
+    assert "withheld" in side["job_model_note"]
+    collectives = pl.read_parquet(tmp_path / "out" / "collectives.parquet")
+    assert set(collectives["group"].to_list()) == {"0"}
 
 
 def test_job_findings_carry_the_predicted_job_step(cases: dict[str, Case]) -> None:

@@ -427,3 +427,41 @@ def test_canonical_sort_order_equals_a_full_multi_key_sort(rows: list[tuple[Any,
     descending = [first_descending, True, False, False]
     expected = frame.select(pl.arg_sort_by(keys, descending=descending, nulls_last=True, maintain_order=True)).to_series()
     assert _sort_order(frame, keys, descending).to_list() == expected.to_list()
+
+
+def test_collective_group_args_are_kept(tmp_path: Path) -> None:
+    comms = {"Collective name": "allreduce", "Process Group Name": "3", "Process Group Ranks": "[0, 2, 4, 6]",
+             "Group size": 4, "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float"}
+    events = [
+        _x("cpu_op", "record_param_comms", 1000, 10, **{"External id": 9, "Seq": 41, **comms}),
+        _x("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1020, 30, pid=0, tid=7,
+           **{"External id": 9, "correlation": 4, "device": 0, "stream": 9, "seq": 41, **comms,
+              "Process Group Ranks": [0, 2, 4, 6]}),
+        # an older vintage: no sequence number; a negative size is not a size
+        _x("kernel", "ncclKernel_Broadcast_RING_LL", 1100, 5, pid=0, tid=7,
+           **{"correlation": 5, "device": 0, "stream": 9, "Collective name": "broadcast", "Process Group Name": "0",
+              "Group size": -1}),
+        _x("kernel", "gemm", 1200, 5, pid=0, tid=7, **{"correlation": 6, "device": 0, "stream": 7}),
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    t.validate()
+    cols = ["name", "process_group", "group_ranks", "group_size", "collective_seq", "message_elements"]
+    rows = [tuple(r) for r in t.events.sort("start_ns").select(cols).iter_rows()]
+    assert rows == [
+        ("record_param_comms", "3", "[0,2,4,6]", 4, 41, 1024),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "3", "[0,2,4,6]", 4, 41, 1024),
+        ("ncclKernel_Broadcast_RING_LL", "0", None, None, None, None),
+        ("gemm", None, None, None, None, None),
+    ]
+
+
+def test_real_nccl_trace_keeps_process_groups() -> None:
+    t = parse(shared_trace("hta/tests/data/nccl_parser_config/nccl_data.json.gz"))
+    kernels = t.events.filter(pl.col("name").str.starts_with("ncclKernel"))
+    assert kernels.height == 21
+    assert kernels["process_group"].to_list() == ["0"] * 21
+    assert set(kernels["group_ranks"].to_list()) == {"[0,1]"}
+    assert set(kernels["group_size"].to_list()) == {2}
+    assert kernels["message_elements"].null_count() == 0
+    # this vintage (PyTorch 2.0) records no sequence number
+    assert kernels["collective_seq"].null_count() == 21

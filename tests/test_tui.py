@@ -678,3 +678,60 @@ def test_docs_list_every_key_and_show_every_screen() -> None:
     for image in ("overview", "finding", "timeline", "timeline-zoomed", "tables", "syncs", "help"):
         assert f"img/tui-{image}.svg" in doc
         assert (REPO / "docs" / "img" / f"tui-{image}.svg").is_file()
+
+
+# --------------------------------------------------------------------------- job view
+
+
+@pytest.fixture(scope="module")
+def job_session(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """The synthetic two-rank job (rank 1's backward 5 ms longer), loaded once."""
+    folder = tmp_path_factory.mktemp("job")
+    for r in (0, 1):
+        shutil.copy(SAMPLE_TRACES / "synthetic" / f"multi_rank.rank{r}.kineto.json", folder / f"rank{r}.pt.trace.json")
+    return dataclasses.replace(load_session(folder, cache=False), source="job")
+
+
+def test_job_view_draws_one_lane_per_rank(job_session: Session, host_sync_session: Session) -> None:
+    from tracekit.tui.screens.job import COMM, CRITICAL, WAIT, JobScreen
+
+    async def run() -> None:
+        app = make_app(session=job_session)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await settle(app, pilot)
+            await pilot.press("5")
+            await settle(app, pilot)
+            assert isinstance(app.screen, JobScreen)
+            lanes = str(app.screen.query_one("#job-lanes").render())
+            lines = {ln.split()[1]: ln for ln in lanes.splitlines() if ln.startswith("rank ")}
+            assert sorted(lines) == ["0", "1"]
+            # the planted straggler: the path runs through rank 1's work, rank 0 waits for it
+            assert CRITICAL in lines["1"]
+            assert CRITICAL not in lines["0"]
+            assert WAIT in lines["0"]
+            assert WAIT not in lines["1"]
+            assert COMM in lines["0"]
+            assert COMM in lines["1"]
+            summary = str(app.screen.query_one("#job-summary").render())
+            assert "rank 0 waits 5.00 ms per step in collectives (mostly for rank 1)" in summary
+            assert "matched by order within its process group" in summary
+        # a single trace has no job view: the key does nothing
+        single = make_app(session=host_sync_session)
+        async with single.run_test(size=(120, 30)) as pilot:
+            await settle(single, pilot)
+            await pilot.press("5")
+            await settle(single, pilot)
+            assert not isinstance(single.screen, JobScreen)
+
+    asyncio.run(run())
+
+
+def test_snapshot_job(snap_compare: Any, job_session: Session) -> None:
+    app = make_app(session=job_session)
+
+    async def press(pilot: Any) -> None:
+        await settle(app, pilot)
+        await pilot.press("5")
+        await settle(app, pilot)
+
+    assert snap_compare(app, run_before=press, terminal_size=SNAP_SIZE)

@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 
 #: Version of the canonical schema; part of the cache key, bumped on any column change.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class EventKind(str, Enum):
@@ -247,6 +247,11 @@ EVENTS = TableSchema(
         Column("input_types", STR, "Operator input dtypes as JSON text, e.g. `[\"c10::BFloat16\", \"float\"]` (record_shapes traces)."),
         Column("concrete_inputs", STR, "Operator scalar arguments as JSON text (strides, paddings, flags; record_shapes traces)."),
         Column("collective", STR, "Collective operation name for communication ops/kernels (all_reduce...)."),
+        Column("process_group", STR, "Process group a collective ran in, as the trace names it (Kineto `Process Group Name`)."),
+        Column("group_ranks", STR, "Global ranks of that process group as compact JSON list text, e.g. `[0,1]`."),
+        Column("group_size", I32, "Number of ranks in that process group."),
+        Column("collective_seq", I64, "Sequence number of a collective within its process group, when the trace records it (Kineto `Seq`)."),
+        Column("message_elements", I64, "Elements of a collective's input message (Kineto `In msg nelems`)."),
         Column("domain", STR, "Annotation domain (NVTX domain name), null for profiler annotations."),
     ),
 )

@@ -131,7 +131,8 @@ class _RankSim(_Sim):
         else:
             self.gpu_free = end
         self.step_last_gpu = max(self.step_last_gpu, end)
-        args: dict[str, object] = {"Collective name": "allreduce"}
+        # PyTorch copies the record_param_comms args onto the NCCL kernel (as in the real traces)
+        args: dict[str, object] = {k: v for k, v in comm_args.items() if k != "Sequence number"}
         if self.spec.overlap:
             args["stream"] = COMM_STREAM
         self.gpu.append(GpuEv("kernel", NCCL_KERNEL, start, end, corr, args=args))

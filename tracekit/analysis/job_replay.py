@@ -58,7 +58,15 @@ import polars as pl
 from ..schema import EventKind
 from .causes import IDLE_CAUSES
 from .findings import Finding
-from .multirank import COLLECTIVES_SCHEMA, RankProfile, _collectives
+from .multirank import (
+    COLLECTIVES_SCHEMA,
+    MATCH_KEY,
+    RankProfile,
+    _collectives,
+    as_collectives,
+    match_collectives,
+    matching_summary,
+)
 
 if TYPE_CHECKING:
     from .diagnose import Diagnosis
@@ -142,6 +150,12 @@ class JobModel:
     #: steps the job step and path are measured over
     steps: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: how collectives were matched across ranks (:data:`.multirank.MATCHING`); None: no match
+    matching: str | None = None
+    #: the replayed collectives per rank on the aligned clock (what rank lanes draw): rank, j (the
+    #: collective, in end order), step, op, work_start_ns (the rank's previous collective's end),
+    #: start_ns, end_ns, critical (the rank arrived last and the cross-rank path runs through it)
+    lanes: pl.DataFrame | None = None
 
     @property
     def error(self) -> float | None:
@@ -201,8 +215,8 @@ def model_job(
             f"{len(ranks)} of {world_size} ranks have a trace (missing: {shown}): the job model covers those only; "
             "a missing rank that arrives late at a collective shows as communication time of the present ranks."
         )
-    coll = collectives.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
-    key = ["step", "op", "seq"]
+    coll = match_collectives(as_collectives(collectives))
+    key = list(MATCH_KEY)
     counts = coll.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
     matched = coll.join(counts.filter(pl.col("_n") >= 2).select(key), on=key, how="semi").unique(
         ["rank", *key], keep="first"
@@ -331,7 +345,10 @@ def model_job(
     period_steps = sorted(last_of)[1:]
     if not period_steps:
         notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
-        return _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes)
+        return dataclasses.replace(
+            _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes),
+            matching=matching_summary(matched),
+        )
     step_ns = _median_period(e_rec, last_of)
     replayed_ns = _median_period(base.ends, last_of)
     step_ms = step_ns / 1e6
@@ -340,8 +357,11 @@ def model_job(
 
     # --- critical path: back from the last collective, through the rank that arrived last
     path_rows: list[tuple[int | None, str, int]] = []
+    on_path: list[tuple[int, int]] = []  # (collective, rank that arrived last) along the walk
     j: int | None = j_count - 1
     while j is not None and j >= 0:
+        if base.crit[j] is not None:
+            on_path.append((j, int(base.crit[j])))  # type: ignore[arg-type]
         if j in in_period:
             path_rows.append((None, "communication", c[j]))
         crit = base.crit[j]
@@ -366,6 +386,21 @@ def model_job(
         .agg((pl.col("ns").sum() / n_periods / 1e6).alias("ms_per_step"))
         .with_columns((pl.col("ms_per_step") / step_ms).alias("share"))
         .sort(["ms_per_step", "rank", "cause"], descending=[True, False, False], nulls_last=True)
+    )
+
+    # --- per rank and collective, on the aligned clock: what the rank lanes draw
+    crit_frame = pl.DataFrame(on_path, schema={"j": pl.UInt32, "rank": pl.Int32}, orient="row").with_columns(
+        pl.lit(True).alias("critical")
+    )
+    lanes = (
+        m.select(
+            "rank", "j", "step", "op",
+            (pl.col("_prev_end") - pl.col("offset_ns")).alias("work_start_ns"),
+            pl.col("_as").alias("start_ns"), pl.col("_ae").alias("end_ns"),
+        )
+        .join(crit_frame, on=["j", "rank"], how="left")
+        .with_columns(pl.col("critical").fill_null(False), pl.col("j").cast(pl.Int64))
+        .sort("j", "rank")
     )
 
     # --- waits: inside each collective, for the rank that arrived last
@@ -490,6 +525,8 @@ def model_job(
         what_ifs=tuple(answers),
         steps=n_periods,
         notes=tuple(notes),
+        matching=matching_summary(matched),
+        lanes=lanes,
     )
 
 
@@ -807,7 +844,7 @@ def from_profiles(
         if host.height:
             frames.append(host)
     collectives = (
-        pl.concat([c.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA) for c in frames])  # type: ignore[arg-type]
+        pl.concat([as_collectives(c) for c in frames])
         if frames
         else pl.DataFrame(schema=COLLECTIVES_SCHEMA)
     )
@@ -882,6 +919,27 @@ def host_collectives(events: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return _collectives(frame, steps.select("rank", "step", "start_ns", "end_ns"))
 
 
+def lanes_step(lanes: pl.DataFrame) -> int | None:
+    """The step the rank lanes draw: of the steps every lane rank takes part in, the one whose
+    collectives span the median time (the first and last steps are kept only when no other)."""
+    if lanes.height == 0:
+        return None
+    n_ranks = lanes["rank"].n_unique()
+    spans = (
+        lanes.group_by("step")
+        .agg(pl.col("rank").n_unique().alias("_n"), (pl.col("end_ns").max() - pl.col("work_start_ns").min()).alias("_span"))
+        .filter((pl.col("_n") == n_ranks) & pl.col("_span").is_not_null())
+        .sort("step")
+    )
+    if spans.height > 2:
+        spans = spans.slice(1, spans.height - 2)
+    if spans.height == 0:
+        return None
+    median = spans["_span"].median()
+    best = spans.with_columns((pl.col("_span") - median).abs().alias("_d")).sort("_d", "step")
+    return int(best["step"][0])
+
+
 def _empty(
     ranks: tuple[int, ...], world_size: int | None, missing: tuple[int, ...], unmatched: int, notes: list[str]
 ) -> JobModel:
@@ -927,5 +985,6 @@ __all__ = [
     "JobWhatIf",
     "from_profiles",
     "host_collectives",
+    "lanes_step",
     "model_job",
 ]

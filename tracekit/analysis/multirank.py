@@ -68,11 +68,22 @@ PROFILE_STEPS_SCHEMA: dict[str, pl.DataType] = {
     "exposed_communication_ns": pl.Int64(),
 }
 
+#: what identifies one collective across ranks once :func:`match_collectives` has set ``group``,
+#: ``matched_by`` and ``seq`` (the same collective has the same key on every rank of its group)
+MATCH_KEY = ("step", "op", "group", "matched_by", "seq")
+
 COLLECTIVES_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
     "step": pl.Int64(),
     "op": pl.String(),
+    #: order among the rank's collectives of this step and operation
     "seq": pl.Int64(),
+    #: process group as the trace names it ("" when it does not say)
+    "group": pl.String(),
+    #: the group's own sequence number of the collective when the trace records it
+    "group_seq": pl.Int64(),
+    #: order among the rank's collectives of this step, operation and group
+    "group_order": pl.Int64(),
     "name": pl.String(),
     "device": pl.Int32(),
     "stream": pl.Int64(),
@@ -234,12 +245,90 @@ def _collectives(comm: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if comm.height == 0:
         return pl.DataFrame(schema=COLLECTIVES_SCHEMA)
     windows = steps.select("rank", pl.col("step"), pl.col("start_ns").alias("_ws"), pl.col("end_ns").alias("_we")).sort("_ws")
-    k = comm.select("rank", "name", "collective", "device", "stream", "start_ns", "end_ns", "dur_ns").sort("start_ns")
+    group = pl.col("process_group").fill_null("") if "process_group" in comm.columns else pl.lit("")
+    recorded = pl.col("collective_seq") if "collective_seq" in comm.columns else pl.lit(None, dtype=pl.Int64)
+    k = comm.select(
+        "rank", "name", "collective", "device", "stream", "start_ns", "end_ns", "dur_ns",
+        group.cast(pl.String).alias("group"), recorded.cast(pl.Int64).alias("_recorded"),
+    ).sort("start_ns")
     k = k.join_asof(windows, left_on="start_ns", right_on="_ws", by="rank", strategy="backward", check_sortedness=False)
     k = k.filter(pl.col("step").is_not_null() & (pl.col("start_ns") < pl.col("_we")))
     k = k.with_columns(collective_op(pl.col("name"), pl.col("collective")).alias("op")).sort("rank", "step", "start_ns", "stream")
-    k = k.with_columns(pl.int_range(pl.len()).over("rank", "step", "op").cast(pl.Int64).alias("seq"))
+    k = k.with_columns(
+        pl.int_range(pl.len()).over("rank", "step", "op").cast(pl.Int64).alias("seq"),
+        pl.int_range(pl.len()).over("rank", "step", "op", "group").cast(pl.Int64).alias("group_order"),
+        pl.col("_recorded").alias("group_seq"),
+    )
     return k.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+
+
+#: how a collective was matched across ranks (the ``matched_by`` values)
+MATCHING = {
+    "sequence": "process group and recorded sequence number",
+    "group_order": "order within its process group (the trace records groups, not sequence numbers)",
+    "order": "order within its operation and step (the traces do not record process groups)",
+}
+
+
+def as_collectives(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` as :data:`COLLECTIVES_SCHEMA` rows; tables built without the group columns
+    (hand-built, older callers) get "no group recorded" and their order as the group order."""
+    missing = []
+    if "group" not in frame.columns:
+        missing.append(pl.lit("", dtype=pl.String).alias("group"))
+    if "group_seq" not in frame.columns:
+        missing.append(pl.lit(None, dtype=pl.Int64).alias("group_seq"))
+    if "group_order" not in frame.columns:
+        missing.append(pl.col("seq").alias("group_order"))
+    if missing:
+        frame = frame.with_columns(missing)
+    return frame.select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+
+
+def match_collectives(coll: pl.DataFrame) -> pl.DataFrame:
+    """``coll`` (:data:`COLLECTIVES_SCHEMA`) with ``group``, ``matched_by`` and ``seq`` set so
+    that :data:`MATCH_KEY` identifies one collective on every rank.
+
+    The strongest basis every rank's trace supports is used: the group's recorded sequence
+    number when every rank with collectives records one (newer PyTorch: ``Seq``), else the
+    order within the process group when every rank names groups (Kineto
+    ``record_param_comms`` args), else the order within the step and operation (Nsight
+    kernels, host ranges).  A row without what its basis needs falls back to the next one.
+    """
+    if coll.height == 0:
+        return coll.with_columns(pl.lit(None, dtype=pl.String).alias("matched_by"))
+    per_rank = coll.group_by("rank").agg(
+        pl.col("group_seq").is_not_null().any().alias("_s"), (pl.col("group") != "").any().alias("_g")
+    )
+    with_seq = bool(per_rank["_s"].all())
+    with_group = bool(per_rank["_g"].all())
+    named = pl.col("group") != ""
+    basis = (
+        pl.when(pl.lit(with_seq) & pl.col("group_seq").is_not_null()).then(pl.lit("sequence"))
+        .when(pl.lit(with_group) & named).then(pl.lit("group_order"))
+        .otherwise(pl.lit("order"))
+    )
+    return coll.with_columns(basis.alias("matched_by")).with_columns(
+        pl.when(pl.col("matched_by") == "order").then(pl.lit("")).otherwise(pl.col("group")).alias("group"),
+        pl.when(pl.col("matched_by") == "sequence")
+        .then(pl.col("group_seq"))
+        .when(pl.col("matched_by") == "group_order")
+        .then(pl.col("group_order"))
+        .otherwise(pl.col("seq"))
+        .alias("seq"),
+    )
+
+
+def matching_summary(matched: pl.DataFrame) -> str | None:
+    """Which basis matched the collectives (``matched``: rows of :func:`match_collectives`
+    present on two ranks or more): one phrase, with counts when several were used."""
+    if matched.height == 0:
+        return None
+    counts = matched.unique(list(MATCH_KEY)).group_by("matched_by").len().sort("len", descending=True)
+    parts = [(str(b), int(n)) for b, n in counts.iter_rows()]
+    if len(parts) == 1:
+        return MATCHING.get(parts[0][0], parts[0][0])
+    return "; ".join(f"{n} by {MATCHING.get(b, b)}" for b, n in parts)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -255,7 +344,7 @@ def analyze_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = N
     if len(by_rank) < len(profiles):
         notes.append("several traces claim the same rank; the first of each was compared.")
     steps = _concat([by_rank[r].steps for r in ranks], PROFILE_STEPS_SCHEMA)
-    coll = _concat([by_rank[r].collectives for r in ranks], COLLECTIVES_SCHEMA)
+    coll = _concat([as_collectives(by_rank[r].collectives) for r in ranks], COLLECTIVES_SCHEMA)
     if world_size and len(ranks) < world_size:
         notes.append(f"{len(ranks)} of {world_size} ranks are present: stragglers and imbalance are among those only.")
 
@@ -271,8 +360,9 @@ def analyze_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = N
     # --- collectives present on at least two ranks, clock offsets from their end times
     matched = pl.DataFrame(schema=COLLECTIVES_SCHEMA)
     offsets = pl.DataFrame({"rank": list(ranks), "offset_ns": [0] * len(ranks)}, schema={"rank": pl.Int32, "offset_ns": pl.Int64})
-    key = ["step", "op", "seq"]
+    key = list(MATCH_KEY)
     if len(ranks) > 1 and coll.height:
+        coll = match_collectives(coll)
         c = coll.filter(pl.col("step").is_in(aligned)) if aligned else coll
         present = c.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
         matched = c.join(present.filter(pl.col("_n") >= 2).select(key), on=key, how="semi")

@@ -403,12 +403,17 @@ def _job_model_columns(profiles: list[RankProfile], plan: JobPlan) -> dict[str, 
     ranks' collectives alone (batch keeps no per-rank idle gaps, so no per-cause what-ifs)."""
     from ..analysis.job_replay import model_job, overlapped_share
 
-    out: dict[str, Any] = {"job_step_ms": None, "critical_rank": None, "straggler_fixed_step_ms": None, "overlap_step_ms": None}
+    out: dict[str, Any] = {
+        "job_step_ms": None, "critical_rank": None, "straggler_fixed_step_ms": None, "overlap_step_ms": None,
+        "collective_matching": None, "job_model_note": None,
+    }
     ranks = sorted({p.rank for p in profiles})
     if len(ranks) < 2:
+        out["job_model_note"] = "one rank: there is nothing to join it with."
         return out
     frames = [p.collectives for p in profiles if p.collectives.height]
     if not frames:
+        out["job_model_note"] = "no rank records communication kernels: the ranks are not coupled in the job model."
         return out
     jm = model_job(
         pl.concat(frames, how="vertical_relaxed"), pl.DataFrame(), ranks=ranks, world_size=plan.world_size,
@@ -421,7 +426,13 @@ def _job_model_columns(profiles: list[RankProfile], plan: JobPlan) -> dict[str, 
         critical_rank=None if bottleneck is None else bottleneck[0],
         straggler_fixed_step_ms=None if slow is None else slow.predicted_step_ms,
         overlap_step_ms=None if overlap is None else overlap.predicted_step_ms,
+        collective_matching=jm.matching,
     )
+    if jm.step_ms is None or not jm.what_ifs:
+        # the model's own reason (withheld what-ifs: side-stream communication needs the launch
+        # links batch does not keep, or the replay misses the recorded step)
+        reasons = [n for n in jm.notes if "withheld" in n or "not coupled" in n or "single step" in n]
+        out["job_model_note"] = (reasons or list(jm.notes) or ["the job model has no prediction for this job."])[-1]
     return out
 
 

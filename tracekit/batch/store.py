@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from .._version import __version__
-from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA
+from ..analysis.multirank import PROFILE_STEPS_SCHEMA, as_collectives
 from ..cache import write_entry
 from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, OPS, RANKS, STEPS, TRACES
 from .work import FILE_OPS_SCHEMA, FileResult, Task
@@ -117,7 +117,8 @@ class Previous:
         if old in self.steps:
             result.steps = self.steps[old].with_columns(pl.col("file_rank").alias("rank")).select(list(PROFILE_STEPS_SCHEMA)).cast(PROFILE_STEPS_SCHEMA)  # type: ignore[arg-type]
         if old in self.collectives:
-            result.collectives = self.collectives[old].with_columns(pl.col("file_rank").alias("rank")).select(list(COLLECTIVES_SCHEMA)).cast(COLLECTIVES_SCHEMA)  # type: ignore[arg-type]
+            # (outputs of older versions lack the group columns: no group recorded)
+            result.collectives = as_collectives(self.collectives[old].with_columns(pl.col("file_rank").alias("rank")))
         if old in self.ops:
             result.ops = self.ops[old].with_columns(pl.col("file_rank").alias("rank")).select(list(FILE_OPS_SCHEMA)).cast(FILE_OPS_SCHEMA)
         return result
@@ -261,7 +262,7 @@ class Journal:
                     path=meta["path"], content_hash=meta["content_hash"], size_bytes=meta["size_bytes"], mtime_ns=meta["mtime_ns"],
                     trace={k: _decode(v) for k, v in meta["trace"].items()}, findings=meta["findings"], ranks=meta["ranks"],
                     steps=_read_ipc(entry / "steps.arrow").cast(PROFILE_STEPS_SCHEMA),  # type: ignore[arg-type]
-                    collectives=_read_ipc(entry / "collectives.arrow").cast(COLLECTIVES_SCHEMA),  # type: ignore[arg-type]
+                    collectives=as_collectives(_read_ipc(entry / "collectives.arrow")),
                     ops=_read_ipc(entry / "ops.arrow").cast(FILE_OPS_SCHEMA),
                     error=meta["error"], error_kind=meta["error_kind"], seconds=meta["seconds"],
                 )

@@ -34,7 +34,7 @@ from .formatting import (
     job_lines,
 )
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
-from .svg import breakdown_svg, fmt_ms, roofline_svg, steps_svg, timeline_svg
+from .svg import breakdown_svg, fmt_ms, lanes_step, rank_lanes_svg, roofline_svg, steps_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -488,6 +488,9 @@ def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1, 
         f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}</div><div class="muted">{_e(sub)}</div></div>'
         for k, v, sub in cards) + "</section>")
     parts.append(_ranks_table(j["per_rank"]))
+    lanes = _rank_lanes_section(getattr(jd, "model", None))
+    if lanes:
+        parts.append(lanes)
     if jd.multirank.findings:
         items = "".join(_finding_html(i, f, job_evidence_text) for i, f in enumerate(jd.multirank.findings, 1))
         parts.append(f'<section><h2>Findings across ranks <span class="muted">(largest cost first)</span></h2>{items}</section>')
@@ -502,6 +505,25 @@ def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1, 
         rank_view = view if view is not None and view.rank == rank else None
         parts.append(_rank_details(rank, d, rank_view, opened=i < open_ranks))
     return parts
+
+
+def _rank_lanes_section(model: Any) -> str:
+    """The job's ranks side by side for one step (the job model's aligned collectives), or ""."""
+    lanes = getattr(model, "lanes", None)
+    if lanes is None or lanes.height == 0:
+        return ""
+    step = lanes_step(lanes)
+    if step is None:
+        return ""
+    how = f" Collectives matched by {model.matching}." if model.matching else ""
+    return (
+        f"<section><h2>Rank lanes of step {step}</h2>"
+        '<p class="caption">One lane per rank on the aligned clock (each rank\'s offset removed). Grey: the rank\'s work '
+        "between collectives; magenta: that work where the cross-rank critical path runs (the rank everyone waited for); "
+        "light blue: waiting inside a collective for the last rank; dark blue: the collective itself; a dashed line joins "
+        f"the ends of one collective on its ranks. Hover for durations.{_e(how)}</p>"
+        f'<div class="figure">{rank_lanes_svg(lanes, step)}</div></section>'
+    )
 
 
 def _ranks_table(per_rank: Sequence[dict[str, Any]]) -> str:

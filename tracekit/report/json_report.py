@@ -229,6 +229,7 @@ def job_model_dict(model: Any) -> dict[str, Any] | None:
         "ranks": list(model.ranks),
         "missing_ranks": list(model.missing_ranks),
         "matched_collectives": model.matched_collectives,
+        "matching": model.matching,
         "unmatched_kernels": model.unmatched_kernels,
         "steps": model.steps,
         "step_ms": _r(model.step_ms),

@@ -24,6 +24,7 @@ from xml.sax.saxutils import escape
 import polars as pl
 
 from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_color, cause_label
+from ..analysis.job_replay import lanes_step
 from ..analysis.view import StepView
 
 #: event fill colours in the timeline, by event kind (muted, so idle gaps stand out)
@@ -457,6 +458,71 @@ def timeline_svg(view: StepView, *, critical_path: Any = None, width: float = 11
     return svg.render()
 
 
+#: rank lanes: the rank's work between collectives, its collectives, the waits inside them
+LANE_WORK = "#d9d9d9"
+LANE_COMM = "#4c78a8"
+LANE_WAIT = "#a9c6e3"
+
+
+def rank_lanes_svg(lanes: pl.DataFrame, step: int, *, width: float = 1180) -> str:
+    """One lane per rank for one step of a job on the aligned clock: each rank's work between
+    collectives (grey; magenta when the cross-rank critical path runs through it), its
+    collectives (dark: the transfer; light: waiting for the last rank), a line joining the ends
+    of one collective across its ranks."""
+    rows = lanes.filter(pl.col("step") == step).sort("j", "rank")
+    ranks = sorted(int(r) for r in rows["rank"].unique().to_list())
+    lane_h, gap, top, label_w = 18, 8, 26, 90
+    height = top + len(ranks) * (lane_h + gap) + 56
+    svg = Svg(width, height, label=f"rank lanes of step {step}")
+    if rows.height == 0:
+        return svg.render()
+    t0 = int(rows["work_start_ns"].fill_null(rows["start_ns"]).min())  # type: ignore[arg-type]
+    t1 = int(rows["end_ns"].max())  # type: ignore[arg-type]
+    span = max(t1 - t0, 1)
+    plot_w = width - label_w - 20
+
+    def x(t: int) -> float:
+        return label_w + (t - t0) / span * plot_w
+
+    tick = nice_ticks(span / 1e6)
+    k = 0
+    while k * tick * 1e6 <= span:
+        tx = x(t0 + int(k * tick * 1e6))
+        svg.line(tx, top - 6, tx, height - 44, GRID)
+        svg.text(tx, height - 30, fmt_ms(k * tick), size=10, fill=MUTED, anchor="middle")
+        k += 1
+    y_of = {r: top + i * (lane_h + gap) for i, r in enumerate(ranks)}
+    for r in ranks:
+        svg.text(8, y_of[r] + lane_h - 4, f"rank {r}", size=11, fill=INK)
+    # the last arrival of each collective: everyone else waits for it inside the collective
+    last_start = rows.group_by("j").agg(pl.col("start_ns").max().alias("_last"))
+    rows = rows.join(last_start, on="j")
+    for row in rows.iter_rows(named=True):
+        y = y_of[int(row["rank"])]
+        op = str(row["op"])
+        if row["work_start_ns"] is not None and row["start_ns"] > row["work_start_ns"]:
+            w_ms = (row["start_ns"] - row["work_start_ns"]) / 1e6
+            fill = CRITICAL_COLOR if row["critical"] else LANE_WORK
+            why = "on the cross-rank critical path: the others wait for it" if row["critical"] else "work before the collective"
+            svg.rect(x(row["work_start_ns"]), y + 3, x(row["start_ns"]) - x(row["work_start_ns"]), lane_h - 6, fill,
+                     title=f"rank {row['rank']}: {fmt_ms(w_ms)} {why}")
+        wait_end = min(max(int(row["_last"]), int(row["start_ns"])), int(row["end_ns"]))
+        if wait_end > row["start_ns"]:
+            svg.rect(x(row["start_ns"]), y, x(wait_end) - x(row["start_ns"]), lane_h, LANE_WAIT,
+                     title=f"rank {row['rank']}: waits {fmt_ms((wait_end - row['start_ns']) / 1e6)} in {op} for the last rank")
+        svg.rect(x(wait_end), y, x(row["end_ns"]) - x(wait_end), lane_h, LANE_COMM,
+                 title=f"rank {row['rank']}: {op} #{row['j']} ({fmt_ms((row['end_ns'] - row['start_ns']) / 1e6)})")
+    # one collective across its ranks
+    for j, grp in rows.group_by("j", maintain_order=True):
+        members = sorted(int(v) for v in grp["rank"].to_list())
+        end = int(grp["end_ns"].median())  # type: ignore[arg-type]
+        svg.line(x(end), y_of[members[0]], x(end), y_of[members[-1]] + lane_h, INK, width=1.0,
+                 title=f"{grp['op'][0]} #{j[0]}: ranks {', '.join(str(m) for m in members)}", stroke_dasharray="3,2")
+    _legend(svg, label_w, height - 8, [(LANE_WORK, "work between collectives"), (CRITICAL_COLOR, "cross-rank critical path"),
+                                        (LANE_WAIT, "waiting for the last rank"), (LANE_COMM, "collective")], max_x=width)
+    return svg.render()
+
+
 def _device_of(track: str) -> int:
     """Device number of a ``gpu {device}/{stream}`` track."""
     try:
@@ -465,7 +531,17 @@ def _device_of(track: str) -> int:
         return -1
 
 
-__all__ = ["CAUSE_COLORS", "CAUSE_LABELS", "KIND_COLORS", "breakdown_svg", "nice_ticks", "steps_svg", "timeline_svg"]
+__all__ = [
+    "CAUSE_COLORS",
+    "CAUSE_LABELS",
+    "KIND_COLORS",
+    "breakdown_svg",
+    "lanes_step",
+    "nice_ticks",
+    "rank_lanes_svg",
+    "steps_svg",
+    "timeline_svg",
+]
 
 
 # --------------------------------------------------------------------------- roofline

@@ -424,7 +424,8 @@ def _clock_line(m: dict[str, Any]) -> str:
         return "clocks: not aligned (no collective matched across ranks)"
     shifted = [c for c in offs if abs(c["clock_offset_ms"]) >= 0.001]
     what = ", ".join(f"rank {c['rank']} {c['clock_offset_ms']:+,.3f} ms" for c in shifted[:8]) if shifted else "no offset between ranks"
-    return (f"clocks aligned on the ends of {m['matched_collectives']} collectives: {what}; "
+    how = f" (matched by {m['matching']})" if m.get("matching") else ""
+    return (f"clocks aligned on the ends of {m['matched_collectives']} collectives{how}: {what}; "
             f"residual {m['clock_residual_us'] or 0:,.1f} µs")
 
 

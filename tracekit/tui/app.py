@@ -29,6 +29,7 @@ from .model import Focus
 from .screens.base import SessionScreen
 from .screens.batch import BatchScreen
 from .screens.help import HelpScreen
+from .screens.job import JobScreen
 from .screens.loading import ErrorScreen, LoadingScreen
 from .screens.overview import OverviewScreen
 from .screens.tables import TablesScreen
@@ -161,6 +162,8 @@ class TracekitApp(App[int]):
         modes = list(MODES)
         if session.catalog is not None:
             modes.append(("batch", BatchScreen))
+        if session.job_model is not None:
+            modes.append(("job", JobScreen))
         for name, factory in modes:
             self.add_mode(name, partial(self._make_screen, name, factory))
         self.switch_mode("overview")
@@ -215,10 +218,16 @@ class TracekitApp(App[int]):
         if self.loaded and self.session.catalog is not None:
             self.switch_mode("batch")
 
+    def action_show_job(self) -> None:
+        if self.loaded and self.session.job_model is not None:
+            self.switch_mode("job")
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # the batch screen exists for batch outputs only
+        # the batch screen exists for batch outputs only, the job screen for folders of ranks
         if action == "show_batch":
             return self.loaded and self.session.catalog is not None
+        if action == "show_job":
+            return self.loaded and self.session.job_model is not None
         return True
 
     def action_help(self) -> None:

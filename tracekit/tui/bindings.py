@@ -38,6 +38,7 @@ GLOBAL = (
     KeySpec("2", "app.show_timeline", "Timeline"),
     KeySpec("3", "app.show_tables", "Tables"),
     KeySpec("4", "app.show_batch", "Batch traces"),
+    KeySpec("5", "app.show_job", "Job (rank lanes)", show=False),
     KeySpec("r", "app.cycle_rank(1)", "Next rank", show=False),
     KeySpec("R", "app.cycle_rank(-1)", "Previous rank", show=False),
     KeySpec("question_mark,f1", "app.help", "Help", display="? / F1"),

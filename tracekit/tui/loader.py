@@ -88,6 +88,8 @@ class Session:
     notes: tuple[str, ...] = ()
     #: a batch output's traces.parquet (see :func:`read_catalog`); None for other inputs
     catalog: pl.DataFrame | None = None
+    #: the job model of a folder of ranks (:class:`tracekit.analysis.job_replay.JobModel`)
+    job_model: Any = None
 
     def with_trace(self, trace: LoadedTrace) -> tuple[Session, int]:
         """This session with ``trace`` added (or found, when already loaded) and its index."""
@@ -200,7 +202,10 @@ def _load_capture(folder: Path, report: Progress, cache: bool) -> Session:
     report(1.0, "ready")
     notes = list(job.notes) + [f"{Path(p).name}: skipped ({why})" for p, why in job.skipped]
     metadata = {"job": job.name, "world_size": job.world_size, **dict(job.metadata)}
-    return Session(source=str(folder), kind=InputKind.CAPTURE, traces=tuple(traces), metadata=metadata, notes=tuple(notes))
+    return Session(
+        source=str(folder), kind=InputKind.CAPTURE, traces=tuple(traces), metadata=metadata, notes=tuple(notes),
+        job_model=jd.model,
+    )
 
 
 #: columns of traces.parquet the batch screen shows (others are kept out of the listing)
