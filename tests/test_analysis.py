@@ -17,7 +17,7 @@ import tracekit
 from tracekit.analysis import CAUSES, Diagnosis, diagnose
 from tracekit.analysis.intervals import complement, covered_in, union
 from tracekit.analysis.steps import find_steps
-from tracekit.report import to_json_dict
+from tracekit.report import render_text, to_json_dict
 
 SYNTH = SAMPLE_TRACES / "synthetic"
 
@@ -239,9 +239,53 @@ REAL = sorted(
 ) if SHARED_TRACES.exists() else []
 
 
+#: shared traces that record GEMM shapes on a GPU of the peak table (device names in their
+#: deviceProperties): their MFU is a number
+MFU_MEASURED = {
+    "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+    "tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
+    "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "tracelens/mi300/gaunernst_bert-small-uncased__1016001.json.gz",
+    "tracelens/mi300/Falconsai_nsfw_image_detection__1016002.json.gz",
+    "tracelens/b200/eager_trace.json.gz",
+    "tracelens/torch_compile_triton/trace.json.gz",
+    "hta/tests/data/trace_diff/control/control.json.gz",
+    "hta/tests/data/trace_diff/test/test.json.gz",
+    "hta/tests/data/negative_queue_length_values_check/rank0.json.gz",
+}
+NO_SHAPES_LINE = "MFU n/a: no operator shapes in the trace (capture with record_shapes=True)"
+
+
+def check_mfu_text(rel: str, events: pl.DataFrame, out: str) -> None:
+    """The text report (what `tracekit analyze` prints) of the shared trace ``rel``: one MFU line, a
+    number on a known GPU with the roofline summary and a GEMM row when shapes are recorded, the
+    reason otherwise; a trace without shapes is told to record them."""
+    import re
+
+    has_shapes = events["input_dims"].is_not_null().any()
+    lines = [line.strip() for line in out.splitlines() if line.strip().startswith("MFU ")]
+    assert len(lines) == 1, lines
+    line = lines[0]
+    if not has_shapes:
+        assert line == NO_SHAPES_LINE
+        assert "How well the busy time is used" not in out
+        return
+    assert "record_shapes=True" not in line  # a trace with shapes is never told to record them
+    if rel in MFU_MEASURED:
+        assert re.match(r"MFU \d+\.\d% of the (bf16|fp16|tf32|fp32|fp8) peak \([\d.]+ TFLOP/s, .+\)", line), line
+        assert re.search(r"How well the busy time is used: roofline on .+ \(peak [\d.]+ TFLOP/s", out)
+        assert re.search(r"^\s+gemm\s+[\d.,]+\s+[\d.,]+", out, flags=re.MULTILINE), "no GEMM row in the roofline summary"
+    else:
+        assert line.startswith("MFU n/a: ")
+        assert len(line) > len("MFU n/a: ") + 10  # a reason, in words
+
+
 @pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(SHARED_TRACES)) for p in REAL])
 def test_every_real_trace_analyses(path: Path) -> None:
-    d = diagnose(tracekit.read_trace(path))
+    tables = tracekit.read_trace(path)
+    d = diagnose(tables)
+    check_mfu_text(str(path.relative_to(SHARED_TRACES)), tables.events, render_text(d))
     data = to_json_dict(d)
     json.dumps(data)
     assert d.steps.height >= 1

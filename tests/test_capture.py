@@ -756,8 +756,16 @@ for step in range(10_000):
 """
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @needs_torch
-def test_interrupt_stops_cleanly_and_saves_the_window(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_interrupt_stops_cleanly_and_saves_the_window(tmp_path: Path, inherited: str) -> None:
+    """SIGINT to tracekit stops the command, which saves its window; also when tracekit started with
+    SIGINT ignored, as a background job of a non-interactive shell does (the command must not
+    inherit that)."""
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
     out = tmp_path / "int"
@@ -766,6 +774,7 @@ def test_interrupt_stops_cleanly_and_saves_the_window(tmp_path: Path) -> None:
         [sys.executable, "-m", "tracekit", "capture", "-o", str(out), "--wait", "0", "--warmup", "0", "--active", "100000",
          "--", sys.executable, str(script)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=_ignore_sigint if inherited == "ignored" else None,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"

@@ -339,7 +339,8 @@ def test_batch_results_do_not_depend_on_the_number_of_workers(tmp_path: Path) ->
     assert pl.read_parquet(one / "traces.parquet")["error"].drop_nulls().len() == 2
     for schema in BATCH_TABLES:
         a, b = (_canonical(pl.read_parquet(out / f"{schema.name}.parquet")) for out in (one, two))
-        assert a.height > 0, schema.name
+        # the archive's traces record no operator shapes: no per-operator efficiency rows
+        assert a.height > 0 or schema.name == "ops", schema.name
         assert_frame_equal(a, b, check_exact=True)
     summaries = [json.loads((out / "batch.json").read_text()) for out in (one, two)]
     assert [s["workers"] for s in summaries] == [1, 2]

@@ -5,7 +5,7 @@ to show progress creates a :class:`Progress` with an ``on_update`` callback and 
 down (``read_trace(..., progress=p)``, ``diagnose(..., progress=p)``):
 
 * :meth:`Progress.phase` starts a named phase (``hashing``, ``reading``, ``decoding``,
-  ``caching``, ``steps``, ``idle time``, ``critical path``, ``findings``, ``report``),
+  ``caching``, ``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``report``),
   optionally with a total in bytes;
 * :meth:`Progress.advance` adds bytes done in the current phase.  The readers count bytes at
   the file-object layer (:mod:`tracekit.parsers._source`), so the count is right whatever

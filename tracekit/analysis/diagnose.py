@@ -88,7 +88,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
 
     ``what_if`` lists extra questions for the critical path (each a mapping cause → factor,
     see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
-    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``).
+    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``).
 
     Example (from the repository root): a loop whose single-process DataLoader stalls the GPU,
     and whose ``loss.item()`` keeps the host from loading the next batch while the GPU computes

@@ -170,8 +170,9 @@ def find_nsys(environ: Mapping[str, str]) -> str:
 class _Interrupts:
     """Signal handling while the command runs (see the module docstring)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], echo: Callable[[str], None]) -> None:
-        self.proc = proc
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        #: the command, once started (the handlers are installed before it starts, see :func:`_run`)
+        self.proc: subprocess.Popen[bytes] | None = None
         self.echo = echo
         self.count = 0
         self.terminated = False
@@ -186,7 +187,7 @@ class _Interrupts:
 
     def on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
-        if self.proc.poll() is not None:
+        if self.proc is None or self.proc.poll() is not None:
             return
         if self.count == 1:
             if not self._in_foreground():
@@ -200,7 +201,7 @@ class _Interrupts:
 
     def on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.terminated = True
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signum)
 
     def __enter__(self) -> _Interrupts:
@@ -220,11 +221,18 @@ class _Interrupts:
 
 def _run(argv: Sequence[str], env: Mapping[str, str], echo: Callable[[str], None]) -> tuple[int, bool]:
     """Run ``argv`` to completion; (return code as Popen reports it, interrupted)."""
-    try:
-        proc = subprocess.Popen(list(argv), env=dict(env))
-    except OSError as exc:
-        raise CaptureError(f"could not start {argv[0]}: {exc.strerror or exc}") from exc
-    with _Interrupts(proc, echo) as interrupts:
+    # the handlers go in before the command starts: a signal handled here reaches the command with
+    # its default action, whereas one tracekit inherited as ignored (a background job of a
+    # non-interactive shell starts with SIGINT ignored) would stay ignored there, and the forwarded
+    # Ctrl-C would never stop it
+    with _Interrupts(echo) as interrupts:
+        try:
+            proc = subprocess.Popen(list(argv), env=dict(env))
+        except OSError as exc:
+            raise CaptureError(f"could not start {argv[0]}: {exc.strerror or exc}") from exc
+        interrupts.proc = proc
+        if interrupts.count or interrupts.terminated:  # interrupted while it was starting
+            proc.send_signal(signal.SIGINT if interrupts.count else signal.SIGTERM)
         while True:
             try:
                 code = proc.wait()
