@@ -551,9 +551,18 @@ def _span(values: list[float], spec: str, unit: str) -> str:
 def issue_targets(rows: list[tuple[Path, int, dict[str, Measure]]], nsight: list[tuple[Path, float, float]]) -> str:
     """The parsing rows of issue 17's targets table: measured range, target, verdict."""
     lines = ["| what | measured (this run) | target | verdict |", "|---|---|---|---|"]
+    for r in target_rows(rows, nsight):
+        verdict = "n/a" if r["met"] is None else _verdict(bool(r["met"]))
+        lines.append(f"| {r['what']} | {r['measured']} | {r['target']} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def target_rows(rows: list[tuple[Path, int, dict[str, Measure]]], nsight: list[tuple[Path, float, float]]) -> list[dict[str, Any]]:
+    """The parsing targets as data: what, measured (text), target (text), met (None: not measured)."""
+    out: list[dict[str, Any]] = []
 
     def row(what: str, values: list[float], shown: str, target: str, ok: bool) -> None:
-        lines.append(f"| {what} | {shown if values else 'not measured'} | {target} | {_verdict(ok) if values else 'n/a'} |")
+        out.append({"what": what, "measured": shown if values else "not measured", "target": target, "met": ok if values else None})
 
     v = _ratios(rows, "hta")
     row("Kineto parse vs HTA `TraceAnalysis` load, same file", v, _span(v, ".1f", "× faster") if v else "",
@@ -572,7 +581,7 @@ def issue_targets(rows: list[tuple[Path, int, dict[str, Measure]]], nsight: list
     shown = ", ".join(f"{p.name} {size:.0f} MB: {size / sec:.0f} MB/s" for p, size, sec in nsight)
     ok = largest is not None and largest[1] / largest[2] >= TARGET_NSIGHT_MBS
     row("Nsight export read (largest export decides)", rates, shown, f"≥ {TARGET_NSIGHT_MBS:.0f} MB/s", ok)
-    return "\n".join(lines) + "\n"
+    return out
 
 
 def bench_nsight_exports(paths: list[Path], repeat: int, log: Any) -> list[tuple[Path, float, float]]:
@@ -606,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hta-timeout", type=float, default=600, help="seconds HTA may take on a scaled trace")
     ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--json", type=Path, help="also write the raw results here")
+    ap.add_argument("--targets-json", type=Path, help="also write the issue 17 target rows here (scripts/bench_targets.py)")
     ap.add_argument(
         "--nsight", type=Path, nargs="*", default=None,
         help="Nsight exports for the MB/s target (default: the real exports and the scaled one of scripts/bench_nsight.py)",
@@ -720,6 +730,8 @@ def main(argv: list[str] | None = None) -> int:
         print(block)
         if not args.no_docs:
             update_docs("table", block)
+        if args.targets_json:
+            args.targets_json.write_text(json.dumps(target_rows(rows, nsight), indent=1), encoding="utf-8")
     if args.json:
         payload = [
             {
