@@ -463,28 +463,50 @@ def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFr
     The input may carry any subset of the event columns plus a temporary ``_order``
     column (input position) used only to break ties deterministically.  Columns named in
     ``keep`` (parser-internal helpers) are appended after the canonical ones.
+
+    The input may be a concatenation of many frames (many chunks per column): nothing here
+    rechunks the whole table at once.  Each column is made contiguous and gathered into the
+    canonical order on its own, and the source column is released as soon as its sorted
+    copy exists, so the peak is the input plus one column (not two tables) when the
+    caller hands the frame over.
     """
-    if "end_ns" in events.columns:
-        events = events.drop("end_ns")
-    events = events.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    # a shallow copy: dropping columns from it releases them only if the caller let go
+    frame = events.clone()
+    del events
+    if "end_ns" in frame.columns:
+        frame.drop_in_place("end_ns")
     keys = ["start_ns", "dur_ns"]
     descending = [False, True]
     for extra in ("kind", "pid", "tid", "device", "stream", "name"):
-        if extra in events.columns:
+        if extra in frame.columns:
             keys.append(extra)
             descending.append(False)
-    if "_order" in events.columns:
+    if "_order" in frame.columns:
         keys.append("_order")
         descending.append(False)
-    order = _sort_order(events, keys, descending)
-    # gather column by column, releasing each source column once its sorted copy exists:
-    # when the caller no longer holds the input, the peak is the table plus one column,
-    # not two tables (``events`` here is this function's own frame, so this is safe)
-    events = pl.DataFrame([events.drop_in_place(name).gather(order) for name in list(events.columns)])
-    events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    order = _sort_order(frame, keys, descending)
+    wanted = set(EVENTS.names) | set(keep)
+    always = {"start_ns", "dur_ns", *keep}
+    columns: dict[str, pl.Series] = {}
+    for name in list(frame.columns):
+        source = frame.drop_in_place(name)
+        if name not in wanted:
+            continue
+        if name not in always and source.null_count() == source.len():
+            continue  # all null: conform writes the null column without a gather
+        if source.n_chunks() > 1:
+            # gathering across chunks is slow for text (up to 25x a contiguous gather)
+            source = source.rechunk()
+        columns[name] = source.gather(order)
+        del source
+    start, dur = columns["start_ns"], columns["dur_ns"]
+    columns["end_ns"] = (start + dur).alias("end_ns")
+    columns["event_id"] = pl.int_range(0, start.len(), dtype=pl.Int64, eager=True).alias("event_id")
+    sorted_frame = pl.DataFrame(list(columns.values()))
+    del columns
     if keep:
-        return pl.concat([EVENTS.conform(events), events.select(list(keep))], how="horizontal")
-    return EVENTS.conform(events)
+        return pl.concat([EVENTS.conform(sorted_frame), sorted_frame.select(list(keep))], how="horizontal")
+    return EVENTS.conform(sorted_frame)
 
 
 def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[bool]) -> pl.Series:
@@ -493,14 +515,22 @@ def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[b
     A multi-key sort encodes every key of every row (about 220 bytes a row with event
     names).  Here the rows are sorted by the first key alone and only the rows that tie on
     it (about 2% of a real trace's events) are sorted by every key; they keep the positions
-    their tie groups hold, so the result equals the full sort.
+    their tie groups hold, so the result equals the full sort.  Ties are found by comparing
+    each sorted value with its neighbours (nulls equal to nulls), not by hashing.
     """
-    first = frame.select(
+    lead = frame.get_column(keys[0])
+    first = pl.DataFrame([lead]).select(
         pl.arg_sort_by(keys[0], descending=descending[0], nulls_last=True, maintain_order=True)
     ).to_series()
-    tied = frame[keys[0]].gather(first).is_duplicated()
-    if len(keys) == 1 or not tied.any():
+    if len(keys) == 1 or first.len() < 2:
         return first
+    ordered = lead.rechunk().gather(first)
+    same = ordered.slice(1).eq_missing(ordered.slice(0, ordered.len() - 1))
+    del ordered
+    if not same.any():
+        return first
+    no = pl.Series([False])
+    tied = pl.concat([no, same]) | pl.concat([same, no])
     tied_rows = first.filter(tied)
     subset = frame.select(keys)[tied_rows]
     within = subset.select(pl.arg_sort_by(keys, descending=descending, nulls_last=True, maintain_order=True)).to_series()
