@@ -532,7 +532,9 @@ def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[b
     no = pl.Series([False])
     tied = pl.concat([no, same]) | pl.concat([same, no])
     tied_rows = first.filter(tied)
-    subset = frame.select(keys)[tied_rows]
+    # built from the key columns alone: a ``select`` on a frame of many chunks would first
+    # copy every column of it into one chunk
+    subset = pl.DataFrame([frame.get_column(k).gather(tied_rows) for k in keys])
     within = subset.select(pl.arg_sort_by(keys, descending=descending, nulls_last=True, maintain_order=True)).to_series()
     return first.scatter(tied.arg_true(), tied_rows.gather(within))
 
