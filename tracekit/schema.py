@@ -166,9 +166,12 @@ class TableSchema:
         (strictly: a value that does not fit is an error, never silently nulled).
         """
         exprs = []
+        present = frame.schema  # once: each ``frame.schema`` builds every dtype object anew
+        if list(present.items()) == [(c.name, c.dtype) for c in self.columns]:
+            return frame  # already exactly this table (a cached table, a parser's output)
         for col in self.columns:
-            if col.name in frame.columns:
-                current = frame.schema[col.name]
+            if col.name in present:
+                current = present[col.name]
                 expr = pl.col(col.name)
                 if current != col.dtype:
                     expr = expr.cast(col.dtype, strict=True)
@@ -425,14 +428,31 @@ class TraceTables:
         counts = self.events.group_by("kind").len().sort("kind")
         return {str(k): int(n) for k, n in counts.iter_rows()}
 
-    def write_parquet(self, directory: str | Path) -> list[Path]:
-        """Write every table as ``<name>.parquet`` plus ``info.json`` into ``directory``."""
+    def write_parquet(
+        self,
+        directory: str | Path,
+        *,
+        compression: str = "zstd",
+        statistics: bool = True,
+        null_columns: bool = True,
+    ) -> list[Path]:
+        """Write every table as ``<name>.parquet`` plus ``info.json`` into ``directory``
+        (``compression`` and ``statistics`` as for :meth:`polars.DataFrame.write_parquet`).
+
+        ``null_columns=False`` leaves out the columns that hold only nulls (the first column
+        always stays, so the row count does too); :meth:`read_parquet` restores them."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         written = []
         for schema in TABLES:
             path = out / f"{schema.name}.parquet"
-            self.table(schema.name).write_parquet(path, compression="zstd", statistics=True)
+            frame = self.table(schema.name)
+            if not null_columns:
+                first = frame.columns[:1]
+                frame = frame.select(
+                    [c for c in frame.columns if c in first or frame.get_column(c).null_count() < frame.height]
+                )
+            frame.write_parquet(path, compression=compression, statistics=statistics)  # type: ignore[arg-type]
             written.append(path)
         info_path = out / "info.json"
         info_path.write_text(self.info.to_json() + "\n", encoding="utf-8")
