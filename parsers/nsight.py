@@ -83,6 +83,8 @@ _NA_U32 = 4294967295
 _CHUNK_ROWS = 100_000
 #: background threads reading tables through Arrow (each with its own connection)
 _PREFETCH_THREADS = 2
+#: a table with at least this many rowids is read in one rowid range per thread
+_SPLIT_ROWS = 200_000
 
 _I64 = pl.Int64()
 _I32 = pl.Int32()
@@ -328,7 +330,7 @@ class _Db:
     #: queries answered by each path (for tests and benchmarks)
     paths: dict[str, int] = field(default_factory=lambda: {"arrow": 0, "sqlite3": 0})
     #: background Arrow reads started by :meth:`prefetch`, by SQL text
-    _pending: dict[str, Future[pl.DataFrame | None]] = field(default_factory=dict)
+    _pending: dict[str, list[Future[pl.DataFrame | None]]] = field(default_factory=dict)
     _pool: ThreadPoolExecutor | None = None
     #: the Arrow connection of each background thread (one per thread: SQLite
     #: serialises the queries of one connection)
@@ -362,15 +364,40 @@ class _Db:
         exact, reads it through sqlite3 as usual).  Without the Arrow driver this does nothing."""
         if self.arrow is None or self.uri is None or self._pool is not None:
             return
-        plans = [self._plan(table, spec, where) for table, spec, where in reads]
-        queries = [(plan[0], plan[1]) for plan in plans if plan is not None and plan[0] is not None]
+        queries = []
+        for table, spec, where in reads:
+            plan = self._plan(table, spec, where)
+            if plan is not None and plan[0] is not None:
+                queries.append((table, plan[0], plan[1], bool([c for c, _ in where if c in self.columns(table)])))
         if not queries:
             return
-        workers = max(1, min(_PREFETCH_THREADS, len(queries)))
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-nsight")
-        for sql, chosen in queries:
-            if sql not in self._pending:
-                self._pending[sql] = self._pool.submit(self._background_query, sql, chosen)
+        self._pool = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="tracekit-nsight")
+        for table, sql, chosen, filtered in queries:
+            if sql in self._pending:
+                continue
+            # a large table is read in rowid ranges, one per thread, so that its read is not
+            # one thread's work (the ranges, read in order, give the rows in the full scan's order)
+            parts = [sql]
+            bounds = self._rowid_bounds(table)
+            if bounds is not None and bounds[1] - bounds[0] >= _SPLIT_ROWS:
+                lo, hi = bounds
+                step = (hi - lo + _PREFETCH_THREADS) // _PREFETCH_THREADS
+                join = " AND " if filtered else " WHERE "
+                parts = [f"{sql}{join}(rowid >= {a} AND rowid < {min(a + step, hi + 1)})" for a in range(lo, hi + 1, step)]
+            self._pending[sql] = [self._pool.submit(self._background_query, part, chosen) for part in parts]
+
+    def _rowid_bounds(self, table: str) -> tuple[int, int] | None:
+        """(smallest, largest) rowid of an ordinary rowid table; None when it has no rows, is
+        a WITHOUT ROWID table or a view, or has a column that takes the name ``rowid``."""
+        if {"rowid", "_rowid_", "oid"} & {c.lower() for c in self.columns(table)}:
+            return None
+        try:
+            row = self.con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_quote(table)}").fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None or not isinstance(row[0], int) or not isinstance(row[1], int):
+            return None
+        return int(row[0]), int(row[1])
 
     def _background_query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame | None:
         con = getattr(self._local, "con", None)
@@ -437,10 +464,11 @@ class _Db:
     def _query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame:
         pending = self._pending.pop(sql, None)
         if pending is not None:
-            frame = pending.result()
-            if frame is not None:
+            results = [future.result() for future in pending]
+            frames = [result for result in results if result is not None]
+            if len(frames) == len(results):
                 self.paths["arrow"] += 1
-                return frame
+                return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
         elif self.arrow is not None:
             frame = _arrow_frame(self.arrow, sql, chosen)
             if frame is not None:
