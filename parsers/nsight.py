@@ -85,6 +85,8 @@ _CHUNK_ROWS = 100_000
 _PREFETCH_THREADS = 2
 #: a table with at least this many rowids is read in one rowid range per thread
 _SPLIT_ROWS = 200_000
+#: rows per Arrow batch asked of the ADBC SQLite driver (its default is 1024)
+_ARROW_BATCH_ROWS = 1 << 20
 
 _I64 = pl.Int64()
 _I32 = pl.Int32()
@@ -518,6 +520,10 @@ def _arrow_frame(con: Any, sql: str, chosen: list[tuple[str, str, pl.DataType]])
     try:
         cursor = con.cursor()
         try:
+            # large batches: fewer Arrow chunks to stitch together (10-15% of a large read),
+            # and the driver infers each column's type from more rows
+            with contextlib.suppress(Exception):
+                cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_ARROW_BATCH_ROWS)})
             cursor.execute(sql)
             table = cursor.fetch_arrow_table()
         finally:
