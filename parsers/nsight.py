@@ -63,6 +63,9 @@ from tracekit.schema import (
     GPU_ACTIVITY_KINDS,
     LAUNCH_KINDS,
     LINKS,
+    MEMCPY_KIND,
+    MEMORY_KIND,
+    SYNC_KIND,
     THREADS,
     EventKind,
     MemcpyKind,
@@ -878,9 +881,10 @@ class _Reader:
             pl.concat_str(pl.lit("[CUDA memcpy "), kind.fill_null(MemcpyKind.UNKNOWN.value), pl.lit("]")).alias("name"),
             *self._gpu_common(),
             "bytes",
-            kind.alias("memcpy_kind"),
-            _map_codes(pl.col("src_kind"), memory, MemoryKind.UNKNOWN.value).alias("src_memory"),
-            _map_codes(pl.col("dst_kind"), memory, MemoryKind.UNKNOWN.value).alias("dst_memory"),
+            # typed here, on this table's rows, rather than on the whole events table
+            kind.cast(MEMCPY_KIND).alias("memcpy_kind"),
+            _map_codes(pl.col("src_kind"), memory, MemoryKind.UNKNOWN.value).cast(MEMORY_KIND).alias("src_memory"),
+            _map_codes(pl.col("dst_kind"), memory, MemoryKind.UNKNOWN.value).cast(MEMORY_KIND).alias("dst_memory"),
         )
 
     def _memory_codes(self) -> dict[int, object]:
@@ -898,7 +902,9 @@ class _Reader:
             pl.lit("[CUDA memset]").alias("name"),
             *self._gpu_common(),
             "bytes",
-            _map_codes(pl.col("mem_kind"), self._memory_codes(), MemoryKind.UNKNOWN.value).alias("dst_memory"),
+            _map_codes(pl.col("mem_kind"), self._memory_codes(), MemoryKind.UNKNOWN.value)
+            .cast(MEMORY_KIND)
+            .alias("dst_memory"),
         )
 
     def _sync(self, runtime: pl.DataFrame) -> pl.DataFrame:
@@ -922,9 +928,13 @@ class _Reader:
         # (schema 3.13) record cudaDeviceSynchronize with syncType 1, so a recognised
         # sync API name wins over the recorded syncType.
         if runtime.height:
+            # only the calls some sync row refers to (a semi join keeps their order), so the
+            # first-call-per-key pass runs over thousands of rows, not every API call
+            wanted = frame.select("pid", "correlation").drop_nulls().unique()
             callers = (
                 runtime.filter(pl.col("correlation").is_not_null())
                 .select("pid", "correlation", pl.col("tid").alias("caller_tid"), pl.col("name").alias("caller"))
+                .join(wanted, on=["pid", "correlation"], how="semi", maintain_order="left")
                 .unique(["pid", "correlation"], keep="first")
             )
             frame = frame.join(callers, on=["pid", "correlation"], how="left", maintain_order="left")
@@ -952,7 +962,7 @@ class _Reader:
             "start_ns",
             "dur_ns",
             "correlation",
-            "sync_kind",
+            pl.col("sync_kind").cast(SYNC_KIND),
             pl.col("stream").alias("wait_stream"),
             "wait_event_correlation",
         )
