@@ -103,6 +103,16 @@ def test_an_edited_file_with_its_old_size_and_mtime_is_read_again(tmp_path: Path
     assert parsed == [path]
 
 
+def test_another_tracekit_version_does_not_take_a_remembered_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tk_cache, "SETTLE_NS", 0)
+    path = write_trace(tmp_path / "t.json", _events(2))
+    tracekit.read_trace(path)
+    monkeypatch.setattr(tk_cache, "__version__", "99.0")
+    parsed = _counting_parses(monkeypatch)
+    assert tracekit.read_trace(path).events.height == 2
+    assert parsed == [path]  # hashed with the new version's key, a miss, parsed
+
+
 def test_a_file_changed_moments_ago_is_not_remembered(tmp_path: Path) -> None:
     """Within SETTLE_NS of its last change a file is hashed on every open (a second change in
     the same clock tick would leave its identity unchanged)."""

@@ -95,7 +95,10 @@ def _identity(st: os.stat_result) -> list[int]:
 def _stat_file(path: str | Path, root: Path | None) -> tuple[str, Path]:
     """(the file's absolute path, the stat record that remembers it)."""
     where = os.path.abspath(path)
-    name = hashlib.blake2b(where.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+    # versions in the name: another tracekit (another key for the same bytes) never reads
+    # this record, and never overwrites it
+    named = f"tracekit {__version__} schema {SCHEMA_VERSION}\n{where}"
+    name = hashlib.blake2b(named.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
     return where, (root or cache_dir()) / "stat" / name[:2] / name
 
 
