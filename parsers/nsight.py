@@ -86,6 +86,8 @@ _NA_U32 = 4294967295
 _CHUNK_ROWS = 100_000
 #: background threads reading tables through Arrow (each with its own connection)
 _PREFETCH_THREADS = 2
+#: exports smaller than this are read in the calling thread only
+_PREFETCH_MIN_BYTES = 8 << 20
 #: a table with at least this many rowids is read in one rowid range per thread
 _SPLIT_ROWS = 200_000
 #: rows per Arrow batch asked of the ADBC SQLite driver (its default is 1024)
@@ -206,7 +208,7 @@ def read_nsight(path: str | Path, *, progress: ProgressSink | None = None) -> Tr
     db: _Db | None = None
     try:
         db = _Db(con, arrow, uri)
-        return _Reader(db, str(path)).read()
+        return _Reader(db, str(path), p.stat().st_size).read()
     except sqlite3.DatabaseError as exc:
         raise _database_error(exc, path) from exc
     except UnicodeDecodeError as exc:  # damaged schema text (table or column names)
@@ -674,8 +676,9 @@ _BULK_READS: tuple[tuple[str, Mapping[str, tuple[str, pl.DataType]], Sequence[tu
 
 
 class _Reader:
-    def __init__(self, db: _Db, shown_path: str) -> None:
+    def __init__(self, db: _Db, shown_path: str, size: int = 0) -> None:
         self.db = db
+        self.size = size
         self.shown_path = shown_path
         self.warnings: list[str] = []
         self.read_tables: list[str] = []
@@ -697,7 +700,8 @@ class _Reader:
             export.get(k, "").lower() == "true" for k in ("EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_TIME_NORMALIZE")
         )
         offset = int(utc) if isinstance(utc, int) and not normalized else 0
-        db.prefetch(_BULK_READS)
+        if self.size >= _PREFETCH_MIN_BYTES:  # below, the threads and connections cost more than they save
+            db.prefetch(_BULK_READS)
         self.strings = db.fetch("StringIds", _STRINGS_SPEC).unique("id", keep="first")
 
         events, nvtx_threads = self._events()
