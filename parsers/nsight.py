@@ -659,19 +659,20 @@ _CUPTI_OVERHEAD_SPEC = _spec(
     name_id=("nameId", _I64),
     overhead_type=("overheadType", _I64),
 )
-#: the bulk reads, largest first: started together in background threads (see _Db.prefetch)
+#: the bulk reads, started together in background threads (see _Db.prefetch), in the order
+#: the reader decodes them, so that the first table it needs is the first one read
 _BULK_READS: tuple[tuple[str, Mapping[str, tuple[str, pl.DataType]], Sequence[tuple[str, str]]], ...] = (
-    ("NVTX_EVENTS", _NVTX_SPEC, _NVTX_WHERE),
-    ("CUPTI_ACTIVITY_KIND_KERNEL", _KERNEL_SPEC, ()),
+    ("StringIds", _STRINGS_SPEC, ()),
     ("CUPTI_ACTIVITY_KIND_RUNTIME", _API_SPEC, _API_WHERE),
     ("CUPTI_ACTIVITY_KIND_DRIVER", _API_SPEC, _API_WHERE),
-    ("StringIds", _STRINGS_SPEC, ()),
+    ("NVTX_EVENTS", _NVTX_SPEC, _NVTX_WHERE),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", _KERNEL_SPEC, ()),
     ("CUPTI_ACTIVITY_KIND_MEMCPY", _MEMCPY_SPEC, ()),
-    ("OSRT_API", _OSRT_SPEC, ()),
-    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _SYNC_SPEC, ()),
-    ("CUPTI_ACTIVITY_KIND_OVERHEAD", _CUPTI_OVERHEAD_SPEC, ()),
-    ("PROFILER_OVERHEAD", _PROFILER_OVERHEAD_SPEC, ()),
     ("CUPTI_ACTIVITY_KIND_MEMSET", _MEMSET_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _SYNC_SPEC, ()),
+    ("OSRT_API", _OSRT_SPEC, ()),
+    ("PROFILER_OVERHEAD", _PROFILER_OVERHEAD_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_OVERHEAD", _CUPTI_OVERHEAD_SPEC, ()),
 )
 
 
