@@ -477,6 +477,10 @@ class TraceTables:
 TABLE_NAMES = tuple(s.name for s in TABLES)
 
 
+#: columns gathered per query by :func:`finalize_events`
+_GATHER_BATCH = 4
+
+
 def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFrame:
     """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
 
@@ -508,17 +512,21 @@ def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFr
     wanted = set(EVENTS.names) | set(keep)
     always = {"start_ns", "dur_ns", *keep}
     columns: dict[str, pl.Series] = {}
-    for name in list(frame.columns):
+    batch: list[pl.Series] = []
+    names = list(frame.columns)
+    for i, name in enumerate(names):
         source = frame.drop_in_place(name)
-        if name not in wanted:
-            continue
-        if name not in always and source.null_count() == source.len():
-            continue  # all null: conform writes the null column without a gather
-        if source.n_chunks() > 1:
+        if name in wanted and (name in always or source.null_count() < source.len()):
+            # (an all-null column is not gathered: conform writes the null column)
             # gathering across chunks is slow for text (up to 25x a contiguous gather)
-            source = source.rechunk()
-        columns[name] = source.gather(order)
+            batch.append(source.rechunk() if source.n_chunks() > 1 else source)
         del source
+        if batch and (len(batch) == _GATHER_BATCH or i == len(names) - 1):
+            # a few columns per query, so polars gathers them on its threads side by side
+            # while at most that many sorted copies exist beside the input
+            for gathered in pl.DataFrame(batch).select(pl.all().gather(order)).get_columns():
+                columns[gathered.name] = gathered
+            batch.clear()
     start, dur = columns["start_ns"], columns["dur_ns"]
     columns["end_ns"] = (start + dur).alias("end_ns")
     columns["event_id"] = pl.int_range(0, start.len(), dtype=pl.Int64, eager=True).alias("event_id")
