@@ -47,7 +47,9 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,9 @@ from tracekit.schema import (
     GPU_ACTIVITY_KINDS,
     LAUNCH_KINDS,
     LINKS,
+    MEMCPY_KIND,
+    MEMORY_KIND,
+    SYNC_KIND,
     THREADS,
     EventKind,
     MemcpyKind,
@@ -79,6 +84,14 @@ __all__ = ["read_nsight", "read_nsys_rep"]
 _NA_U32 = 4294967295
 #: rows fetched per ``fetchmany`` (bounds the Python objects alive at once)
 _CHUNK_ROWS = 100_000
+#: background threads reading tables through Arrow (each with its own connection)
+_PREFETCH_THREADS = 2
+#: exports smaller than this are read in the calling thread only
+_PREFETCH_MIN_BYTES = 8 << 20
+#: a table with at least this many rowids is read in one rowid range per thread
+_SPLIT_ROWS = 200_000
+#: rows per Arrow batch asked of the ADBC SQLite driver (its default is 1024)
+_ARROW_BATCH_ROWS = 1 << 20
 
 _I64 = pl.Int64()
 _I32 = pl.Int32()
@@ -192,16 +205,21 @@ def read_nsight(path: str | Path, *, progress: ProgressSink | None = None) -> Tr
     # text is decoded leniently: a damaged byte in a name must not cost the whole export
     con.text_factory = _lenient_text
     arrow = _open_arrow(uri)
+    db: _Db | None = None
     try:
-        return _Reader(_Db(con, arrow), str(path)).read()
+        db = _Db(con, arrow, uri)
+        return _Reader(db, str(path), p.stat().st_size).read()
     except sqlite3.DatabaseError as exc:
         raise _database_error(exc, path) from exc
     except UnicodeDecodeError as exc:  # damaged schema text (table or column names)
         raise TraceCorruptError(f"the SQLite schema is damaged ({exc.reason} at byte {exc.start})", path=path) from exc
     finally:
-        con.close()
-        if arrow is not None:
-            _close_quietly(arrow)
+        if db is not None:
+            db.close()  # the background reads, their connections, both connections
+        else:
+            con.close()
+            if arrow is not None:
+                _close_quietly(arrow)
 
 
 def read_nsys_rep(path: str | Path, work_dir: str | Path | None = None, *, progress: ProgressSink | None = None) -> TraceTables:
@@ -313,13 +331,91 @@ class _Db:
 
     con: sqlite3.Connection
     arrow: Any = None
+    #: the URI the Arrow connection was opened with: background reads open their own
+    uri: str | None = None
     _columns: dict[str, list[str]] = field(default_factory=dict)
     #: queries answered by each path (for tests and benchmarks)
     paths: dict[str, int] = field(default_factory=lambda: {"arrow": 0, "sqlite3": 0})
+    #: background Arrow reads started by :meth:`prefetch`, by SQL text
+    _pending: dict[str, list[Future[pl.DataFrame | None]]] = field(default_factory=dict)
+    _pool: ThreadPoolExecutor | None = None
+    #: the Arrow connection of each background thread (one per thread: SQLite
+    #: serialises the queries of one connection)
+    _local: threading.local = field(default_factory=threading.local)
+    _worker_cons: list[Any] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         self.tables = frozenset(str(r[0]) for r in rows)
+
+    def close(self) -> None:
+        """Stop the background reads (waiting for running ones) and close every connection."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._pending.clear()
+        for con in self._worker_cons:
+            _close_quietly(con)
+        self._worker_cons.clear()
+        if self.arrow is not None:
+            _close_quietly(self.arrow)
+        self.con.close()
+
+    def prefetch(self, reads: Sequence[tuple[str, Mapping[str, tuple[str, pl.DataType]], Sequence[tuple[str, str]]]]) -> None:
+        """Start the Arrow reads of ``reads`` ((table, spec, where) as for :meth:`fetch`) in
+        background threads, each with its own read-only connection.  SQLite steps through
+        rows and the driver builds Arrow columns without holding the GIL, so the reads run
+        beside each other and beside the decoding of the tables already read.  A later
+        :meth:`fetch` of the same read takes its result (or, when the Arrow read was not
+        exact, reads it through sqlite3 as usual).  Without the Arrow driver this does nothing."""
+        if self.arrow is None or self.uri is None or self._pool is not None:
+            return
+        queries = []
+        for table, spec, where in reads:
+            plan = self._plan(table, spec, where)
+            if plan is not None and plan[0] is not None:
+                queries.append((table, plan[0], plan[1], bool([c for c, _ in where if c in self.columns(table)])))
+        if not queries:
+            return
+        self._pool = ThreadPoolExecutor(max_workers=_PREFETCH_THREADS, thread_name_prefix="tracekit-nsight")
+        for table, sql, chosen, filtered in queries:
+            if sql in self._pending:
+                continue
+            # a large table is read in rowid ranges, one per thread, so that its read is not
+            # one thread's work (the ranges, read in order, give the rows in the full scan's order)
+            parts = [sql]
+            bounds = self._rowid_bounds(table)
+            if bounds is not None and bounds[1] - bounds[0] >= _SPLIT_ROWS:
+                lo, hi = bounds
+                step = (hi - lo + _PREFETCH_THREADS) // _PREFETCH_THREADS
+                join = " AND " if filtered else " WHERE "
+                parts = [f"{sql}{join}(rowid >= {a} AND rowid < {min(a + step, hi + 1)})" for a in range(lo, hi + 1, step)]
+            self._pending[sql] = [self._pool.submit(self._background_query, part, chosen) for part in parts]
+
+    def _rowid_bounds(self, table: str) -> tuple[int, int] | None:
+        """(smallest, largest) rowid of an ordinary rowid table; None when it has no rows, is
+        a WITHOUT ROWID table or a view, or has a column that takes the name ``rowid``."""
+        if {"rowid", "_rowid_", "oid"} & {c.lower() for c in self.columns(table)}:
+            return None
+        try:
+            row = self.con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_quote(table)}").fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None or not isinstance(row[0], int) or not isinstance(row[1], int):
+            return None
+        return int(row[0]), int(row[1])
+
+    def _background_query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame | None:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = _open_arrow(self.uri) if self.uri is not None else None
+            if con is None:
+                return None
+            self._local.con = con
+            with self._lock:
+                self._worker_cons.append(con)
+        return _arrow_frame(con, sql, chosen)
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -343,24 +439,45 @@ class _Db:
         condition) pairs, applied only when the table has that column.
         """
         schema = pl.Schema({name: dtype for name, (_, dtype) in spec.items()})
-        if not self.has(table):
+        plan = self._plan(table, spec, where)
+        if plan is None:
             return pl.DataFrame(schema=schema)
+        sql, chosen = plan
+        if sql is None:
+            (n,) = self.con.execute(f"SELECT COUNT(*) FROM {_quote(table)}").fetchone()
+            return pl.DataFrame({name: pl.Series(name, [None] * n, dtype=dtype) for name, dtype in schema.items()})
+        frame = self._query(sql, chosen)
+        present = {src for _, src, _ in chosen}
+        missing = [pl.lit(None, dtype=dtype).alias(name) for name, (src, dtype) in spec.items() if src not in present]
+        return frame.with_columns(missing).select(list(spec)) if missing else frame
+
+    def _plan(
+        self, table: str, spec: Mapping[str, tuple[str, pl.DataType]], where: Sequence[tuple[str, str]]
+    ) -> tuple[str | None, list[tuple[str, str, pl.DataType]]] | None:
+        """(the query, its (output name, source column, dtype) columns) for a :meth:`fetch`;
+        None when the table is absent, no query when it has none of the columns."""
+        if not self.has(table):
+            return None
         present = set(self.columns(table))
         chosen = [(name, src, dtype) for name, (src, dtype) in spec.items() if src in present]
         if not chosen:
-            (n,) = self.con.execute(f"SELECT COUNT(*) FROM {_quote(table)}").fetchone()
-            return pl.DataFrame({name: pl.Series(name, [None] * n, dtype=dtype) for name, dtype in schema.items()})
+            return None, chosen
         sql = f"SELECT {', '.join(_quote(src) for _, src, _ in chosen)} FROM {_quote(table)}"
         conditions = [cond for col, cond in where if col in present]
         if conditions:
             sql += " WHERE " + " AND ".join(f"({c})" for c in conditions)
-        frame = self._query(sql, chosen)
-        missing = [pl.lit(None, dtype=dtype).alias(name) for name, (src, dtype) in spec.items() if src not in present]
-        return frame.with_columns(missing).select(list(spec)) if missing else frame
+        return sql, chosen
 
     def _query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame:
-        if self.arrow is not None:
-            frame = self._arrow_query(sql, chosen)
+        pending = self._pending.pop(sql, None)
+        if pending is not None:
+            results = [future.result() for future in pending]
+            frames = [result for result in results if result is not None]
+            if len(frames) == len(results):
+                self.paths["arrow"] += 1
+                return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical")
+        elif self.arrow is not None:
+            frame = _arrow_frame(self.arrow, sql, chosen)
             if frame is not None:
                 self.paths["arrow"] += 1
                 return frame
@@ -379,29 +496,6 @@ class _Db:
         if not parts:
             return pl.DataFrame(schema={name: dtype for name, _, dtype in chosen})
         return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
-
-    def _arrow_query(self, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame | None:
-        """The query's result as polars columns through Arrow, or None (use sqlite3)."""
-        import pyarrow as pa
-
-        try:
-            cursor = self.arrow.cursor()
-            try:
-                cursor.execute(sql)
-                table = cursor.fetch_arrow_table()
-            finally:
-                cursor.close()
-            # SQLite stores whatever bytes it was given; the Arrow driver does not check
-            # them, and damaged text must be replaced, not passed on as invalid strings
-            if any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types):
-                table.validate(full=True)
-            if table.num_columns != len(chosen):
-                return None
-            frame = pl.from_arrow(table.rename_columns([name for name, _, _ in chosen]), rechunk=True)
-            assert isinstance(frame, pl.DataFrame)
-            return frame.select(pl.col(name).cast(dtype, strict=False) for name, _, dtype in chosen)
-        except Exception:  # a type the driver rejects, mixed column types, damaged text...
-            return None
 
     def key_values(self, table: str) -> dict[str, str]:
         """A (name, value) table such as META_DATA_EXPORT as a dict."""
@@ -422,6 +516,34 @@ class _Db:
             return None
         row = self.con.execute(f"SELECT {_quote(column)} FROM {_quote(table)} LIMIT 1").fetchone()
         return None if row is None else row[0]
+
+
+def _arrow_frame(con: Any, sql: str, chosen: list[tuple[str, str, pl.DataType]]) -> pl.DataFrame | None:
+    """The query's result as polars columns through Arrow, or None (use sqlite3)."""
+    import pyarrow as pa
+
+    try:
+        cursor = con.cursor()
+        try:
+            # large batches: fewer Arrow chunks to stitch together (10-15% of a large read),
+            # and the driver infers each column's type from more rows
+            with contextlib.suppress(Exception):
+                cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_ARROW_BATCH_ROWS)})
+            cursor.execute(sql)
+            table = cursor.fetch_arrow_table()
+        finally:
+            cursor.close()
+        # SQLite stores whatever bytes it was given; the Arrow driver does not check
+        # them, and damaged text must be replaced, not passed on as invalid strings
+        if any(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types):
+            table.validate(full=True)
+        if table.num_columns != len(chosen):
+            return None
+        frame = pl.from_arrow(table.rename_columns([name for name, _, _ in chosen]), rechunk=True)
+        assert isinstance(frame, pl.DataFrame)
+        return frame.select(pl.col(name).cast(dtype, strict=False) for name, _, dtype in chosen)
+    except Exception:  # a type the driver rejects, mixed column types, damaged text...
+        return None
 
 
 def _quote(name: str) -> str:
@@ -475,11 +597,89 @@ _GPU_PREFIX = _spec(
     correlation=("correlationId", _I64),
     gpid=("globalPid", _I64),
 )
+_STRINGS_SPEC = _spec(id=("id", _I64), value=("value", _STR))
+_API_SPEC = _spec(
+    start=("start", _I64),
+    end=("end", _I64),
+    event_class=("eventClass", _I64),
+    gtid=("globalTid", _I64),
+    correlation=("correlationId", _I64),
+    name_id=("nameId", _I64),
+)
+_API_WHERE = (("eventClass", f'"eventClass" IS NOT {_CLASS_BACKTRACE}'),)
+_API_TABLES = (("CUPTI_ACTIVITY_KIND_RUNTIME", None), ("CUPTI_ACTIVITY_KIND_DRIVER", EventKind.DRIVER))
+_KERNEL_SPEC = _GPU_PREFIX | _spec(
+    demangled=("demangledName", _I64),
+    short=("shortName", _I64),
+    grid_x=("gridX", _I64),
+    grid_y=("gridY", _I64),
+    grid_z=("gridZ", _I64),
+    block_x=("blockX", _I64),
+    block_y=("blockY", _I64),
+    block_z=("blockZ", _I64),
+    registers_per_thread=("registersPerThread", _I64),
+    static_smem=("staticSharedMemory", _I64),
+    dynamic_smem=("dynamicSharedMemory", _I64),
+)
+_MEMCPY_SPEC = _GPU_PREFIX | _spec(
+    bytes=("bytes", _I64), copy_kind=("copyKind", _I64), src_kind=("srcKind", _I64), dst_kind=("dstKind", _I64)
+)
+_MEMSET_SPEC = _GPU_PREFIX | _spec(bytes=("bytes", _I64), mem_kind=("memKind", _I64))
+_SYNC_SPEC = _GPU_PREFIX | _spec(
+    sync_type=("syncType", _I64),
+    old_sync_type=("deprecatedSyncType", _I64),
+    event_sync_id=("eventSyncId", _I64),
+    gtid=("globalTid", _I64),
+)
+_NVTX_SPEC = _spec(
+    start=("start", _I64),
+    end=("end", _I64),
+    event_type=("eventType", _I64),
+    text=("text", _STR),
+    text_id=("textId", _I64),
+    gtid=("globalTid", _I64),
+    domain_id=("domainId", _I64),
+)
+_NVTX_WHERE = (("eventType", f'"eventType" IN ({", ".join(str(t) for t in _NVTX_TYPES)})'),)
+_OSRT_SPEC = _spec(
+    start=("start", _I64),
+    end=("end", _I64),
+    event_class=("eventClass", _I64),
+    gtid=("globalTid", _I64),
+    name_id=("nameId", _I64),
+)
+_PROFILER_OVERHEAD_SPEC = _spec(
+    start=("start", _I64), end=("end", _I64), gtid=("globalTid", _I64), name_id=("nameId", _I64)
+)
+_CUPTI_OVERHEAD_SPEC = _spec(
+    start=("start", _I64),
+    end=("end", _I64),
+    gtid=("globalTid", _I64),
+    correlation=("correlationId", _I64),
+    name_id=("nameId", _I64),
+    overhead_type=("overheadType", _I64),
+)
+#: the bulk reads, started together in background threads (see _Db.prefetch), in the order
+#: the reader decodes them, so that the first table it needs is the first one read
+_BULK_READS: tuple[tuple[str, Mapping[str, tuple[str, pl.DataType]], Sequence[tuple[str, str]]], ...] = (
+    ("StringIds", _STRINGS_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", _API_SPEC, _API_WHERE),
+    ("CUPTI_ACTIVITY_KIND_DRIVER", _API_SPEC, _API_WHERE),
+    ("NVTX_EVENTS", _NVTX_SPEC, _NVTX_WHERE),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", _KERNEL_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", _MEMCPY_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", _MEMSET_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _SYNC_SPEC, ()),
+    ("OSRT_API", _OSRT_SPEC, ()),
+    ("PROFILER_OVERHEAD", _PROFILER_OVERHEAD_SPEC, ()),
+    ("CUPTI_ACTIVITY_KIND_OVERHEAD", _CUPTI_OVERHEAD_SPEC, ()),
+)
 
 
 class _Reader:
-    def __init__(self, db: _Db, shown_path: str) -> None:
+    def __init__(self, db: _Db, shown_path: str, size: int = 0) -> None:
         self.db = db
+        self.size = size
         self.shown_path = shown_path
         self.warnings: list[str] = []
         self.read_tables: list[str] = []
@@ -501,19 +701,23 @@ class _Reader:
             export.get(k, "").lower() == "true" for k in ("EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_TIME_NORMALIZE")
         )
         offset = int(utc) if isinstance(utc, int) and not normalized else 0
-        self.strings = db.fetch("StringIds", _spec(id=("id", _I64), value=("value", _STR))).unique("id", keep="first")
+        if self.size >= _PREFETCH_MIN_BYTES:  # below, the threads and connections cost more than they save
+            db.prefetch(_BULK_READS)
+        self.strings = db.fetch("StringIds", _STRINGS_SPEC).unique("id", keep="first")
 
         events, nvtx_threads = self._events()
-        events = events.with_columns(pl.col("start_ns") + offset)
+        # column by column: ``with_columns`` would first copy the whole concatenation
+        # into one chunk per column, which the canonical sort does anyway
+        if offset:
+            events.replace_column(events.get_column_index("start_ns"), events.get_column("start_ns") + offset)
 
         ranks, rank_source = self._ranks(events, nvtx_threads)
         if ranks:
-            events = events.with_columns(
-                pl.col("pid").replace_strict(ranks, default=0, return_dtype=_I32).fill_null(0).alias("rank")
-            )
+            rank = events.get_column("pid").replace_strict(ranks, default=0, return_dtype=_I32).fill_null(0)
         else:
-            events = events.with_columns(pl.lit(0, dtype=_I32).alias("rank"))
-        events = finalize_events(events.with_row_index("_order"))
+            rank = pl.repeat(0, events.height, dtype=_I32, eager=True)
+        events = events.hstack([rank.alias("rank")]).with_row_index("_order")
+        events = finalize_events(events)
         links = self._links(events)
         self._orphan_warning(events, links)
 
@@ -600,18 +804,9 @@ class _Reader:
     # -- CPU API calls -------------------------------------------------------------------
 
     def _runtime(self) -> pl.DataFrame:
-        spec = _spec(
-            start=("start", _I64),
-            end=("end", _I64),
-            event_class=("eventClass", _I64),
-            gtid=("globalTid", _I64),
-            correlation=("correlationId", _I64),
-            name_id=("nameId", _I64),
-        )
-        not_backtrace = [("eventClass", f'"eventClass" IS NOT {_CLASS_BACKTRACE}')]
         parts = []
-        for table, default in (("CUPTI_ACTIVITY_KIND_RUNTIME", None), ("CUPTI_ACTIVITY_KIND_DRIVER", EventKind.DRIVER)):
-            frame = self._fetch(table, spec, not_backtrace)
+        for table, default in _API_TABLES:
+            frame = self._fetch(table, _API_SPEC, _API_WHERE)
             if not frame.height:
                 continue
             if default is None:
@@ -653,20 +848,7 @@ class _Reader:
         ]
 
     def _kernels(self) -> pl.DataFrame:
-        spec = _GPU_PREFIX | _spec(
-            demangled=("demangledName", _I64),
-            short=("shortName", _I64),
-            grid_x=("gridX", _I64),
-            grid_y=("gridY", _I64),
-            grid_z=("gridZ", _I64),
-            block_x=("blockX", _I64),
-            block_y=("blockY", _I64),
-            block_z=("blockZ", _I64),
-            registers_per_thread=("registersPerThread", _I64),
-            static_smem=("staticSharedMemory", _I64),
-            dynamic_smem=("dynamicSharedMemory", _I64),
-        )
-        frame = self._fetch("CUPTI_ACTIVITY_KIND_KERNEL", spec)
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_KERNEL", _KERNEL_SPEC)
         if not frame.height:
             return pl.DataFrame()
         frame = self._name(self._name(frame, "demangled", "demangled_name"), "short", "short_name")
@@ -690,10 +872,7 @@ class _Reader:
         )
 
     def _memcpy(self) -> pl.DataFrame:
-        spec = _GPU_PREFIX | _spec(
-            bytes=("bytes", _I64), copy_kind=("copyKind", _I64), src_kind=("srcKind", _I64), dst_kind=("dstKind", _I64)
-        )
-        frame = self._fetch("CUPTI_ACTIVITY_KIND_MEMCPY", spec)
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_MEMCPY", _MEMCPY_SPEC)
         if not frame.height:
             return pl.DataFrame()
         frame = self._intervals(frame, "memcpy")
@@ -707,9 +886,10 @@ class _Reader:
             pl.concat_str(pl.lit("[CUDA memcpy "), kind.fill_null(MemcpyKind.UNKNOWN.value), pl.lit("]")).alias("name"),
             *self._gpu_common(),
             "bytes",
-            kind.alias("memcpy_kind"),
-            _map_codes(pl.col("src_kind"), memory, MemoryKind.UNKNOWN.value).alias("src_memory"),
-            _map_codes(pl.col("dst_kind"), memory, MemoryKind.UNKNOWN.value).alias("dst_memory"),
+            # typed here, on this table's rows, rather than on the whole events table
+            kind.cast(MEMCPY_KIND).alias("memcpy_kind"),
+            _map_codes(pl.col("src_kind"), memory, MemoryKind.UNKNOWN.value).cast(MEMORY_KIND).alias("src_memory"),
+            _map_codes(pl.col("dst_kind"), memory, MemoryKind.UNKNOWN.value).cast(MEMORY_KIND).alias("dst_memory"),
         )
 
     def _memory_codes(self) -> dict[int, object]:
@@ -718,8 +898,7 @@ class _Reader:
         )
 
     def _memset(self) -> pl.DataFrame:
-        spec = _GPU_PREFIX | _spec(bytes=("bytes", _I64), mem_kind=("memKind", _I64))
-        frame = self._fetch("CUPTI_ACTIVITY_KIND_MEMSET", spec)
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_MEMSET", _MEMSET_SPEC)
         if not frame.height:
             return pl.DataFrame()
         frame = self._intervals(frame, "memset")
@@ -728,17 +907,13 @@ class _Reader:
             pl.lit("[CUDA memset]").alias("name"),
             *self._gpu_common(),
             "bytes",
-            _map_codes(pl.col("mem_kind"), self._memory_codes(), MemoryKind.UNKNOWN.value).alias("dst_memory"),
+            _map_codes(pl.col("mem_kind"), self._memory_codes(), MemoryKind.UNKNOWN.value)
+            .cast(MEMORY_KIND)
+            .alias("dst_memory"),
         )
 
     def _sync(self, runtime: pl.DataFrame) -> pl.DataFrame:
-        spec = _GPU_PREFIX | _spec(
-            sync_type=("syncType", _I64),
-            old_sync_type=("deprecatedSyncType", _I64),
-            event_sync_id=("eventSyncId", _I64),
-            gtid=("globalTid", _I64),
-        )
-        frame = self._fetch("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", spec)
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", _SYNC_SPEC)
         if not frame.height:
             return pl.DataFrame()
         frame = self._intervals(frame, "synchronization")
@@ -758,9 +933,13 @@ class _Reader:
         # (schema 3.13) record cudaDeviceSynchronize with syncType 1, so a recognised
         # sync API name wins over the recorded syncType.
         if runtime.height:
+            # only the calls some sync row refers to (a semi join keeps their order), so the
+            # first-call-per-key pass runs over thousands of rows, not every API call
+            wanted = frame.select("pid", "correlation").drop_nulls().unique()
             callers = (
                 runtime.filter(pl.col("correlation").is_not_null())
                 .select("pid", "correlation", pl.col("tid").alias("caller_tid"), pl.col("name").alias("caller"))
+                .join(wanted, on=["pid", "correlation"], how="semi", maintain_order="left")
                 .unique(["pid", "correlation"], keep="first")
             )
             frame = frame.join(callers, on=["pid", "correlation"], how="left", maintain_order="left")
@@ -788,7 +967,7 @@ class _Reader:
             "start_ns",
             "dur_ns",
             "correlation",
-            "sync_kind",
+            pl.col("sync_kind").cast(SYNC_KIND),
             pl.col("stream").alias("wait_stream"),
             "wait_event_correlation",
         )
@@ -818,17 +997,7 @@ class _Reader:
 
     def _nvtx(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """(annotation and mark events, NVTX thread names as pid/tid/thread_name)."""
-        spec = _spec(
-            start=("start", _I64),
-            end=("end", _I64),
-            event_type=("eventType", _I64),
-            text=("text", _STR),
-            text_id=("textId", _I64),
-            gtid=("globalTid", _I64),
-            domain_id=("domainId", _I64),
-        )
-        types = ", ".join(str(t) for t in _NVTX_TYPES)
-        frame = self._fetch("NVTX_EVENTS", spec, [("eventType", f'"eventType" IN ({types})')])
+        frame = self._fetch("NVTX_EVENTS", _NVTX_SPEC, _NVTX_WHERE)
         empty_threads = pl.DataFrame(schema={"pid": _I64, "tid": _I64, "thread_name": _STR})
         if not frame.height:
             return pl.DataFrame(), empty_threads
@@ -849,35 +1018,47 @@ class _Reader:
             .select("pid", "tid", pl.col("text").alias("thread_name"))
             .unique(["pid", "tid"], keep="last", maintain_order=True)
         )
-        ranges = frame.filter(pl.col("event_type").is_in([_NVTX_PUSH_POP, _NVTX_START_END]))
-        open_ranges = ranges.filter(pl.col("end").is_null()).height
+        is_range = pl.col("event_type").is_in([_NVTX_PUSH_POP, _NVTX_START_END])
+        open_ranges = frame.select((is_range & pl.col("end").is_null()).sum()).item()
         if open_ranges:
             self.warnings.append(f"{open_ranges:,} NVTX ranges never ended within the capture and were dropped")
-            ranges = ranges.filter(pl.col("end").is_not_null())
-        ranges = ranges.filter(pl.col("start").is_not_null()).with_columns(
-            pl.lit(EventKind.ANNOTATION.value).alias("kind"), (pl.col("end") - pl.col("start")).alias("dur_ns")
+        # ranges and marks in one pass, in file order (a range and a mark never tie in the
+        # canonical sort: their kinds differ)
+        is_mark = pl.col("event_type") == _NVTX_MARK
+        events = frame.filter(
+            pl.col("start").is_not_null() & ((is_range & pl.col("end").is_not_null()) | is_mark)
+        ).with_columns(
+            pl.when(is_mark).then(pl.lit(EventKind.INSTANT.value)).otherwise(pl.lit(EventKind.ANNOTATION.value))
+            .cast(EVENT_KIND).alias("kind"),
+            pl.when(is_mark).then(pl.lit(0, dtype=_I64)).otherwise(pl.col("end") - pl.col("start")).alias("dur_ns"),
         )
-        marks = frame.filter((pl.col("event_type") == _NVTX_MARK) & pl.col("start").is_not_null()).with_columns(
-            pl.lit(EventKind.INSTANT.value).alias("kind"), pl.lit(0, dtype=_I64).alias("dur_ns")
-        )
-        events = pl.concat([ranges, marks], how="vertical")
-        events = events.join(own_domains, on=["pid", "domain_id"], how="left", maintain_order="left").join(
-            any_domains, on="domain_id", how="left", maintain_order="left"
-        )
+        del frame
+        named = pl.col("domain_id").fill_null(0) != 0
+        if created.height and events.select(named.any()).item():
+            events = events.join(own_domains, on=["pid", "domain_id"], how="left", maintain_order="left").join(
+                any_domains, on="domain_id", how="left", maintain_order="left"
+            )
+            domain = pl.when(named).then(pl.coalesce("own_domain", "any_domain")).otherwise(None)
+        else:  # the default domain only (or no domain was ever named): null throughout
+            domain = pl.lit(None, dtype=_STR)
+        text = pl.col("text")
+        # the emit_nvtx fields are looked for only when some range names carry them
+        has_seq, has_sizes = events.select(
+            text.str.contains("seq = ", literal=True).any().alias("seq"),
+            text.str.contains(", sizes = ", literal=True).any().alias("sizes"),
+        ).row(0)
         return (
             events.select(
-                pl.col("kind").cast(EVENT_KIND),
-                pl.col("text").alias("name"),
+                "kind",
+                text.alias("name"),
                 "pid",
                 "tid",
                 pl.col("start").alias("start_ns"),
                 "dur_ns",
-                pl.col("text").str.extract(_NVTX_SEQ, 1).cast(_I64, strict=False).alias("sequence_nr"),
-                pl.col("text").str.extract(_NVTX_SIZES, 1).alias("input_dims"),
-                pl.when(pl.col("domain_id").fill_null(0) == 0)
-                .then(None)
-                .otherwise(pl.coalesce("own_domain", "any_domain"))
-                .alias("domain"),
+                (text.str.extract(_NVTX_SEQ, 1).cast(_I64, strict=False) if has_seq else pl.lit(None, dtype=_I64))
+                .alias("sequence_nr"),
+                (text.str.extract(_NVTX_SIZES, 1) if has_sizes else pl.lit(None, dtype=_STR)).alias("input_dims"),
+                domain.alias("domain"),
             ),
             threads,
         )
@@ -897,14 +1078,7 @@ class _Reader:
         )
 
     def _osrt(self) -> pl.DataFrame:
-        spec = _spec(
-            start=("start", _I64),
-            end=("end", _I64),
-            event_class=("eventClass", _I64),
-            gtid=("globalTid", _I64),
-            name_id=("nameId", _I64),
-        )
-        frame = self._fetch("OSRT_API", spec)
+        frame = self._fetch("OSRT_API", _OSRT_SPEC)
         if not frame.height:
             return pl.DataFrame()
         kind = (
@@ -915,22 +1089,13 @@ class _Reader:
         return self._cpu_rows(frame, kind, "OS runtime")
 
     def _profiler_overhead(self) -> pl.DataFrame:
-        spec = _spec(start=("start", _I64), end=("end", _I64), gtid=("globalTid", _I64), name_id=("nameId", _I64))
-        frame = self._fetch("PROFILER_OVERHEAD", spec)
+        frame = self._fetch("PROFILER_OVERHEAD", _PROFILER_OVERHEAD_SPEC)
         if not frame.height:
             return pl.DataFrame()
         return self._cpu_rows(frame, pl.lit(EventKind.OVERHEAD.value), "profiler overhead")
 
     def _cupti_overhead(self) -> pl.DataFrame:
-        spec = _spec(
-            start=("start", _I64),
-            end=("end", _I64),
-            gtid=("globalTid", _I64),
-            correlation=("correlationId", _I64),
-            name_id=("nameId", _I64),
-            overhead_type=("overheadType", _I64),
-        )
-        frame = self._fetch("CUPTI_ACTIVITY_KIND_OVERHEAD", spec)
+        frame = self._fetch("CUPTI_ACTIVITY_KIND_OVERHEAD", _CUPTI_OVERHEAD_SPEC)
         if not frame.height:
             return pl.DataFrame()
         by_profiler = _decode_enum(
@@ -951,11 +1116,10 @@ class _Reader:
         if not events.height:
             return {}, "none"
         active_kinds = [*LAUNCH_KINDS, *_GPU_LINK_KINDS, EventKind.ANNOTATION.value, EventKind.INSTANT.value]
-        active = (
-            events.filter(pl.col("kind").is_in(active_kinds) & pl.col("pid").is_not_null())
-            .select(pl.col("pid").unique().sort())["pid"]
-            .to_list()
-        )
+        # Series operations: a query on ``events`` (many chunks, one per source table) would
+        # first copy every column of it into one chunk
+        pid = events.get_column("pid")
+        active = pid.filter(events.get_column("kind").is_in(active_kinds) & pid.is_not_null()).unique().sort().to_list()
         if not active:
             return {}, "none"
         named = (
@@ -1014,7 +1178,8 @@ class _Reader:
             pl.lit("nvidia").alias("vendor")
         )
         seen = (
-            events.filter(pl.col("device").is_not_null())
+            events.select("device")
+            .filter(pl.col("device").is_not_null())
             .select(pl.col("device").cast(_I64).unique())
             .join(described.select("device"), on="device", how="anti")
             .with_columns(pl.lit("nvidia").alias("vendor"))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -50,6 +52,86 @@ def test_read_trace_uses_the_cache_and_never_serves_stale_data(tmp_path: Path, m
     monkeypatch.undo()
     write_trace(path, _events(5))  # same name, new content
     assert tracekit.read_trace(path).events.height == 5
+
+
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    import tracekit.reader as reader
+
+    parsed: list[Path] = []
+    real = reader.parse
+
+    def counting(path: Path, **kwargs: object) -> object:
+        parsed.append(path)
+        return real(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader, "parse", counting)
+    return parsed
+
+
+def test_an_unchanged_file_is_not_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_trace(tmp_path / "t.json", _events(3))
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    monkeypatch.setattr(tk_cache, "SETTLE_NS", 0)
+    tracekit.read_trace(path)
+    hashed: list[object] = []
+    real_key = tk_cache.content_key
+    monkeypatch.setattr(tk_cache, "content_key", lambda *a, **k: hashed.append(a) or real_key(*a, **k))
+    assert tracekit.read_trace(path).events.height == 3
+    assert hashed == []
+    # a damaged record of the file's identity is ignored: the file is hashed again
+    (record,) = [p for p in (tk_cache.cache_dir() / "stat").rglob("*") if p.is_file()]
+    record.write_text("{not json")
+    assert tracekit.read_trace(path).events.height == 3
+    assert len(hashed) == 1
+
+
+def test_an_edited_file_with_its_old_size_and_mtime_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edit changes the file's ctime, which cannot be set back: its remembered identity
+    no longer matches, so it is hashed and parsed, never served from the old entry."""
+    monkeypatch.setattr(tk_cache, "SETTLE_NS", 0)
+    path = write_trace(tmp_path / "t.json", _events(3))
+    old = path.stat()
+    assert tracekit.read_trace(path).events["name"].to_list() == ["op0", "op1", "op2"]
+    text = path.read_text().replace('"op1"', '"opX"')
+    time.sleep(0.01)
+    path.write_text(text)
+    os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert path.stat().st_size == old.st_size
+    assert path.stat().st_mtime_ns == old.st_mtime_ns
+    parsed = _counting_parses(monkeypatch)
+    assert tracekit.read_trace(path).events["name"].to_list() == ["op0", "opX", "op2"]
+    assert parsed == [path]
+
+
+def test_another_tracekit_version_does_not_take_a_remembered_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tk_cache, "SETTLE_NS", 0)
+    path = write_trace(tmp_path / "t.json", _events(2))
+    tracekit.read_trace(path)
+    monkeypatch.setattr(tk_cache, "__version__", "99.0")
+    parsed = _counting_parses(monkeypatch)
+    assert tracekit.read_trace(path).events.height == 2
+    assert parsed == [path]  # hashed with the new version's key, a miss, parsed
+
+
+def test_a_file_changed_moments_ago_is_not_remembered(tmp_path: Path) -> None:
+    """Within SETTLE_NS of its last change a file is hashed on every open (a second change in
+    the same clock tick would leave its identity unchanged)."""
+    path = write_trace(tmp_path / "t.json", _events(2))
+    tracekit.read_trace(path)
+    assert not (tk_cache.cache_dir() / "stat").exists()
+    assert tk_cache.known_key(path, path.stat()) is None
+
+
+def test_a_remembered_key_whose_entry_was_removed_parses_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tk_cache, "SETTLE_NS", 0)
+    path = write_trace(tmp_path / "t.json", _events(2))
+    tracekit.read_trace(path)
+    shutil.rmtree(tk_cache.cache_dir() / "traces")
+    parsed = _counting_parses(monkeypatch)
+    assert tracekit.read_trace(path).events.height == 2
+    assert parsed == [path]
+    assert tk_cache.clear() == 1
+    assert not (tk_cache.cache_dir() / "stat").exists()
 
 
 def test_cache_dir_follows_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

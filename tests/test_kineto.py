@@ -429,6 +429,35 @@ def test_canonical_sort_order_equals_a_full_multi_key_sort(rows: list[tuple[Any,
     assert _sort_order(frame, keys, descending).to_list() == expected.to_list()
 
 
+def test_finalize_events_is_the_same_on_a_concatenation_of_many_frames() -> None:
+    """A frame made of many chunks (a parser's per-table parts, concatenated without a copy)
+    sorts into the same table as the same rows in one chunk; all-null columns come out
+    null with their canonical dtype, helper columns in ``keep`` survive, others are dropped."""
+    from tracekit.schema import EVENTS, finalize_events
+
+    parts = [
+        pl.DataFrame({"kind": ["kernel", "cpu_op"], "name": ["b", "a"], "start_ns": [5, 5], "dur_ns": [1, 1],
+                      "pid": [1, 1], "memcpy_kind": [None, None], "_helper": [7, 8]}),
+        pl.DataFrame({"kind": ["memcpy"], "name": ["c"], "start_ns": [None], "dur_ns": [2],
+                      "pid": [2], "memcpy_kind": ["HtoD"], "_helper": [9]}),
+        pl.DataFrame({"kind": ["runtime", "runtime"], "name": ["z", "y"], "start_ns": [1, 5], "dur_ns": [0, 3],
+                      "pid": [None, 1], "memcpy_kind": [None, None], "_helper": [10, 11]}),
+    ]
+    chunked = pl.concat(parts, how="vertical_relaxed", rechunk=False).with_row_index("_order")
+    assert chunked["name"].n_chunks() == 3
+    got = finalize_events(chunked, keep=("_helper",))
+    want = finalize_events(chunked.rechunk(), keep=("_helper",))
+    assert got.equals(want)
+    assert got["name"].to_list() == ["z", "y", "a", "b", "c"]
+    assert got["event_id"].to_list() == [0, 1, 2, 3, 4]
+    assert got["end_ns"].to_list() == [1, 8, 6, 6, None]
+    assert got["_helper"].to_list() == [10, 11, 8, 7, 9]
+    assert got.select(EVENTS.names).schema == EVENTS.polars_schema
+    assert got["memcpy_kind"].to_list() == [None, None, None, None, "HtoD"]
+    assert got["tid"].null_count() == 5
+    assert "_order" not in got.columns
+
+
 def test_collective_group_args_are_kept(tmp_path: Path) -> None:
     comms = {"Collective name": "allreduce", "Process Group Name": "3", "Process Group Ranks": "[0, 2, 4, 6]",
              "Group size": 4, "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float"}

@@ -568,6 +568,31 @@ def test_arrow_reads_equal_sqlite3_reads(export: Path, monkeypatch: pytest.Monke
     _assert_same_tables(arrow, plain)
 
 
+def test_reads_split_in_rowid_ranges_equal_whole_reads(export: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large table is read in one rowid range per background thread; the ranges, joined in
+    order, give the same tables as one read and as the sqlite3 path."""
+    pytest.importorskip("adbc_driver_sqlite")
+    from tracekit.parsers import nsight
+
+    monkeypatch.setattr(nsight, "_PREFETCH_MIN_BYTES", 0)  # background reads however small the export
+    monkeypatch.setattr(nsight, "_SPLIT_ROWS", 1)  # every table with two rows or more is split
+    ranges: list[str] = []
+    background = nsight._Db._background_query
+
+    def spy(self: Any, sql: str, chosen: Any) -> Any:
+        ranges.append(sql)
+        return background(self, sql, chosen)
+
+    monkeypatch.setattr(nsight._Db, "_background_query", spy)
+    split, paths = _read_counting_paths(export, monkeypatch)
+    assert paths["arrow"] > 0
+    assert paths["sqlite3"] == 0
+    assert any("NVTX_EVENTS" in q and "rowid >=" in q for q in ranges), ranges
+    monkeypatch.setenv("TRACEKIT_NSIGHT_ARROW", "0")
+    plain, _ = _read_counting_paths(export, monkeypatch)
+    _assert_same_tables(split, plain)
+
+
 def test_damaged_text_falls_back_to_lenient_sqlite3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Invalid UTF-8 in a table makes its Arrow read fail validation; that table is read
     through sqlite3 (bytes replaced), the others stay on the Arrow path."""

@@ -112,7 +112,7 @@ def test_cache_entry_written_atomically(tmp_path: Path, monkeypatch: pytest.Monk
     tables = parse(path)
     key = tk_cache.content_key(path)
 
-    def crash(self: object, directory: object) -> None:
+    def crash(self: object, directory: object, **options: object) -> None:
         raise OSError("disk full")
 
     with monkeypatch.context() as m:
@@ -244,7 +244,8 @@ def test_export_and_annotate_write_only_what_was_asked(tmp_path: Path, monkeypat
     assert sorted(p.name for p in (out / "tables").iterdir()) == sorted([f"{n}.parquet" for n in TABLE_NAMES] + ["info.json"])
     cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file()]
     assert cached
-    assert all(re.fullmatch(r"traces/[0-9a-f]{2}/[0-9a-f]{40}/(\w+\.parquet|info\.json|complete)", c) for c in cached), cached
+    pattern = r"traces/[0-9a-f]{2}/[0-9a-f]{40}/(\w+\.parquet|info\.json|complete)|stat/[0-9a-f]{2}/[0-9a-f]{40}"
+    assert all(re.fullmatch(pattern, c) for c in cached), cached
 
 
 _HOSTILE_PROCESS = """

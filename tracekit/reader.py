@@ -10,6 +10,7 @@ True
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import cache as _cache
@@ -51,9 +52,19 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     if not cache:
         tables: TraceTables = parse(p, format=fmt, work_dir=None, progress=progress)
         return tables
+    before = os.stat(p)
+    # the same file at the same path, unchanged since it was hashed: its key without hashing
+    key = _cache.known_key(p, before)
+    if key is not None:
+        if progress is not None:
+            progress.phase("loading cached tables")
+        hit = _cache.load(key, p)
+        if hit is not None:
+            return hit
     if progress is not None:
-        progress.phase("hashing", total=p.stat().st_size)
+        progress.phase("hashing", total=before.st_size)
     key = _cache.content_key(p, progress=progress)
+    _cache.remember(p, before, key)
     if progress is not None:
         progress.phase("loading cached tables")
     hit = _cache.load(key, p)

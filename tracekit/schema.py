@@ -166,9 +166,12 @@ class TableSchema:
         (strictly: a value that does not fit is an error, never silently nulled).
         """
         exprs = []
+        present = frame.schema  # once: each ``frame.schema`` builds every dtype object anew
+        if list(present.items()) == [(c.name, c.dtype) for c in self.columns]:
+            return frame  # already exactly this table (a cached table, a parser's output)
         for col in self.columns:
-            if col.name in frame.columns:
-                current = frame.schema[col.name]
+            if col.name in present:
+                current = present[col.name]
                 expr = pl.col(col.name)
                 if current != col.dtype:
                     expr = expr.cast(col.dtype, strict=True)
@@ -425,14 +428,31 @@ class TraceTables:
         counts = self.events.group_by("kind").len().sort("kind")
         return {str(k): int(n) for k, n in counts.iter_rows()}
 
-    def write_parquet(self, directory: str | Path) -> list[Path]:
-        """Write every table as ``<name>.parquet`` plus ``info.json`` into ``directory``."""
+    def write_parquet(
+        self,
+        directory: str | Path,
+        *,
+        compression: str = "zstd",
+        statistics: bool = True,
+        null_columns: bool = True,
+    ) -> list[Path]:
+        """Write every table as ``<name>.parquet`` plus ``info.json`` into ``directory``
+        (``compression`` and ``statistics`` as for :meth:`polars.DataFrame.write_parquet`).
+
+        ``null_columns=False`` leaves out the columns that hold only nulls (the first column
+        always stays, so the row count does too); :meth:`read_parquet` restores them."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         written = []
         for schema in TABLES:
             path = out / f"{schema.name}.parquet"
-            self.table(schema.name).write_parquet(path, compression="zstd", statistics=True)
+            frame = self.table(schema.name)
+            if not null_columns:
+                first = frame.columns[:1]
+                frame = frame.select(
+                    [c for c in frame.columns if c in first or frame.get_column(c).null_count() < frame.height]
+                )
+            frame.write_parquet(path, compression=compression, statistics=statistics)  # type: ignore[arg-type]
             written.append(path)
         info_path = out / "info.json"
         info_path.write_text(self.info.to_json() + "\n", encoding="utf-8")
@@ -457,34 +477,64 @@ class TraceTables:
 TABLE_NAMES = tuple(s.name for s in TABLES)
 
 
+#: columns gathered per query by :func:`finalize_events`
+_GATHER_BATCH = 4
+
+
 def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFrame:
     """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
 
     The input may carry any subset of the event columns plus a temporary ``_order``
     column (input position) used only to break ties deterministically.  Columns named in
     ``keep`` (parser-internal helpers) are appended after the canonical ones.
+
+    The input may be a concatenation of many frames (many chunks per column): nothing here
+    rechunks the whole table at once.  Each column is made contiguous and gathered into the
+    canonical order on its own, and the source column is released as soon as its sorted
+    copy exists, so the peak is the input plus one column (not two tables) when the
+    caller hands the frame over.
     """
-    if "end_ns" in events.columns:
-        events = events.drop("end_ns")
-    events = events.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"))
+    # a shallow copy: dropping columns from it releases them only if the caller let go
+    frame = events.clone()
+    del events
+    if "end_ns" in frame.columns:
+        frame.drop_in_place("end_ns")
     keys = ["start_ns", "dur_ns"]
     descending = [False, True]
     for extra in ("kind", "pid", "tid", "device", "stream", "name"):
-        if extra in events.columns:
+        if extra in frame.columns:
             keys.append(extra)
             descending.append(False)
-    if "_order" in events.columns:
+    if "_order" in frame.columns:
         keys.append("_order")
         descending.append(False)
-    order = _sort_order(events, keys, descending)
-    # gather column by column, releasing each source column once its sorted copy exists:
-    # when the caller no longer holds the input, the peak is the table plus one column,
-    # not two tables (``events`` here is this function's own frame, so this is safe)
-    events = pl.DataFrame([events.drop_in_place(name).gather(order) for name in list(events.columns)])
-    events = events.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    order = _sort_order(frame, keys, descending)
+    wanted = set(EVENTS.names) | set(keep)
+    always = {"start_ns", "dur_ns", *keep}
+    columns: dict[str, pl.Series] = {}
+    batch: list[pl.Series] = []
+    names = list(frame.columns)
+    for i, name in enumerate(names):
+        source = frame.drop_in_place(name)
+        if name in wanted and (name in always or source.null_count() < source.len()):
+            # (an all-null column is not gathered: conform writes the null column)
+            # gathering across chunks is slow for text (up to 25x a contiguous gather)
+            batch.append(source.rechunk() if source.n_chunks() > 1 else source)
+        del source
+        if batch and (len(batch) == _GATHER_BATCH or i == len(names) - 1):
+            # a few columns per query, so polars gathers them on its threads side by side
+            # while at most that many sorted copies exist beside the input
+            for gathered in pl.DataFrame(batch).select(pl.all().gather(order)).get_columns():
+                columns[gathered.name] = gathered
+            batch.clear()
+    start, dur = columns["start_ns"], columns["dur_ns"]
+    columns["end_ns"] = (start + dur).alias("end_ns")
+    columns["event_id"] = pl.int_range(0, start.len(), dtype=pl.Int64, eager=True).alias("event_id")
+    sorted_frame = pl.DataFrame(list(columns.values()))
+    del columns
     if keep:
-        return pl.concat([EVENTS.conform(events), events.select(list(keep))], how="horizontal")
-    return EVENTS.conform(events)
+        return pl.concat([EVENTS.conform(sorted_frame), sorted_frame.select(list(keep))], how="horizontal")
+    return EVENTS.conform(sorted_frame)
 
 
 def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[bool]) -> pl.Series:
@@ -493,16 +543,26 @@ def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[b
     A multi-key sort encodes every key of every row (about 220 bytes a row with event
     names).  Here the rows are sorted by the first key alone and only the rows that tie on
     it (about 2% of a real trace's events) are sorted by every key; they keep the positions
-    their tie groups hold, so the result equals the full sort.
+    their tie groups hold, so the result equals the full sort.  Ties are found by comparing
+    each sorted value with its neighbours (nulls equal to nulls), not by hashing.
     """
-    first = frame.select(
+    lead = frame.get_column(keys[0])
+    first = pl.DataFrame([lead]).select(
         pl.arg_sort_by(keys[0], descending=descending[0], nulls_last=True, maintain_order=True)
     ).to_series()
-    tied = frame[keys[0]].gather(first).is_duplicated()
-    if len(keys) == 1 or not tied.any():
+    if len(keys) == 1 or first.len() < 2:
         return first
+    ordered = lead.rechunk().gather(first)
+    same = ordered.slice(1).eq_missing(ordered.slice(0, ordered.len() - 1))
+    del ordered
+    if not same.any():
+        return first
+    no = pl.Series([False])
+    tied = pl.concat([no, same]) | pl.concat([same, no])
     tied_rows = first.filter(tied)
-    subset = frame.select(keys)[tied_rows]
+    # built from the key columns alone: a ``select`` on a frame of many chunks would first
+    # copy every column of it into one chunk
+    subset = pl.DataFrame([frame.get_column(k).gather(tied_rows) for k in keys])
     within = subset.select(pl.arg_sort_by(keys, descending=descending, nulls_last=True, maintain_order=True)).to_series()
     return first.scatter(tied.arg_true(), tied_rows.gather(within))
 
