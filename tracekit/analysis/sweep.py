@@ -12,6 +12,7 @@ distance would leave int64, where Python's integers do not overflow).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -35,8 +36,29 @@ def _native() -> ModuleType | None:
 
 
 def native_available() -> bool:
-    """Whether the sweeps run in native code in this process."""
+    """Whether the sweeps can run in native code in this process."""
     return _native() is not None
+
+
+#: below this many edge relaxations the Python loop costs less than importing pyarrow (about
+#: 70 ms of CPU), through whose buffers the native code reads polars' columns
+NATIVE_MIN_WORK = 300_000
+
+
+def _native_for(work: int, min_work: int | None = None) -> ModuleType | None:
+    """The compiled module where it pays for ``work`` edge visits (at least ``min_work``,
+    default :data:`NATIVE_MIN_WORK`, unless pyarrow is loaded already), else None; the
+    results are the same either way."""
+    native = _native()
+    least = NATIVE_MIN_WORK if min_work is None else min_work
+    if native is None or (work < least and "pyarrow" not in sys.modules):
+        return None
+    return native
+
+
+def native_pays(edges: int) -> bool:
+    """Whether a graph of this many edges is ordered and swept natively."""
+    return _native_for(edges) is not None
 
 
 def _buffer(values: pl.Series) -> Any:
@@ -56,15 +78,16 @@ def _column(buf: bytearray, count: int) -> pl.Series:
     return pl.Series(pl.from_arrow(pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(buf)])))
 
 
-def longest(n: int, src: pl.Series, dst: pl.Series, weights: Sequence[pl.Series]) -> list[pl.Series]:
+def longest(n: int, src: pl.Series, dst: pl.Series, weights: Sequence[pl.Series], *, min_work: int | None = None) -> list[pl.Series]:
     """Every node's longest distance from a source, once per weight column: all nodes start at
     0 and the edges ``src[i] → dst[i]`` (node indices below ``n``, in an order where every
     edge comes after the edges into its tail) raise their head to ``tail + weight``.
 
-    ``weights`` are int64 columns without nulls, one per scenario, aligned with the edges."""
-    native = _native()
+    ``weights`` are int64 columns without nulls, one per scenario, aligned with the edges;
+    ``min_work``: see :func:`_native_for`."""
+    m = src.len()
+    native = _native_for(m * len(weights), min_work)
     if native is not None and weights:
-        m = src.len()
         stacked = pl.concat([w.cast(pl.Int64) for w in weights]) if m else pl.Series([], dtype=pl.Int64)
         out = bytearray(8 * n * len(weights))
         if native.longest(n, _buffer(src), _buffer(dst), _buffer(stacked), out):
@@ -84,10 +107,10 @@ def longest_python(n: int, src: Sequence[int], dst: Sequence[int], weights: Sequ
     return dist
 
 
-def topological(n: int, src: pl.Series, dst: pl.Series) -> pl.Series | None:
+def topological(n: int, src: pl.Series, dst: pl.Series, *, min_work: int | None = None) -> pl.Series | None:
     """Every node's position in Kahn's topological order of the edges ``src → dst`` (the
     ready nodes kept as a stack: see :func:`kahn_python`), or None when the graph has a cycle."""
-    native = _native()
+    native = _native_for(src.len(), min_work)
     if native is not None:
         out = bytearray(8 * n)
         if native.topological(n, _buffer(src), _buffer(dst), out):
