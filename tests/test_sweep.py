@@ -46,7 +46,7 @@ def _dags(draw: st.DrawFn) -> tuple[int, list[int], list[int], list[list[int]]]:
 @given(_dags())
 def test_native_longest_paths_equal_python(dag: tuple[int, list[int], list[int], list[list[int]]]) -> None:
     n, src, dst, weights = dag
-    got = sweep.longest(n, _col(src), _col(dst), [_col(w) for w in weights], min_work=0)
+    got = sweep.longest(n, _col(src), _col(dst), [_col(w) for w in weights])
     assert [g.to_list() for g in got] == [sweep.longest_python(n, src, dst, w) for w in weights]
 
 
@@ -57,7 +57,7 @@ def test_native_kahn_equals_python(graph: tuple[int, list[tuple[int, int]]]) -> 
     # any graph, cycles and self-loops included: the same positions, or None on both sides
     n, pairs = graph
     src, dst = [u for u, _ in pairs], [v for _, v in pairs]
-    got = sweep.topological(n, _col(src), _col(dst), min_work=0)
+    got = sweep.topological(n, _col(src), _col(dst))
     assert (None if got is None else got.to_list()) == sweep.kahn_python(n, src, dst)
 
 
@@ -67,43 +67,58 @@ def test_native_kernel_refuses_bad_input() -> None:
 
     src, dst = _col([0, 5]), _col([1, 1])  # node 5 of 2
     with pytest.raises(ValueError, match="outside"):
-        sweep.longest(2, src, dst, [_col([1, 1])], min_work=0)
+        sweep.longest(2, src, dst, [_col([1, 1])])
     with pytest.raises(ValueError, match="outside"):
-        sweep.topological(2, src, dst, min_work=0)
+        sweep.topological(2, src, dst)
+    two, one = sweep._buffer(_sweep, _col([0, 0])), sweep._buffer(_sweep, _col([1]))
     with pytest.raises(ValueError, match="multiple"):
-        _sweep.longest(2, sweep._buffer(_col([0, 0])), sweep._buffer(_col([1, 1])), sweep._buffer(_col([1, 2, 3])), bytearray(16))
+        _sweep.longest(2, two, sweep._buffer(_sweep, _col([1, 1])), sweep._buffer(_sweep, _col([1, 2, 3])), bytearray(16))
     with pytest.raises(ValueError, match="whole number"):
         _sweep.longest(2, b"\0" * 7, b"\0" * 7, b"", bytearray(16))
     with pytest.raises(BufferError):
-        _sweep.longest(2, sweep._buffer(_col([0])), sweep._buffer(_col([1])), sweep._buffer(_col([1])), b"\0" * 16)  # read-only output
+        _sweep.longest(2, one, one, one, b"\0" * 16)  # read-only output
+
+
+@native
+def test_native_column_reader() -> None:
+    from tracekit.analysis import _sweep  # type: ignore[attr-defined]
+
+    # a column of several chunks is read whole and in order
+    chunked = pl.concat([_col([1, 2]), _col([]), _col([3, -(1 << 63)])], rechunk=False)
+    assert list(sweep._buffer(_sweep, chunked)) == [1, 2, 3, -(1 << 63)]
+    assert list(sweep._buffer(_sweep, _col([5, 6, 7]).slice(1, 2))) == [6, 7]
+    out = sweep._buffer(_sweep, _col([0, 0]))
+    with pytest.raises(ValueError, match="nulls"):
+        _sweep.read_int64(pl.Series([1, None], dtype=pl.Int64).__arrow_c_stream__(), out)
+    with pytest.raises(ValueError, match="not of int64"):
+        _sweep.read_int64(pl.Series([1.0, 2.0]).__arrow_c_stream__(), out)
+    with pytest.raises(ValueError, match="more values than the output holds"):
+        _sweep.read_int64(_col([1, 2, 3]).__arrow_c_stream__(), out)
+    with pytest.raises(ValueError, match="1 values for an output of 2"):
+        _sweep.read_int64(_col([1]).__arrow_c_stream__(), out)
+    capsule = _col([1, 2]).__arrow_c_stream__()
+    _sweep.read_int64(capsule, out)
+    with pytest.raises(ValueError, match="released"):
+        _sweep.read_int64(capsule, out)  # a stream is read once
+    with pytest.raises(ValueError, match="PyCapsule"):
+        _sweep.read_int64(object(), out)
 
 
 def test_overflow_falls_back_to_python_integers() -> None:
     # a distance beyond int64 is not wrapped around: the Python sweep takes over, and its
     # result cannot be an int64 column either
     with pytest.raises((OverflowError, TypeError)):
-        sweep.longest(3, _col([0, 1]), _col([1, 2]), [_col([1 << 62, 1 << 62])], min_work=0)
+        sweep.longest(3, _col([0, 1]), _col([1, 2]), [_col([1 << 62, 1 << 62])])
 
 
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(sweep.PURE_PYTHON_ENV, "1")
     assert not sweep.native_available()
-    assert not sweep.native_pays(10**9)
-    assert sweep.longest(3, _col([0, 1]), _col([1, 2]), [_col([2, 3])], min_work=0)[0].to_list() == [0, 2, 5]
-
-
-@native
-def test_small_graphs_stay_in_python_until_pyarrow_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    # importing pyarrow costs more than sweeping a small graph in Python; once it is loaded
-    # (by an earlier large graph, or by the caller) every graph goes native
-    assert sweep.native_pays(sweep.NATIVE_MIN_WORK)
-    monkeypatch.delitem(__import__("sys").modules, "pyarrow", raising=False)
-    assert not sweep.native_pays(sweep.NATIVE_MIN_WORK - 1)
+    assert sweep.longest(3, _col([0, 1]), _col([1, 2]), [_col([2, 3])])[0].to_list() == [0, 2, 5]
 
 
 def test_replay_is_the_same_without_the_native_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # native order and sweeps on this small graph too, then the pure-Python time order and sweeps
-    monkeypatch.setattr(sweep, "NATIVE_MIN_WORK", 0)
+    # native Kahn's order and sweeps, then the pure-Python time order and sweeps
     loop, _ = SCENARIOS["sync_prevents_overlap"]
     tables = tracekit.read_trace(write_kineto(simulate(loop), tmp_path / "loop.json"))
     steps = find_steps(tables.events, tables.links).frame

@@ -2,8 +2,10 @@
  *
  * The replay (tracekit/analysis/replay.py) relaxes every edge of a group's graph once per
  * scenario, in the topological order of the edges' heads; in Python that loop is the
- * replay's floor.  This module does the same arithmetic on int64 arrays handed over as
- * buffers (Arrow buffers of polars columns), with the GIL released around the loops.
+ * replay's floor.  This module does the same arithmetic on int64 arrays, with the GIL
+ * released around the loops.  Columns arrive through the Arrow C stream interface (a polars
+ * Series' __arrow_c_stream__ capsule, copied into a buffer by read_int64), so neither numpy
+ * nor pyarrow is needed.
  * tracekit/analysis/sweep.py holds the pure-Python versions, which give identical results
  * and stay the fallback (TRACEKIT_PURE_PYTHON=1, or an install without a compiler).
  *
@@ -54,6 +56,138 @@ i64_release(I64 *b)
         PyBuffer_Release(&b->view);
         b->held = 0;
     }
+}
+
+/* The Arrow C data and C stream interfaces (a stable ABI: https://arrow.apache.org/docs/format/CDataInterface.html). */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+
+static void
+stream_error(struct ArrowArrayStream *stream, int code, const char *what)
+{
+    const char *msg = stream->get_last_error != NULL ? stream->get_last_error(stream) : NULL;
+    PyErr_Format(PyExc_ValueError, "read_int64: %s failed (%d): %s", what, code, msg != NULL ? msg : "no message");
+}
+
+/* read_int64(capsule, out) -> None
+ *
+ * Copies the int64 values of an Arrow C stream (an "arrow_array_stream" capsule, e.g. a
+ * polars Series' __arrow_c_stream__()) into out, which must hold exactly as many items.
+ * Refuses any other type, nulls, and chunks whose buffers do not match their length.  The
+ * stream is released when done. */
+static PyObject *
+sweep_read_int64(PyObject *self, PyObject *args)
+{
+    PyObject *capsule, *o_out;
+    I64 out = {0};
+    PyObject *result = NULL;
+    struct ArrowSchema schema;
+    struct ArrowArray chunk;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:read_int64", &capsule, &o_out)) {
+        return NULL;
+    }
+    struct ArrowArrayStream *stream = (struct ArrowArrayStream *)PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (stream == NULL) {
+        return NULL;
+    }
+    if (stream->release == NULL || stream->get_schema == NULL || stream->get_next == NULL) {
+        PyErr_SetString(PyExc_ValueError, "read_int64: the stream was released already");
+        return NULL;
+    }
+    if (i64_get(o_out, &out, 1, "read_int64: out") < 0) {
+        goto done;
+    }
+    memset(&schema, 0, sizeof schema);
+    int code = stream->get_schema(stream, &schema);
+    if (code != 0) {
+        stream_error(stream, code, "get_schema");
+        goto done;
+    }
+    int is_int64 = schema.format != NULL && strcmp(schema.format, "l") == 0;
+    if (schema.release != NULL) {
+        schema.release(&schema);
+    }
+    if (!is_int64) {
+        PyErr_SetString(PyExc_ValueError, "read_int64: the stream is not of int64 values");
+        goto done;
+    }
+    int64_t *dest = (int64_t *)out.view.buf;
+    Py_ssize_t filled = 0;
+    for (;;) {
+        memset(&chunk, 0, sizeof chunk);
+        code = stream->get_next(stream, &chunk);
+        if (code != 0) {
+            stream_error(stream, code, "get_next");
+            goto done;
+        }
+        if (chunk.release == NULL) {
+            break; /* end of stream */
+        }
+        const char *bad = NULL;
+        if (chunk.length < 0 || chunk.offset < 0 || chunk.n_buffers != 2 || chunk.buffers == NULL) {
+            bad = "a chunk has an invalid layout";
+        }
+        else if (chunk.null_count != 0) {
+            bad = "a chunk holds nulls";
+        }
+        else if (chunk.length > (int64_t)(out.len - filled)) {
+            bad = "more values than the output holds";
+        }
+        else if (chunk.length > 0 && chunk.buffers[1] == NULL) {
+            bad = "a chunk has no data buffer";
+        }
+        if (bad == NULL && chunk.length > 0) {
+            memcpy(dest + filled, (const int64_t *)chunk.buffers[1] + chunk.offset, (size_t)chunk.length * sizeof(int64_t));
+            filled += (Py_ssize_t)chunk.length;
+        }
+        chunk.release(&chunk);
+        if (bad != NULL) {
+            PyErr_Format(PyExc_ValueError, "read_int64: %s", bad);
+            goto done;
+        }
+    }
+    if (filled != out.len) {
+        PyErr_Format(PyExc_ValueError, "read_int64: %zd values for an output of %zd", filled, out.len);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (stream->release != NULL) {
+        stream->release(stream); /* sets stream->release to NULL: the capsule will not release it again */
+    }
+    i64_release(&out);
+    return result;
 }
 
 /* longest(n, src, dst, weights, out) -> bool
@@ -262,6 +396,8 @@ done:
 }
 
 static PyMethodDef sweep_methods[] = {
+    {"read_int64", sweep_read_int64, METH_VARARGS,
+     "read_int64(arrow_array_stream capsule, out) -> None: the stream's int64 values copied into out"},
     {"longest", sweep_longest, METH_VARARGS,
      "longest(n, src, dst, weights, out) -> bool: longest distances of every node, one sweep per scenario"},
     {"topological", sweep_topological, METH_VARARGS,

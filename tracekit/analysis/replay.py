@@ -40,7 +40,7 @@ import polars as pl
 from ..schema import EventKind
 from .causes import WHAT_IF_CAUSES
 from .critical_path import EdgeKind, _topological, build_graph
-from .sweep import longest, native_pays, topological
+from .sweep import longest, native_available, topological
 from .whatif import WhatIf
 
 #: steps of one rank replayed together (a fix can move work across step boundaries)
@@ -321,7 +321,7 @@ def _replay_group(
     ends = nodes["t"]
     lo, hi = int(ends.min()) - 1, int(ends.max()) + 1  # type: ignore[arg-type]
     times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == t_node).then(hi).otherwise(pl.col("t")).alias("t"))
-    plan = _order(base, times, sweeps=1 + len(edits))
+    plan = _order(base, times)
     recorded = nodes.select("node", (pl.col("t") - w0).alias("d"))
     out["recorded_ns"] = _steps_of(recorded, ["d"], markers, owner, t_node, len(starts))[0]
     # every edit's weights in one pass; an edit that changes no edge (its cause is absent from
@@ -422,17 +422,16 @@ class _Plan:
     broken: int
 
 
-def _order(edges: pl.DataFrame, times: pl.DataFrame | None = None, sweeps: int = 1) -> _Plan:
-    """A topological order of the graph (to be swept ``sweeps`` times).  Any topological
-    order gives the same longest distances, so the cheapest is taken: Kahn's in native code
-    where it is built and the work pays for it (:func:`.sweep.native_pays`); otherwise the
-    recorded time order of the nodes when every edge goes forward in it (``times``: node →
+def _order(edges: pl.DataFrame, times: pl.DataFrame | None = None) -> _Plan:
+    """A topological order of the graph.  Any topological order gives the same longest
+    distances, so the cheapest is taken: Kahn's in native code where it is built; otherwise
+    the recorded time order of the nodes when every edge goes forward in it (``times``: node →
     t; checked vectorised), else Kahn's in Python.  A cycle (clock skew) is broken by
     dropping the lightest edge of each loop (networkx) before Kahn's order is taken."""
     nodes = pl.concat([edges["src"], edges["dst"]]).unique().sort().cast(pl.Int64).rename("node")
     s_idx = nodes.search_sorted(edges["src"]).cast(pl.Int64)
     d_idx = nodes.search_sorted(edges["dst"]).cast(pl.Int64)
-    if times is not None and edges.height and not native_pays(edges.height * sweeps):
+    if times is not None and edges.height and not native_available():
         t = pl.DataFrame({"node": nodes}).join(times.select("node", "t"), on="node", how="left", maintain_order="left")["t"]
         if t.null_count() == 0:
             # rank by (recorded time, depth among nodes of the same time, node id): the order a
