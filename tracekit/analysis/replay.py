@@ -40,6 +40,7 @@ import polars as pl
 from ..schema import EventKind
 from .causes import WHAT_IF_CAUSES
 from .critical_path import EdgeKind, _topological, build_graph
+from .sweep import longest, native_available, topological
 from .whatif import WhatIf
 
 #: steps of one rank replayed together (a fix can move work across step boundaries)
@@ -281,6 +282,15 @@ def _window(rank: int, group: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _near(events: pl.DataFrame, links: pl.DataFrame, near: pl.Expr) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The events a group's graph can use, and the links touching them: the graph builder
+    joins links only to its events (either end), so the others never matter, and the
+    whole trace's links table is not joined once per group."""
+    kept = events.filter(near)
+    ids = kept["event_id"].implode()
+    return kept, links.filter(pl.col("launch_event_id").is_in(ids) | pl.col("gpu_event_id").is_in(ids))
+
+
 def _replay_group(
     events: pl.DataFrame, links: pl.DataFrame, rank: int, group: pl.DataFrame, edits: Sequence[Edit], pinned_bw: float, single: bool,
     copy_bytes: pl.DataFrame,
@@ -289,7 +299,7 @@ def _replay_group(
     # the rows the graph can use (build_graph keeps the events overlapping the window): taken
     # in one filter, so the rank's whole table is never copied for one group
     near = (pl.col("rank") == rank) & (pl.col("end_ns") >= window["start_ns"][0]) & (pl.col("start_ns") <= window["end_ns"][0])
-    graph = build_graph(events.filter(near), links, window)
+    graph = build_graph(*_near(events, links, near), window)
     nodes, edges = graph.nodes, graph.edges
     starts = group["start_ns"].to_list()
     measured = group["dur_ns"].to_list() if "dur_ns" in group.columns else [e - s for s, e in zip(starts, group["end_ns"].to_list(), strict=True)]
@@ -313,19 +323,17 @@ def _replay_group(
     times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == t_node).then(hi).otherwise(pl.col("t")).alias("t"))
     plan = _order(base, times)
     recorded = nodes.select("node", (pl.col("t") - w0).alias("d"))
-    plan_nodes = pl.Series("node", plan.nodes, dtype=pl.Int64)
-
-    def swept(frame: pl.DataFrame, col: str) -> list[int | None]:
-        dist = pl.DataFrame({"node": plan_nodes, "d": pl.Series(_distances(plan, frame, col), dtype=pl.Int64)})
-        return _steps_of(dist, markers, owner, t_node, len(starts))
-
-    out["recorded_ns"] = _steps_of(recorded, markers, owner, t_node, len(starts))
-    out["replayed_ns"] = swept(base, "w")
-    for e in edits:
-        weighted = base.with_columns(_edited(e, base, pinned_bw, single, copy_bytes).alias("_w"))
-        # an edit that changes no edge (its cause is absent from the group) replays the same
-        same = bool(weighted["_w"].eq_missing(weighted["w"]).all())
-        out[f"{e.label}_ns"] = list(out["replayed_ns"]) if same else swept(weighted, "_w")
+    out["recorded_ns"] = _steps_of(recorded, ["d"], markers, owner, t_node, len(starts))[0]
+    # every edit's weights in one pass; an edit that changes no edge (its cause is absent from
+    # the group) replays the same as the unchanged graph, the others are swept together
+    weighted = base.select("w", *(_edited(e, base, pinned_bw, single, copy_bytes).alias(f"_e{i}") for i, e in enumerate(edits)))
+    changed = [f"_e{i}" for i in range(len(edits)) if not bool(weighted[f"_e{i}"].eq_missing(weighted["w"]).all())]
+    swept = _sweeps(plan, weighted, ["w", *changed])
+    dist = pl.DataFrame({"node": plan.nodes, **{c: d for c, d in zip(["w", *changed], swept, strict=True)}})
+    durations = dict(zip(["w", *changed], _steps_of(dist, ["w", *changed], markers, owner, t_node, len(starts)), strict=True))
+    out["replayed_ns"] = durations["w"]
+    for i, e in enumerate(edits):
+        out[f"{e.label}_ns"] = list(durations.get(f"_e{i}", durations["w"]))
     return pl.DataFrame(out, schema=schema)
 
 
@@ -403,23 +411,27 @@ class _Plan:
     """A graph prepared for sweeps: node ids, and its edges in the order a sweep relaxes them
     (by their head's topological position), as node indices."""
 
-    nodes: list[int]
+    #: node ids (Int64, ascending): a node's index is its position here
+    nodes: pl.Series
     #: edge rows of the frame, in sweep order (edges dropped to break cycles left out)
     rows: pl.Series
-    src: list[int]
-    dst: list[int]
+    #: the edges' tail and head node indices, in sweep order
+    src: pl.Series
+    dst: pl.Series
     #: how many edges had to go to make the graph acyclic (clock skew can close a loop)
     broken: int
 
 
 def _order(edges: pl.DataFrame, times: pl.DataFrame | None = None) -> _Plan:
-    """A topological order of the graph: the recorded time order of its nodes when every edge
-    goes forward in it (``times``: node → t; checked vectorised), else Kahn's (networkx only
-    when a cycle must be broken)."""
-    nodes = pl.concat([edges["src"], edges["dst"]]).unique().sort()
-    s_idx = nodes.search_sorted(edges["src"])
-    d_idx = nodes.search_sorted(edges["dst"])
-    if times is not None and edges.height:
+    """A topological order of the graph.  Any topological order gives the same longest
+    distances, so the cheapest is taken: Kahn's in native code where it is built; otherwise
+    the recorded time order of the nodes when every edge goes forward in it (``times``: node →
+    t; checked vectorised), else Kahn's in Python.  A cycle (clock skew) is broken by
+    dropping the lightest edge of each loop (networkx) before Kahn's order is taken."""
+    nodes = pl.concat([edges["src"], edges["dst"]]).unique().sort().cast(pl.Int64).rename("node")
+    s_idx = nodes.search_sorted(edges["src"]).cast(pl.Int64)
+    d_idx = nodes.search_sorted(edges["dst"]).cast(pl.Int64)
+    if times is not None and edges.height and not native_available():
         t = pl.DataFrame({"node": nodes}).join(times.select("node", "t"), on="node", how="left", maintain_order="left")["t"]
         if t.null_count() == 0:
             # rank by (recorded time, depth among nodes of the same time, node id): the order a
@@ -430,28 +442,25 @@ def _order(edges: pl.DataFrame, times: pl.DataFrame | None = None) -> _Plan:
             if bool((r["s"] < r["d"]).all()):
                 ordered = r.sort("d", maintain_order=True)
                 rows = ordered["row"].cast(pl.Int64)
-                return _Plan(
-                    nodes=nodes.to_list(), rows=rows, src=s_idx.gather(rows).to_list(), dst=d_idx.gather(rows).to_list(), broken=0,
-                )
-    s = s_idx.to_list()
-    d = d_idx.to_list()
+                return _Plan(nodes=nodes, rows=rows, src=s_idx.gather(rows), dst=d_idx.gather(rows), broken=0)
     n = nodes.len()
-    keep = list(range(len(s)))
+    keep = pl.int_range(edges.height, dtype=pl.Int64, eager=True)
     broken = 0
-    pos = _kahn(n, s, d)
+    pos = topological(n, s_idx, d_idx)
     if pos is None:
+        s = s_idx.to_list()
+        d = d_idx.to_list()
         G = nx.DiGraph()
         G.add_weighted_edges_from(zip(s, d, edges["w"].to_list(), strict=True), weight="w")
         before = set(G.edges)
         _, broken = _topological(G)
         gone = before - set(G.edges)
-        keep = [i for i in keep if (s[i], d[i]) not in gone]
-        pos = _kahn(n, [s[i] for i in keep], [d[i] for i in keep])
+        keep = pl.Series([i for i in range(len(s)) if (s[i], d[i]) not in gone], dtype=pl.Int64)
+        pos = topological(n, s_idx.gather(keep), d_idx.gather(keep))
         assert pos is not None
-    order = pl.DataFrame({"row": keep, "_p": [pos[d[i]] for i in keep]}, schema={"row": pl.Int64, "_p": pl.Int64}).sort("_p", maintain_order=True)
+    order = pl.DataFrame({"row": keep, "_p": pos.gather(d_idx.gather(keep))}).sort("_p", maintain_order=True)
     rows = order["row"]
-    idx = rows.to_list()
-    return _Plan(nodes=nodes.to_list(), rows=rows, src=[s[i] for i in idx], dst=[d[i] for i in idx], broken=broken)
+    return _Plan(nodes=nodes, rows=rows, src=s_idx.gather(rows), dst=d_idx.gather(rows), broken=broken)
 
 
 #: rounds of tie-breaking among nodes recorded at the same instant before Kahn's order is used
@@ -474,47 +483,22 @@ def _tie_levels(t: pl.Series, s_idx: pl.Series, d_idx: pl.Series) -> pl.Series:
     return level
 
 
-def _kahn(n: int, s: list[int], d: list[int]) -> list[int] | None:
-    """Every node's position in a topological order, or None when the graph has a cycle."""
-    indeg = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u, v in zip(s, d, strict=True):
-        indeg[v] += 1
-        succ[u].append(v)
-    ready = [i for i in range(n) if indeg[i] == 0]
-    pos = [0] * n
-    k = 0
-    while ready:
-        u = ready.pop()
-        pos[u] = k
-        k += 1
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    return pos if k == n else None
-
-
 #: the weight of a removed edge: it never decides a start (every time is at least 0)
 _GONE = -(1 << 60)
 
 
-def _distances(plan: _Plan, edges: pl.DataFrame, col: str) -> list[int]:
-    """Every node's replayed offset from the window start, in ``plan.nodes``' order: its
-    longest distance from a source (edges relaxed in topological order of their heads).
-    Removed edges (null weight) are skipped; a node left without predecessors starts at 0."""
-    weights = edges[col].fill_null(_GONE).gather(plan.rows).to_list()
-    dist = [0] * len(plan.nodes)
-    for u, v, w in zip(plan.src, plan.dst, weights, strict=True):
-        t = dist[u] + w
-        if t > dist[v]:
-            dist[v] = t
-    return dist
+def _sweeps(plan: _Plan, edges: pl.DataFrame, cols: Sequence[str]) -> list[pl.Series]:
+    """Every node's replayed offset from the window start under each weight column, in
+    ``plan.nodes``' order: its longest distance from a source (edges relaxed in topological
+    order of their heads; all columns in one native pass, :mod:`.sweep`).  Removed edges
+    (null weight) are skipped; a node left without predecessors starts at 0."""
+    weights = edges.select(pl.col(c).fill_null(_GONE).cast(pl.Int64).gather(plan.rows) for c in cols)
+    return longest(plan.nodes.len(), plan.src, plan.dst, [weights[c] for c in cols])
 
 
 def _sweep(plan: _Plan, edges: pl.DataFrame, col: str) -> dict[int, int]:
-    """:func:`_distances` keyed by node id."""
-    return dict(zip(plan.nodes, _distances(plan, edges, col), strict=True))
+    """:func:`_sweeps` of one column, keyed by node id."""
+    return dict(zip(plan.nodes.to_list(), _sweeps(plan, edges, [col])[0].to_list(), strict=True))
 
 
 def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], ends: list[int]) -> tuple[list[int | None], pl.DataFrame]:
@@ -547,32 +531,40 @@ def _step_nodes(nodes: pl.DataFrame, edges: pl.DataFrame, starts: list[int], end
     return markers, pl.concat([end_nodes, start_nodes]).select(pl.col("node").cast(pl.Int64), pl.col("_k").cast(pl.Int64).alias("k"))
 
 
-def _steps_of(dist: pl.DataFrame, markers: list[int | None], owner: pl.DataFrame, t_node: int, n: int) -> list[int | None]:
-    """Step durations from node times (``dist``: node, d): step k ends when the host starts step
-    k + 1 and the GPU finished what step k launched, whichever is later (the last step: when
-    everything finished).  Without a recorded host thread, GPU work alone bounds the steps."""
+def _steps_of(
+    dist: pl.DataFrame, cols: Sequence[str], markers: list[int | None], owner: pl.DataFrame, t_node: int, n: int
+) -> list[list[int]]:
+    """Step durations from node times (``dist``: node and one time column per scenario, in
+    ``cols``), per scenario: step k ends when the host starts step k + 1 and the GPU finished
+    what step k launched, whichever is later (the last step: when everything finished).
+    Without a recorded host thread, GPU work alone bounds the steps."""
     timed = owner.join(dist, on="node")
-    ends = timed.filter(pl.col("k") >= 0).group_by("k").agg(pl.col("d").max())
-    firsts = timed.filter(pl.col("k") < 0).group_by("k").agg(pl.col("d").min())
-    done = [0] * n
-    for k, d in zip(ends["k"].to_list(), ends["d"].to_list(), strict=True):
-        if d is not None and 0 <= k < n:
-            done[k] = max(d, 0)
-    begin: list[int | None] = [None] * n
-    for k, d in zip(firsts["k"].to_list(), firsts["d"].to_list(), strict=True):
-        if 0 <= -1 - k < n:
-            begin[-1 - k] = d
+    ends = timed.filter(pl.col("k") >= 0).group_by("k").agg(pl.col(c).max() for c in cols)
+    firsts = timed.filter(pl.col("k") < 0).group_by("k").agg(pl.col(c).min() for c in cols)
     wanted = [m for m in markers if m is not None] + [t_node]
-    at = dict(dist.filter(pl.col("node").is_in(wanted)).select("node", "d").iter_rows())
-    start = [None if m is None else at.get(m) for m in markers]
-    first = start[0] if start[0] is not None else (begin[0] if begin[0] is not None else 0)
-    bounds: list[int] = [first]
-    for k in range(n):
-        nxt = start[k + 1] if k + 1 < n else at.get(t_node)
-        if k + 1 < n and nxt is None:
-            nxt = begin[k + 1]
-        bounds.append(max(nxt or 0, done[k], bounds[-1]))
-    return [b - a for a, b in itertools.pairwise(bounds)]
+    marked = dist.filter(pl.col("node").is_in(wanted))
+    end_k, first_k, marked_nodes = ends["k"].to_list(), firsts["k"].to_list(), marked["node"].to_list()
+    out: list[list[int]] = []
+    for c in cols:
+        done = [0] * n
+        for k, d in zip(end_k, ends[c].to_list(), strict=True):
+            if d is not None and 0 <= k < n:
+                done[k] = max(d, 0)
+        begin: list[int | None] = [None] * n
+        for k, d in zip(first_k, firsts[c].to_list(), strict=True):
+            if 0 <= -1 - k < n:
+                begin[-1 - k] = d
+        at = dict(zip(marked_nodes, marked[c].to_list(), strict=True))
+        start = [None if m is None else at.get(m) for m in markers]
+        first = start[0] if start[0] is not None else (begin[0] if begin[0] is not None else 0)
+        bounds: list[int] = [first]
+        for k in range(n):
+            nxt = start[k + 1] if k + 1 < n else at.get(t_node)
+            if k + 1 < n and nxt is None:
+                nxt = begin[k + 1]
+            bounds.append(max(nxt or 0, done[k], bounds[-1]))
+        out.append([b - a for a, b in itertools.pairwise(bounds)])
+    return out
 
 
 def median(values: Sequence[float]) -> float | None:
