@@ -453,7 +453,7 @@ def build_graph(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) 
 class _Whole:
     """What the graph of any window depends on across the whole trace."""
 
-    #: the events overlapping the windows' overall extent
+    #: rank and start of the events overlapping the windows' overall extent
     events: pl.DataFrame
     #: every window (:func:`_windows`)
     win: pl.DataFrame
@@ -470,8 +470,16 @@ class _Whole:
     dispatchers: pl.DataFrame
 
 
+#: the columns of the events table the graph is built from (the rest are never copied)
+_EVENT_COLUMNS = [
+    "event_id", "kind", "name", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns", "end_ns", "correlation",
+    "src_memory", "dst_memory", "sync_kind", "wait_stream", "wait_event_correlation",
+]
+
+
 def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> _Whole:
     win = _windows(steps)
+    events = events.select(_EVENT_COLUMNS)
     if win.height:
         # only what overlaps a window can be on a path (a single-window call stays cheap)
         events = events.filter((pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max()))
@@ -489,14 +497,14 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
     in_windows = host.join(extent, on="rank").filter((pl.col("end_ns") > pl.col("_lo")) & (pl.col("start_ns") < pl.col("_hi")))
     dispatchers = in_windows.join(launchers, on="event_id", how="semi").select(pl.col("parent").alias("owner")).drop_nulls().unique()
     return _Whole(
-        events=events,
+        events=events.select("rank", "start_ns"),
         win=win,
         host=host,
         gpu=gpu,
         main=main,
         blocking=_sync_sources(events, links, host, gpu),
         cross=_cross_stream(events, links, host, gpu),
-        categories=host_categories(events, links),
+        categories=host_categories(events, links, cpu=False),
         dispatchers=dispatchers,
     )
 
@@ -553,7 +561,8 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
     blocking, cross = whole.blocking, whole.cross
 
     # ---------------------------------------------------------------- node ids
-    chain_nodes = chain.select(*_CHAIN, "t", "main").unique(subset=[*_CHAIN, "t"]).sort([*_CHAIN, "t"])
+    # one row per instant, in (rank, step, pid, tid, t) order already (see _chains)
+    chain_nodes = chain.select(*_CHAIN, "t", "main")
     n_win = win.height
     st = win.select(*_WIN).with_row_index("_w").with_columns(
         (pl.col("_w").cast(pl.Int64) * 2 + first_node).alias("S"), (pl.col("_w").cast(pl.Int64) * 2 + 1 + first_node).alias("T")
@@ -593,7 +602,7 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
             )
         )
         waited_for = handed.select(*_CHAIN, "t").with_columns(pl.lit(True).alias("_handed"))
-        chain = chain.join(waited_for, on=[*_CHAIN, "t"], how="left").with_columns(
+        chain = chain.join(waited_for, on=[*_CHAIN, "t"], how="left", maintain_order="left").with_columns(
             pl.when(pl.col("_handed").fill_null(False)).then(pl.lit("wait")).otherwise(pl.col("tag")).alias("tag")
         ).drop("_handed")
 
@@ -887,7 +896,8 @@ def _chains(
 ) -> pl.DataFrame:
     """Every host thread's timeline in every window, cut at every event boundary.
 
-    One row per instant ``t`` of a thread (rank, step, pid, tid), with the next instant
+    One row per instant ``t`` of a thread (rank, step, pid, tid), sorted by those and ``t``
+    (every join below is a left join that keeps that order and adds no row), with the next instant
     ``t_next`` (null for the last), the innermost event open in between (``owner``) and the
     tag of that stretch.
     """
@@ -908,7 +918,7 @@ def _chains(
     still_open = (pl.col("_pcs") <= pl.col("t")) & (pl.col("t") < pl.col("_pce"))
     chain = chain.with_columns(pl.when(is_start | still_open).then(pl.col("_cand")).otherwise(None).alias("owner"))
     chain = chain.select(*g, "owner").with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
-    chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left").with_columns(
+    chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left", maintain_order="left").with_columns(
         pl.col("main").fill_null(False)
     )
 
@@ -923,7 +933,7 @@ def _chains(
         *_WIN, pl.col("event_id").alias("owner"), pl.col("kind").alias("_okind"), pl.col("name").alias("_oname"),
         pl.col("ce").alias("_owner_end"),
     ).unique([*_WIN, "owner"])
-    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left")
+    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left", maintain_order="left")
     # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
     # allocation): only the copy call and the operators' own time are the copy's cost
     other_api = pl.col("_okind").is_in(LAUNCH_KINDS) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
@@ -933,7 +943,7 @@ def _chains(
         cat_tag = pl.when(pl.col(f"_in_{tag}")).then(pl.lit(tag)).otherwise(cat_tag)
     chain = chain.with_columns(cat_tag.alias("_cat")).drop([f"_in_{tag}" for _c, tag in order])
     # operators that dispatch a launch (the direct parent of a launch call)
-    chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left")
+    chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left", maintain_order="left")
     own_tag = (
         pl.when(pl.col("_okind").is_in(LAUNCH_KINDS)).then(pl.lit("launch"))
         .when(pl.col("_okind") == EventKind.SYNC.value).then(pl.lit("sync"))
