@@ -569,6 +569,8 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
     ).drop("_w")
     base = first_node + 2 * n_win
     chain_nodes = chain_nodes.with_row_index("node").with_columns((pl.col("node").cast(pl.Int64) + base).alias("node"))
+    # each instant's node travels with its row; the next instant of its thread is the next node
+    chain = chain.with_columns(chain_nodes["node"].alias("_node"))
     base += chain_nodes.height
     gpu_w = _number_gpu(gpu_w, base)
     node_of = chain_nodes.select(*_CHAIN, "t", "node")
@@ -588,11 +590,10 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
     if helpers:
         untraced = pl.col("owner").is_null() | (pl.col("_okind") == EventKind.ANNOTATION.value)
         gaps = chain.filter(pl.col("main") & untraced & pl.col("t_next").is_not_null() & (pl.col("tag") == "cpu"))
-        idle = chain.filter(~pl.col("main") & pl.col("idles")).select(*_WIN, pl.col("t").alias("_ht"), pl.col("pid").alias("_hpid"), pl.col("tid").alias("_htid"))
-        handed = gaps.select(*_CHAIN, "t", "t_next").sort("t_next").join_asof(
+        idle = chain.filter(~pl.col("main") & pl.col("idles")).select(*_WIN, pl.col("t").alias("_ht"), pl.col("_node").alias("src"))
+        handed = gaps.select(*_CHAIN, "t", "t_next", (pl.col("_node") + 1).alias("dst")).sort("t_next").join_asof(
             idle.sort("_ht"), left_on="t_next", right_on="_ht", by=_WIN, strategy="backward", check_sortedness=False
         ).filter(pl.col("_ht").is_not_null() & (pl.col("_ht") > pl.col("t")))
-        handed = at(at(handed, "_hpid", "_htid", "_ht", "src"), "pid", "tid", "t_next", "dst")
         parts.append(
             handed.select(
                 *_WIN, "src", "dst", (pl.col("t_next") - pl.col("_ht")).alias("w"), pl.lit(EdgeKind.WAKE.value).alias("kind"),
@@ -607,8 +608,7 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
         ).drop("_handed")
 
     # ---------------------------------------------------------------- thread chains
-    segs = chain.filter(pl.col("t_next").is_not_null())
-    segs = at(at(segs, "pid", "tid", "t", "src"), "pid", "tid", "t_next", "dst")
+    segs = chain.filter(pl.col("t_next").is_not_null()).with_columns(pl.col("_node").alias("src"), (pl.col("_node") + 1).alias("dst"))
     # a blocking call's own duration: only what it spent after the GPU work it waited for
     own = blocking.select("rank", pl.col("call_id").alias("owner"), pl.col("g_end").alias("_g"))
     segs = segs.join(own, on=["rank", "owner"], how="left")
@@ -702,8 +702,7 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
 
     # ---------------------------------------------------------------- wake: other threads resuming
     if helpers:
-        first = chain.filter(~pl.col("main") & pl.col("resumes")).select(*_CHAIN, "t")
-        first = at(first, "pid", "tid", "t", "dst")
+        first = chain.filter(~pl.col("main") & pl.col("resumes")).select(*_CHAIN, "t", pl.col("_node").alias("dst"))
         mains = chain_nodes.filter(pl.col("main")).select(*_WIN, pl.col("t").alias("_mt"), pl.col("node").alias("_mnode"), pl.col("pid").alias("_mpid"), pl.col("tid").alias("_mtid")).sort("_mt")
         woken = first.sort("t").join_asof(mains, left_on="t", right_on="_mt", by=_WIN, strategy="backward", allow_exact_matches=False, check_sortedness=False)
         woken = woken.join(st, on=_WIN).join(win.select(*_WIN, "w0"), on=_WIN)
@@ -911,7 +910,9 @@ def _chains(
     anchors = pl.concat([anchors.select(*_CHAIN, pl.col("w0").alias("t")), anchors.select(*_CHAIN, pl.col("main_end").alias("t"))])
     anchors = anchors.with_columns(pl.lit(None, dtype=pl.Int64).alias("_cand"), pl.lit(2_000_000, dtype=pl.Int64).alias("_prio"))
     bounds = pl.concat([starts, ends, anchors.select(starts.columns)], how="vertical_relaxed")
-    chain = bounds.sort([*g, "_prio", "_cand"]).unique(g, keep="first", maintain_order=True)
+    chain = bounds.sort([*g, "_prio", "_cand"])
+    # the first row of every instant (sorted: an instant's rows are adjacent; no key is null)
+    chain = chain.filter(pl.any_horizontal([(pl.col(c) != pl.col(c).shift(1)).fill_null(True) for c in g]))
     extents = host_w.select(*_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"))
     chain = chain.join(extents, on=[*_CHAIN, "_cand"], how="left", maintain_order="left")
     is_start = pl.col("_prio") <= 0
