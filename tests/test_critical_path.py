@@ -663,3 +663,82 @@ def test_what_if_lengths_equal_networkx_longest_path(edges: list[tuple[int, int,
     attrs = ["w", "s0", "s1"]
     expected = [_path_length(G, nx.dag_longest_path(G, weight=a, topo_order=topo), a) for a in attrs]
     assert _longest_lengths(G, topo, attrs) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# the native longest-path kernel (tracekit/analysis/_dag.c) against the networkx path
+
+
+def _random_steps(draw_edges: list[list[tuple[int, int, int, int]]], cyclic: bool) -> pl.DataFrame:
+    """Step graphs from drawn edges (u, v, w, s): acyclic unless ``cyclic`` (an edge that goes
+    backwards closes a loop); node ids are scattered so the kernel has to number them."""
+    rows = []
+    for step, edges in enumerate(draw_edges):
+        seen = set()
+        for u, v, w, s in edges:
+            a, b = (u, v) if (u < v or cyclic) else (v, u)
+            if a == b or (a, b) in seen:
+                continue
+            seen.add((a, b))
+            rows.append((0, step, a * 7919 + step * 1_000_003, b * 7919 + step * 1_000_003, w, s))
+    return pl.DataFrame(rows, schema={"rank": pl.Int32, "step": pl.Int64, "src": pl.Int64, "dst": pl.Int64, "w": pl.Int64, "s": pl.Int64}, orient="row")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12), st.integers(-3, 3), st.integers(-(10**15), 5)), min_size=0, max_size=40),
+        min_size=1, max_size=4,
+    ),
+    cyclic=st.booleans(),
+)
+def test_native_paths_equal_networkx(steps: list[list[tuple[int, int, int, int]]], cyclic: bool) -> None:
+    """The kernel's paths (nodes, ties broken alike), lengths, node counts and what-if lengths
+    equal networkx's on random step graphs with many ties, negative weights and, when a drawn
+    edge closes a loop, cycles (which the kernel leaves to the networkx path)."""
+    from tracekit.analysis import critical_path as cp
+
+    if cp._native_dag() is None:
+        pytest.skip("the native kernel is not built here")
+    edges = _random_steps(steps, cyclic)
+    native = (cp._paths(edges), cp._step_lengths(edges, ["w", "s"]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACEKIT_PURE_PYTHON", "1")
+        assert cp._native_dag() is None
+        pure = (cp._paths(edges), cp._step_lengths(edges, ["w", "s"]))
+    key = ["rank", "step"]
+    assert_frame_equal(native[0][0].sort([*key, "seq"]), pure[0][0].sort([*key, "seq"]))
+    assert_frame_equal(native[0][1].sort(key), pure[0][1].sort(key))
+    assert sorted(native[1]) == sorted(pure[1])
+
+
+def test_native_kernel_rejects_bad_buffers() -> None:
+    """Hostile input gets a clear error from the kernel, never a read out of bounds."""
+    from array import array
+
+    from tracekit.analysis import critical_path as cp
+
+    dag = cp._native_dag()
+    if dag is None:
+        pytest.skip("the native kernel is not built here")
+    src, dst, w = array("q", [1, 2]), array("q", [2, 3]), array("q", [5, 6])
+    lengths, nodes, status, path, offsets = dag.longest_paths(src, dst, [w], array("q", [0, 2]), True)
+    assert list(memoryview(lengths).cast("q")) == [11]
+    assert list(memoryview(path).cast("q")) == [1, 2, 3]
+    assert list(memoryview(nodes).cast("q")) == [3]
+    assert list(memoryview(status).cast("q")) == [0]
+    assert list(memoryview(offsets).cast("q")) == [0, 3]
+    for bad in ([0, 3], [1, 2], [0, 2, 1, 2]):
+        with pytest.raises(ValueError, match="offsets"):
+            dag.longest_paths(src, dst, [w], array("q", bad), True)
+    with pytest.raises(ValueError, match="dst"):
+        dag.longest_paths(src, array("q", [2]), [w], array("q", [0, 2]), True)
+    with pytest.raises(ValueError, match="weight"):
+        dag.longest_paths(src, dst, [array("q", [1])], array("q", [0, 2]), True)
+    with pytest.raises(ValueError, match="int64"):
+        dag.longest_paths(b"abc", dst, [w], array("q", [0, 2]), True)
+    with pytest.raises(ValueError, match="weight is needed"):
+        dag.longest_paths(src, dst, [], array("q", [0, 2]), True)
+    # a cycle is reported, not solved
+    _, _, status, _, _ = dag.longest_paths(array("q", [1, 2]), array("q", [2, 1]), [w], array("q", [0, 2]), True)
+    assert list(memoryview(status).cast("q")) == [1]

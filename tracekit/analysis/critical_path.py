@@ -45,6 +45,7 @@ only Python loops are over ranks and over steps (networkx's path, one graph per 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -305,15 +306,7 @@ def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf
         pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio"),
     ).sort(["rank", "step", "_prio", "dst", "src"])
     attrs = ["w", *cols]
-    rows: list[tuple[int, int, list[int]]] = []
-    offset = 0
-    for rank, step, n in weighted.group_by(_WIN, maintain_order=True).len().iter_rows():
-        g = weighted.slice(offset, n)
-        offset += n
-        G = nx.DiGraph()
-        G.add_edges_from((u, v, dict(zip(attrs, ws, strict=True))) for u, v, *ws in g.select("src", "dst", *attrs).iter_rows())
-        topo, _ = _topological(G)
-        rows.append((int(rank), int(step), _longest_lengths(G, topo, attrs)))
+    rows = _step_lengths(weighted, attrs)
     out = []
     info = steps.select("rank", "step", "complete", "wall_ns", "path_ns")
     for i, wi in enumerate(what_ifs):
@@ -327,6 +320,78 @@ def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf
         ).drop("_base").sort(_WIN)
         out.append(_result(wi, per_step))
     return out
+
+
+def _step_lengths(weighted: pl.DataFrame, attrs: Sequence[str]) -> list[tuple[int, int, list[int]]]:
+    """(rank, step, the longest path's length under each weight in ``attrs``) of every step
+    of ``weighted`` (edges sorted by step, then in the order they enter each graph)."""
+    sizes = weighted.group_by(_WIN, maintain_order=True).len()
+    native = _native_dag()
+    done: dict[tuple[int, int], list[int]] = {}
+    if native is not None and _native_ok(weighted, attrs):
+        lengths, _, status, _, _ = native.longest_paths(
+            _int64(weighted["src"]), _int64(weighted["dst"]), [_int64(weighted[a]) for a in attrs], _offsets(sizes["len"]), False
+        )
+        flat, ok = memoryview(lengths).cast("q"), memoryview(status).cast("q")
+        k = len(attrs)
+        for i, (rank, step) in enumerate(sizes.select(_WIN).iter_rows()):
+            if ok[i] == _DAG_OK:
+                done[(int(rank), int(step))] = list(flat[i * k : (i + 1) * k])
+    rows: list[tuple[int, int, list[int]]] = []
+    offset = 0
+    for rank, step, n in sizes.iter_rows():
+        key = (int(rank), int(step))
+        g = weighted.slice(offset, n)
+        offset += n
+        if key in done:
+            rows.append((*key, done[key]))
+            continue
+        G = nx.DiGraph()
+        G.add_edges_from((u, v, dict(zip(attrs, ws, strict=True))) for u, v, *ws in g.select("src", "dst", *attrs).iter_rows())
+        topo, _ = _topological(G)
+        rows.append((*key, _longest_lengths(G, topo, attrs)))
+    return rows
+
+
+#: the native kernel's status of a graph it solved (others: a cycle, an overflow, no memory,
+#: which the networkx path handles)
+_DAG_OK = 0
+
+
+def _native_dag() -> Any:
+    """The native longest-path kernel (tracekit/analysis/_dag.c), or None where it was not
+    built or ``TRACEKIT_PURE_PYTHON=1`` asks for the pure Python path."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        from . import _dag  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _dag
+
+
+def _native_ok(edges: pl.DataFrame, weights: Sequence[str]) -> bool:
+    """Whether the kernel gives networkx's answer on ``edges``: no missing ids or weights, and
+    one edge per node pair (a networkx graph keeps the first position and the last weights of
+    a repeated pair; the kernel would keep both)."""
+    cols = ["src", "dst", *weights]
+    if any(edges[c].null_count() for c in cols):
+        return False
+    return bool(edges.select(pl.struct("src", "dst").n_unique()).item() == edges.height)
+
+
+def _int64(s: pl.Series) -> memoryview:
+    """The values of an int64 column without nulls, as a buffer (no copy when it is one chunk)."""
+    arr = s.cast(pl.Int64).rechunk().to_arrow()
+    if len(arr) == 0:
+        return memoryview(b"")
+    data = arr.buffers()[1]
+    return memoryview(data)[arr.offset * 8 : (arr.offset + len(arr)) * 8]
+
+
+def _offsets(sizes: pl.Series) -> memoryview:
+    """Group offsets (0, then the running total of ``sizes``) as an int64 buffer."""
+    return _int64(pl.concat([pl.Series([0], dtype=pl.Int64), sizes.cast(pl.Int64).cum_sum()]))
 
 
 def _longest_lengths(G: nx.DiGraph, topo: Sequence[int], attrs: Sequence[str]) -> list[int]:
@@ -388,7 +453,7 @@ def build_graph(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) 
 class _Whole:
     """What the graph of any window depends on across the whole trace."""
 
-    #: the events overlapping the windows' overall extent
+    #: rank and start of the events overlapping the windows' overall extent
     events: pl.DataFrame
     #: every window (:func:`_windows`)
     win: pl.DataFrame
@@ -405,8 +470,16 @@ class _Whole:
     dispatchers: pl.DataFrame
 
 
+#: the columns of the events table the graph is built from (the rest are never copied)
+_EVENT_COLUMNS = [
+    "event_id", "kind", "name", "rank", "pid", "tid", "device", "stream", "start_ns", "dur_ns", "end_ns", "correlation",
+    "src_memory", "dst_memory", "sync_kind", "wait_stream", "wait_event_correlation",
+]
+
+
 def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> _Whole:
     win = _windows(steps)
+    events = events.select(_EVENT_COLUMNS)
     if win.height:
         # only what overlaps a window can be on a path (a single-window call stays cheap)
         events = events.filter((pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max()))
@@ -424,14 +497,14 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
     in_windows = host.join(extent, on="rank").filter((pl.col("end_ns") > pl.col("_lo")) & (pl.col("start_ns") < pl.col("_hi")))
     dispatchers = in_windows.join(launchers, on="event_id", how="semi").select(pl.col("parent").alias("owner")).drop_nulls().unique()
     return _Whole(
-        events=events,
+        events=events.select("rank", "start_ns"),
         win=win,
         host=host,
         gpu=gpu,
         main=main,
         blocking=_sync_sources(events, links, host, gpu),
         cross=_cross_stream(events, links, host, gpu),
-        categories=host_categories(events, links),
+        categories=host_categories(events, links, cpu=False),
         dispatchers=dispatchers,
     )
 
@@ -488,13 +561,16 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
     blocking, cross = whole.blocking, whole.cross
 
     # ---------------------------------------------------------------- node ids
-    chain_nodes = chain.select(*_CHAIN, "t", "main").unique(subset=[*_CHAIN, "t"]).sort([*_CHAIN, "t"])
+    # one row per instant, in (rank, step, pid, tid, t) order already (see _chains)
+    chain_nodes = chain.select(*_CHAIN, "t", "main")
     n_win = win.height
     st = win.select(*_WIN).with_row_index("_w").with_columns(
         (pl.col("_w").cast(pl.Int64) * 2 + first_node).alias("S"), (pl.col("_w").cast(pl.Int64) * 2 + 1 + first_node).alias("T")
     ).drop("_w")
     base = first_node + 2 * n_win
     chain_nodes = chain_nodes.with_row_index("node").with_columns((pl.col("node").cast(pl.Int64) + base).alias("node"))
+    # each instant's node travels with its row; the next instant of its thread is the next node
+    chain = chain.with_columns(chain_nodes["node"].alias("_node"))
     base += chain_nodes.height
     gpu_w = _number_gpu(gpu_w, base)
     node_of = chain_nodes.select(*_CHAIN, "t", "node")
@@ -514,11 +590,10 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
     if helpers:
         untraced = pl.col("owner").is_null() | (pl.col("_okind") == EventKind.ANNOTATION.value)
         gaps = chain.filter(pl.col("main") & untraced & pl.col("t_next").is_not_null() & (pl.col("tag") == "cpu"))
-        idle = chain.filter(~pl.col("main") & pl.col("idles")).select(*_WIN, pl.col("t").alias("_ht"), pl.col("pid").alias("_hpid"), pl.col("tid").alias("_htid"))
-        handed = gaps.select(*_CHAIN, "t", "t_next").sort("t_next").join_asof(
+        idle = chain.filter(~pl.col("main") & pl.col("idles")).select(*_WIN, pl.col("t").alias("_ht"), pl.col("_node").alias("src"))
+        handed = gaps.select(*_CHAIN, "t", "t_next", (pl.col("_node") + 1).alias("dst")).sort("t_next").join_asof(
             idle.sort("_ht"), left_on="t_next", right_on="_ht", by=_WIN, strategy="backward", check_sortedness=False
         ).filter(pl.col("_ht").is_not_null() & (pl.col("_ht") > pl.col("t")))
-        handed = at(at(handed, "_hpid", "_htid", "_ht", "src"), "pid", "tid", "t_next", "dst")
         parts.append(
             handed.select(
                 *_WIN, "src", "dst", (pl.col("t_next") - pl.col("_ht")).alias("w"), pl.lit(EdgeKind.WAKE.value).alias("kind"),
@@ -528,13 +603,12 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
             )
         )
         waited_for = handed.select(*_CHAIN, "t").with_columns(pl.lit(True).alias("_handed"))
-        chain = chain.join(waited_for, on=[*_CHAIN, "t"], how="left").with_columns(
+        chain = chain.join(waited_for, on=[*_CHAIN, "t"], how="left", maintain_order="left").with_columns(
             pl.when(pl.col("_handed").fill_null(False)).then(pl.lit("wait")).otherwise(pl.col("tag")).alias("tag")
         ).drop("_handed")
 
     # ---------------------------------------------------------------- thread chains
-    segs = chain.filter(pl.col("t_next").is_not_null())
-    segs = at(at(segs, "pid", "tid", "t", "src"), "pid", "tid", "t_next", "dst")
+    segs = chain.filter(pl.col("t_next").is_not_null()).with_columns(pl.col("_node").alias("src"), (pl.col("_node") + 1).alias("dst"))
     # a blocking call's own duration: only what it spent after the GPU work it waited for
     own = blocking.select("rank", pl.col("call_id").alias("owner"), pl.col("g_end").alias("_g"))
     segs = segs.join(own, on=["rank", "owner"], how="left")
@@ -628,8 +702,7 @@ def _build(whole: _Whole, win: pl.DataFrame, *, latency: pl.DataFrame | None = N
 
     # ---------------------------------------------------------------- wake: other threads resuming
     if helpers:
-        first = chain.filter(~pl.col("main") & pl.col("resumes")).select(*_CHAIN, "t")
-        first = at(first, "pid", "tid", "t", "dst")
+        first = chain.filter(~pl.col("main") & pl.col("resumes")).select(*_CHAIN, "t", pl.col("_node").alias("dst"))
         mains = chain_nodes.filter(pl.col("main")).select(*_WIN, pl.col("t").alias("_mt"), pl.col("node").alias("_mnode"), pl.col("pid").alias("_mpid"), pl.col("tid").alias("_mtid")).sort("_mt")
         woken = first.sort("t").join_asof(mains, left_on="t", right_on="_mt", by=_WIN, strategy="backward", allow_exact_matches=False, check_sortedness=False)
         woken = woken.join(st, on=_WIN).join(win.select(*_WIN, "w0"), on=_WIN)
@@ -822,7 +895,8 @@ def _chains(
 ) -> pl.DataFrame:
     """Every host thread's timeline in every window, cut at every event boundary.
 
-    One row per instant ``t`` of a thread (rank, step, pid, tid), with the next instant
+    One row per instant ``t`` of a thread (rank, step, pid, tid), sorted by those and ``t``
+    (every join below is a left join that keeps that order and adds no row), with the next instant
     ``t_next`` (null for the last), the innermost event open in between (``owner``) and the
     tag of that stretch.
     """
@@ -836,14 +910,16 @@ def _chains(
     anchors = pl.concat([anchors.select(*_CHAIN, pl.col("w0").alias("t")), anchors.select(*_CHAIN, pl.col("main_end").alias("t"))])
     anchors = anchors.with_columns(pl.lit(None, dtype=pl.Int64).alias("_cand"), pl.lit(2_000_000, dtype=pl.Int64).alias("_prio"))
     bounds = pl.concat([starts, ends, anchors.select(starts.columns)], how="vertical_relaxed")
-    chain = bounds.sort([*g, "_prio", "_cand"]).unique(g, keep="first", maintain_order=True)
+    chain = bounds.sort([*g, "_prio", "_cand"])
+    # the first row of every instant (sorted: an instant's rows are adjacent; no key is null)
+    chain = chain.filter(pl.any_horizontal([(pl.col(c) != pl.col(c).shift(1)).fill_null(True) for c in g]))
     extents = host_w.select(*_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"))
     chain = chain.join(extents, on=[*_CHAIN, "_cand"], how="left", maintain_order="left")
     is_start = pl.col("_prio") <= 0
     still_open = (pl.col("_pcs") <= pl.col("t")) & (pl.col("t") < pl.col("_pce"))
     chain = chain.with_columns(pl.when(is_start | still_open).then(pl.col("_cand")).otherwise(None).alias("owner"))
     chain = chain.select(*g, "owner").with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
-    chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left").with_columns(
+    chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left", maintain_order="left").with_columns(
         pl.col("main").fill_null(False)
     )
 
@@ -858,7 +934,7 @@ def _chains(
         *_WIN, pl.col("event_id").alias("owner"), pl.col("kind").alias("_okind"), pl.col("name").alias("_oname"),
         pl.col("ce").alias("_owner_end"),
     ).unique([*_WIN, "owner"])
-    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left")
+    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left", maintain_order="left")
     # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
     # allocation): only the copy call and the operators' own time are the copy's cost
     other_api = pl.col("_okind").is_in(LAUNCH_KINDS) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
@@ -868,7 +944,7 @@ def _chains(
         cat_tag = pl.when(pl.col(f"_in_{tag}")).then(pl.lit(tag)).otherwise(cat_tag)
     chain = chain.with_columns(cat_tag.alias("_cat")).drop([f"_in_{tag}" for _c, tag in order])
     # operators that dispatch a launch (the direct parent of a launch call)
-    chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left")
+    chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left", maintain_order="left")
     own_tag = (
         pl.when(pl.col("_okind").is_in(LAUNCH_KINDS)).then(pl.lit("launch"))
         .when(pl.col("_okind") == EventKind.SYNC.value).then(pl.lit("sync"))
@@ -1136,33 +1212,21 @@ def _cross_stream(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame,
 
 
 def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    seg_parts: list[pl.DataFrame] = []
-    step_rows: list[dict[str, Any]] = []
-    groups = compact.partition_by(_WIN, as_dict=True, maintain_order=True)
-    for row in windows.sort(_WIN).iter_rows(named=True):
-        key = (row["rank"], row["step"])
-        g = groups.get(key)
-        info = {**row, "wall_ns": row["end_ns"] - row["start_ns"], "path_ns": 0, "nodes": 0, "edges": 0, "sync_edges": 0,
-                "inferred_sync_edges": 0, "cycles_broken": 0}
-        if g is None or g.height == 0:
-            step_rows.append(info)
-            continue
-        G = nx.DiGraph()
-        G.add_weighted_edges_from(g.select("src", "dst", "w").iter_rows(), weight="w")
-        topo, broken = _topological(G)
-        path = nx.dag_longest_path(G, weight="w", topo_order=topo)
-        pairs = pl.DataFrame({"src": path[:-1], "dst": path[1:]}, schema={"src": pl.Int64, "dst": pl.Int64}).with_row_index("seq")
-        seg_parts.append(pairs.join(g, on=["src", "dst"], how="left"))
-        syncs = g.filter(pl.col("kind") == EdgeKind.SYNC.value)
-        info.update(
-            path_ns=_path_length(G, path, "w"), nodes=G.number_of_nodes(), edges=G.number_of_edges(), sync_edges=syncs.height,
-            inferred_sync_edges=int(syncs["inferred"].sum() or 0), cycles_broken=broken,
-        )
-        step_rows.append(info)
-    steps = pl.DataFrame(step_rows, schema=STEP_SCHEMA) if step_rows else pl.DataFrame(schema=STEP_SCHEMA)
-    if not seg_parts:
+    pairs, stats = _paths(compact)
+    syncs = compact.filter(pl.col("kind") == EdgeKind.SYNC.value).group_by(_WIN).agg(
+        pl.len().cast(pl.Int64).alias("sync_edges"), pl.col("inferred").sum().cast(pl.Int64).alias("inferred_sync_edges")
+    )
+    zero = ["path_ns", "nodes", "edges", "sync_edges", "inferred_sync_edges", "cycles_broken"]
+    steps = windows.sort(_WIN).join(stats, on=_WIN, how="left", maintain_order="left").join(
+        syncs, on=_WIN, how="left", maintain_order="left"
+    ).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("wall_ns"),
+        # a step without edges has no graph: no path, and none of its counts
+        *[pl.when(pl.col("edges").is_null()).then(0).otherwise(pl.col(c).fill_null(0)).alias(c) for c in zero],
+    ).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)  # type: ignore[arg-type]
+    if pairs.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), steps
-    path_edges = pl.concat(seg_parts).select("seq", *EDGE_SCHEMA, "run").with_columns(pl.col("seq").cast(pl.Int64))
+    path_edges = pairs.join(compact.drop(*_WIN), on=["src", "dst"], how="left", maintain_order="left").select("seq", *EDGE_SCHEMA, "run").with_columns(pl.col("seq").cast(pl.Int64))
     # a contracted run of a thread's stretches stands for its stretches, in time order
     single = path_edges.filter(pl.col("run").is_null()).with_columns(pl.lit(0, dtype=pl.Int64).alias("_sub")).drop("run")
     expanded = path_edges.filter(pl.col("run").is_not_null()).select("seq", "run").join(runs, on="run").with_columns(
@@ -1179,6 +1243,59 @@ def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFr
         pl.col("kind").alias("edge_kind"), "cause", "inferred",
     )
     return seg.cast(SEGMENT_SCHEMA), steps  # type: ignore[arg-type]
+
+
+def _paths(compact: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every step's longest path as consecutive node pairs (rank, step, seq, src, dst), and
+    its length and size (rank, step, path_ns, nodes, edges, cycles_broken); ``compact`` is
+    sorted by step, then in the order the edges enter the step's graph."""
+    pair_schema = {"rank": pl.Int32, "step": pl.Int64, "seq": pl.UInt32, "src": pl.Int64, "dst": pl.Int64}
+    stat_schema = {"rank": pl.Int32, "step": pl.Int64, "path_ns": pl.Int64, "nodes": pl.Int64, "edges": pl.Int64, "cycles_broken": pl.Int64}
+    sizes = compact.group_by(_WIN, maintain_order=True).len().cast({"len": pl.Int64})
+    pair_parts: list[pl.DataFrame] = []
+    stat_parts: list[pl.DataFrame] = []
+    left = sizes
+    native = _native_dag()
+    if native is not None and sizes.height and _native_ok(compact, ["w"]):
+        lengths, nodes, status, path, path_off = native.longest_paths(
+            _int64(compact["src"]), _int64(compact["dst"]), [_int64(compact["w"])], _offsets(sizes["len"]), True
+        )
+        counts = pl.Series(list(memoryview(path_off).cast("q")), dtype=pl.Int64).diff().slice(1)
+        solved = sizes.with_columns(
+            pl.Series("path_ns", list(memoryview(lengths).cast("q")), dtype=pl.Int64),
+            pl.Series("nodes", list(memoryview(nodes).cast("q")), dtype=pl.Int64),
+            pl.Series("_status", list(memoryview(status).cast("q")), dtype=pl.Int64),
+            counts.alias("_n"),
+        )
+        # the path's nodes, each with its step; a pair is a node and the next one of its step
+        ids = pl.Series("src", memoryview(path).cast("q").tolist(), dtype=pl.Int64)
+        walk = solved.select(*_WIN, pl.col("_n")).with_columns(pl.int_ranges("_n").alias("seq")).explode("seq").drop_nulls("seq")
+        walk = walk.with_columns(ids, pl.col("seq").cast(pl.UInt32)).with_columns(pl.col("src").shift(-1).alias("dst"))
+        pair_parts.append(walk.filter(pl.col("seq") < pl.col("_n") - 1).select(list(pair_schema)))
+        stat_parts.append(
+            solved.filter(pl.col("_status") == _DAG_OK).select(
+                *_WIN, "path_ns", "nodes", pl.col("len").alias("edges"), pl.lit(0, dtype=pl.Int64).alias("cycles_broken")
+            )
+        )
+        left = solved.filter(pl.col("_status") != _DAG_OK).select(*_WIN, "len")
+    if left.height:
+        starts = sizes.with_columns((pl.col("len").cum_sum() - pl.col("len")).alias("_at")).join(left.select(_WIN), on=_WIN, how="semi")
+        rows = []
+        for rank, step, n, at in starts.iter_rows():
+            G = nx.DiGraph()
+            G.add_weighted_edges_from(compact.slice(at, n).select("src", "dst", "w").iter_rows(), weight="w")
+            topo, broken = _topological(G)
+            path = nx.dag_longest_path(G, weight="w", topo_order=topo)
+            pair_parts.append(
+                pl.DataFrame({"src": path[:-1], "dst": path[1:]}, schema={"src": pl.Int64, "dst": pl.Int64}).with_row_index("seq").select(
+                    pl.lit(rank, dtype=pl.Int32).alias("rank"), pl.lit(step, dtype=pl.Int64).alias("step"), "seq", "src", "dst"
+                )
+            )
+            rows.append((rank, step, _path_length(G, path, "w"), G.number_of_nodes(), G.number_of_edges(), broken))
+        stat_parts.append(pl.DataFrame(rows, schema=stat_schema, orient="row"))
+    pairs = pl.concat([p.cast(pair_schema) for p in pair_parts]) if pair_parts else pl.DataFrame(schema=pair_schema)  # type: ignore[arg-type]
+    stats = pl.concat([p.cast(stat_schema) for p in stat_parts]) if stat_parts else pl.DataFrame(schema=stat_schema)  # type: ignore[arg-type]
+    return pairs, stats
 
 
 def _topological(G: nx.DiGraph) -> tuple[list[int], int]:

@@ -60,9 +60,13 @@ def gpu_activity(events: pl.DataFrame) -> pl.DataFrame:
     return events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0))
 
 
+_GPU_COLUMNS = ["event_id", "kind", "name", "rank", "device", "start_ns", "dur_ns", "end_ns", "src_memory", "dst_memory"]
+
+
 def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -> Timeline:
     """Busy time by label and idle gaps by cause, per (rank, device, step)."""
-    gpu = gpu_activity(events)
+    # only the columns the accounting reads (not a copy of every column of every GPU row)
+    gpu = gpu_activity(events.select(_GPU_COLUMNS))
     key = ["rank", "device"]
     devices = gpu.select(key).unique().sort(key)
     windows = steps.join(devices, on="rank", how="inner").select(*key, "step", "start_ns", "end_ns")
@@ -112,15 +116,23 @@ def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFr
     return Timeline(per_step=per_step, gaps=gaps, primary_device=primary)
 
 
-def host_categories(events: pl.DataFrame, links: pl.DataFrame) -> dict[str, pl.DataFrame]:
+#: the columns of the events table that :func:`host_categories` reads (its frames carry only
+#: these: a copy of every host event's other columns would cost more memory than the analysis)
+HOST_CATEGORY_COLUMNS = ["event_id", "kind", "name", "rank", "pid", "tid", "start_ns", "dur_ns", "end_ns", "sync_kind"]
+
+
+def host_categories(events: pl.DataFrame, links: pl.DataFrame, *, cpu: bool = True) -> dict[str, pl.DataFrame]:
     """Host-thread intervals per category, in priority order (first match wins): the idle
-    causes a host thread can be seen doing, then ``cpu`` (any other host work)."""
-    host = events.filter(pl.col("tid").is_not_null() & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0))
+    causes a host thread can be seen doing, then ``cpu`` (any other host work; left out
+    when ``cpu`` is False).  Each frame has the columns :data:`HOST_CATEGORY_COLUMNS`."""
+    host = events.select(HOST_CATEGORY_COLUMNS).filter(pl.col("tid").is_not_null() & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0))
     name = pl.col("name")
     not_step = ~name.str.contains(patterns.PROFILER_STEP) & ~name.str.contains(patterns.USER_STEP)
     data = host.filter(pl.col("kind").is_in([EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value]) & name.str.contains(patterns.DATALOADER) & not_step)
     # copy calls whose GPU copy touches pageable memory
-    pageable_copies = events.filter((pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")))
+    pageable_copies = events.select("event_id", "kind", "src_memory", "dst_memory").filter(
+        (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    )
     pageable_calls = links.join(pageable_copies.select(pl.col("event_id").alias("gpu_event_id")), on="gpu_event_id", how="semi")
     pageable = host.join(pageable_calls.select(pl.col("launch_event_id").alias("event_id")).unique(), on="event_id", how="semi")
     pageable = _without_data_dependent(pageable, host)
@@ -134,15 +146,16 @@ def host_categories(events: pl.DataFrame, links: pl.DataFrame) -> dict[str, pl.D
     sync = host.filter(is_host_sync())
     alloc = host.filter(is_api_call() & name.str.contains(patterns.ALLOCATOR_API))
     comm = host.filter(pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value]) & name.str.contains(patterns.COMM_OP))
-    cpu = host.filter(pl.col("kind").is_in(_CPU_WORK) & not_step)
-    return {
+    found = {
         "data_loading": data,
         "pageable_memcpy": pageable,
         "host_device_sync": sync,
         "allocator": alloc,
         "exposed_communication": comm,
-        "cpu": cpu,
     }
+    if cpu:
+        found["cpu"] = host.filter(pl.col("kind").is_in(_CPU_WORK) & not_step)
+    return found
 
 
 def _without_data_dependent(copies: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
