@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from operator import attrgetter
@@ -31,6 +32,7 @@ from typing import Any, Union
 
 import msgspec
 import polars as pl
+import pyarrow as pa
 
 from tracekit.errors import TraceCorruptError, TraceFormatError
 from tracekit.schema import (
@@ -56,6 +58,11 @@ from tracekit.schema import (
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
 from ._source import ProgressSink, ReadAhead, check_path, open_stream
+
+try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
+    from . import _kineto_scan
+except ImportError:  # pragma: no cover - an install without a compiler
+    _kineto_scan = None  # type: ignore[assignment]
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -210,6 +217,11 @@ for _decoder, _fields in _ARG_GROUPS.values():
         else:
             _ARG_DTYPES[_f] = pl.String()
 
+#: the columns of a decoded chunk, in order (:func:`_columns` and the native scanner)
+_RAW_COLUMNS = [
+    "ph", "cat", "name", "pid", "pid_label", "tid", "tid_label", "ts", "dur", "id", "id_label", *_ARG_DTYPES,
+]
+
 #: category (lower-cased) → canonical kind
 _CATEGORY_KIND: dict[str, EventKind] = {
     "cpu_op": EventKind.CPU_OP,
@@ -281,9 +293,13 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progre
     counter_rows: list[dict[str, Any]] = []
     dropped = [0]
 
+    native = native_scanner()
+
     def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         # no side effects here: the salvage search may decode a chunk and discard it
-        frame = _columns(_decode_chunk(chunk, dropped), dropped)
+        frame = _scan_columns(native, chunk) if native is not None else None
+        if frame is None:  # not scanned natively (unusual content, invalid JSON): msgspec
+            frame = _columns(_decode_chunk(chunk, dropped), dropped)
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
         return frame, counters
 
@@ -323,6 +339,81 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progre
 
 
 # --------------------------------------------------------------------------- decoding
+
+
+def native_scanner() -> Any:
+    """The native chunk scanner, or None when it was not built or ``TRACEKIT_PURE_PYTHON=1``."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    return _kineto_scan
+
+
+# column kinds of the native scanner (the K_* enum of _kineto_scan.c)
+_K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS = range(7)
+_BASE_ID = ("pid", "tid", "id")
+
+
+def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None:
+    """One chunk through the native scanner, as the frame :func:`_columns` would give;
+    None when the scanner left the chunk to the msgspec path."""
+    scanned = native.scan(chunk)
+    if scanned is None:
+        return None
+    rows, columns = scanned
+    data: dict[str, pl.Series] = {}
+    for name, kind, nvalid, nfloat, nlabels, values, valid, extra1, extra2, extra3 in columns:
+        nulls = rows - nvalid
+        if kind in (_K_STR, _K_RAW, _K_RANKS):
+            series = _arrow_series(pa.large_string(), rows, nulls, valid, values, extra1)
+            if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
+                series = _compact_rank_lists(series)
+            data[name] = series
+        elif kind == _K_TIME:
+            if nfloat:
+                floats = _arrow_series(pa.float64(), rows, nulls, valid, extra1)
+                data[name] = pl.select(_us_to_ns(pl.lit(floats))).to_series()
+            else:
+                data[name] = _arrow_series(pa.int64(), rows, nulls, valid, values) * 1000
+        elif kind == _K_FLOAT:
+            data[name] = _arrow_series(pa.float64(), rows, nulls, valid, values)
+        else:  # _K_INT, _K_DIM
+            ints = _arrow_series(pa.int64(), rows, nulls, valid, values)
+            if name in _BASE_ID:
+                labels = (
+                    _arrow_series(pa.large_string(), rows, rows - nlabels, extra3, extra1, extra2)
+                    if nlabels
+                    else pl.Series(name + "_label", [None] * rows, dtype=pl.String)
+                )
+                if nlabels:  # _id_series: numeric strings are ids, other strings labels
+                    ints = ints.fill_null(labels.str.strip_chars().cast(pl.Int64, strict=False))
+                    labels = pl.select(pl.when(pl.lit(ints).is_null()).then(pl.lit(labels))).to_series()
+                data[name] = ints
+                data[name + "_label"] = labels
+            elif nlabels:  # _int_series: numeric strings (and integral floats in them) → ints
+                text = _arrow_series(pa.large_string(), rows, rows - nlabels, extra3, extra1, extra2).str.strip_chars()
+                as_float = text.cast(pl.Float64, strict=False)
+                in_range = as_float.is_finite() & (as_float.abs() < 2.0**63)
+                from_float = pl.select(pl.when(pl.lit(in_range)).then(pl.lit(as_float)).otherwise(None).cast(pl.Int64)).to_series()
+                data[name] = ints.fill_null(text.cast(pl.Int64, strict=False)).fill_null(from_float)
+            else:
+                data[name] = ints
+    return pl.DataFrame([data[c].alias(c) for c in _RAW_COLUMNS])
+
+
+def _arrow_series(dtype: pa.DataType, rows: int, nulls: int, valid: bytes, *buffers: bytes) -> pl.Series:
+    """A polars series over the scanner's buffers (Arrow layout, validity bitmap first)."""
+    array = pa.Array.from_buffers(
+        dtype, rows, [pa.py_buffer(valid) if nulls else None, *(pa.py_buffer(b) for b in buffers)], null_count=nulls
+    )
+    series = pl.from_arrow(array)
+    assert isinstance(series, pl.Series)
+    return series
+
+
+def _compact_rank_lists(text: pl.Series) -> pl.Series:
+    compact = text.str.replace_all(" ", "", literal=True)
+    keep = compact.str.starts_with("[") & compact.str.ends_with("]")
+    return pl.select(pl.when(pl.lit(keep)).then(pl.lit(compact))).to_series()
 
 
 def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]:

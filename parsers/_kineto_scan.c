@@ -1,0 +1,973 @@
+/* Native scanner for chunks of a Kineto traceEvents array.
+ *
+ * scan(chunk) reads a JSON array text of whole events ("[{...},{...}]") once and
+ * writes typed columns for exactly the fields tracekit.parsers.kineto keeps (see
+ * _Event and the args structs there).  It answers None whenever the chunk holds
+ * anything it is not certain to decode exactly as the msgspec path does (a value
+ * of an unexpected type, an integer outside int64, a duplicate key, NaN, invalid
+ * UTF-8, a lone surrogate, invalid JSON ...): the caller then decodes that chunk
+ * with the msgspec path, which also decides whether the text is valid at all.
+ *
+ * Every read is bounds-checked against the end of the buffer; the heavy loop
+ * runs without the GIL; there is no global mutable state.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ columns */
+
+enum { K_STR, K_INT, K_TIME, K_FLOAT, K_DIM, K_RAW, K_RANKS };
+
+typedef struct {
+    const char *name;
+    int kind;
+} ColDef;
+
+enum {
+    C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ID,
+    C_EXTERNAL_ID, C_EXTERNAL_ID_V1, C_CORRELATION, C_STREAM, C_DEVICE, C_BYTES, C_KIND_ARG,
+    C_GRID, C_BLOCK, C_REGISTERS, C_SHARED_MEMORY, C_OCCUPANCY, C_SYNC_KIND, C_WAIT_ON_STREAM,
+    C_WAIT_CORR, C_COLLECTIVE, C_PG_NAME, C_PG_RANKS, C_GROUP_SIZE, C_COLL_SEQ, C_COLL_SEQ_V2,
+    C_MSG_ELEMS, C_SEQUENCE_NR, C_INPUT_DIMS, C_INPUT_TYPES, C_CONCRETE_INPUTS, C_PYTHON_ID,
+    C_PYTHON_PARENT_ID, C_MEM_DEVICE_TYPE, C_MEM_DEVICE_ID, C_MEM_ADDR, C_MEM_BYTES,
+    C_MEM_TOTAL_ALLOCATED, C_MEM_TOTAL_RESERVED, C_LABEL,
+    N_COLS
+};
+
+static const ColDef COLS[N_COLS] = {
+    {"ph", K_STR}, {"cat", K_STR}, {"name", K_STR}, {"pid", K_INT}, {"tid", K_INT},
+    {"ts", K_TIME}, {"dur", K_TIME}, {"id", K_INT},
+    {"external_id", K_INT}, {"external_id_v1", K_INT}, {"correlation", K_INT}, {"stream", K_INT},
+    {"device", K_INT}, {"bytes", K_INT}, {"kind_arg", K_STR}, {"grid", K_DIM}, {"block", K_DIM},
+    {"registers", K_INT}, {"shared_memory", K_INT}, {"occupancy", K_FLOAT}, {"sync_kind", K_STR},
+    {"wait_on_stream", K_INT}, {"wait_corr", K_INT}, {"collective", K_STR}, {"pg_name", K_STR},
+    {"pg_ranks", K_RANKS}, {"group_size", K_INT}, {"coll_seq", K_INT}, {"coll_seq_v2", K_INT},
+    {"msg_elems", K_INT}, {"sequence_nr", K_INT}, {"input_dims", K_RAW}, {"input_types", K_RAW},
+    {"concrete_inputs", K_RAW}, {"python_id", K_INT}, {"python_parent_id", K_INT},
+    {"mem_device_type", K_INT}, {"mem_device_id", K_INT}, {"mem_addr", K_INT}, {"mem_bytes", K_INT},
+    {"mem_total_allocated", K_INT}, {"mem_total_reserved", K_INT}, {"label", K_STR},
+};
+
+typedef struct {
+    const char *key;
+    int col;
+} KeyDef;
+
+static const KeyDef BASE_KEYS[] = {
+    {"ph", C_PH}, {"cat", C_CAT}, {"name", C_NAME}, {"pid", C_PID}, {"tid", C_TID},
+    {"ts", C_TS}, {"dur", C_DUR}, {"id", C_ID}, {NULL, 0},
+};
+
+static const KeyDef GPU_KEYS[] = {
+    {"External id", C_EXTERNAL_ID}, {"external id", C_EXTERNAL_ID_V1}, {"correlation", C_CORRELATION},
+    {"stream", C_STREAM}, {"device", C_DEVICE}, {"bytes", C_BYTES}, {"kind", C_KIND_ARG},
+    {"grid", C_GRID}, {"block", C_BLOCK}, {"registers per thread", C_REGISTERS},
+    {"shared memory", C_SHARED_MEMORY}, {"est. achieved occupancy %", C_OCCUPANCY},
+    {"cuda_sync_kind", C_SYNC_KIND}, {"wait_on_stream", C_WAIT_ON_STREAM},
+    {"wait_on_cuda_event_record_corr_id", C_WAIT_CORR}, {"Collective name", C_COLLECTIVE},
+    {"Process Group Name", C_PG_NAME}, {"Process Group Ranks", C_PG_RANKS},
+    {"Group size", C_GROUP_SIZE}, {"Seq", C_COLL_SEQ}, {"seq", C_COLL_SEQ_V2},
+    {"In msg nelems", C_MSG_ELEMS}, {NULL, 0},
+};
+static const KeyDef LAUNCH_KEYS[] = {
+    {"External id", C_EXTERNAL_ID}, {"external id", C_EXTERNAL_ID_V1}, {"correlation", C_CORRELATION},
+    {NULL, 0},
+};
+static const KeyDef OP_KEYS[] = {
+    {"External id", C_EXTERNAL_ID}, {"external id", C_EXTERNAL_ID_V1}, {"Sequence number", C_SEQUENCE_NR},
+    {"Input Dims", C_INPUT_DIMS}, {"Input type", C_INPUT_TYPES}, {"Concrete Inputs", C_CONCRETE_INPUTS},
+    {"Collective name", C_COLLECTIVE}, {"Process Group Name", C_PG_NAME},
+    {"Process Group Ranks", C_PG_RANKS}, {"Group size", C_GROUP_SIZE}, {"Seq", C_COLL_SEQ},
+    {"seq", C_COLL_SEQ_V2}, {"In msg nelems", C_MSG_ELEMS}, {NULL, 0},
+};
+static const KeyDef PY_KEYS[] = {
+    {"Python id", C_PYTHON_ID}, {"Python parent id", C_PYTHON_PARENT_ID}, {NULL, 0},
+};
+static const KeyDef MEM_KEYS[] = {
+    {"Device Type", C_MEM_DEVICE_TYPE}, {"Device Id", C_MEM_DEVICE_ID}, {"Addr", C_MEM_ADDR},
+    {"Bytes", C_MEM_BYTES}, {"Total Allocated", C_MEM_TOTAL_ALLOCATED},
+    {"Total Reserved", C_MEM_TOTAL_RESERVED}, {NULL, 0},
+};
+static const KeyDef META_KEYS[] = {{"name", C_LABEL}, {NULL, 0}};
+
+enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
+
+static const KeyDef *const GROUP_KEYS[] = {NULL, GPU_KEYS, LAUNCH_KEYS, OP_KEYS, PY_KEYS, MEM_KEYS, META_KEYS};
+
+/* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
+static const KeyDef CATEGORY_GROUP[] = {
+    {"kernel", G_GPU}, {"gpu_memcpy", G_GPU}, {"gpu_memset", G_GPU}, {"memcpy", G_GPU},
+    {"memset", G_GPU}, {"cuda_sync", G_GPU}, {"xpu_sync", G_GPU}, {"mtia_ccp_events", G_GPU},
+    {"cuda_runtime", G_LAUNCH}, {"runtime", G_LAUNCH}, {"cuda_driver", G_LAUNCH},
+    {"mtia_runtime", G_LAUNCH}, {"xpu_runtime", G_LAUNCH}, {"xpu_driver", G_LAUNCH},
+    {"privateuse1_runtime", G_LAUNCH}, {"privateuse1_driver", G_LAUNCH}, {"glow_runtime", G_LAUNCH},
+    {"cpu_op", G_OP}, {"operator", G_OP}, {"user_annotation", G_OP}, {"gpu_user_annotation", G_OP},
+    {"python_function", G_PY}, {NULL, 0},
+};
+
+/* ------------------------------------------------------------------ buffers */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (extra > SIZE_MAX / 2 - b->len) return -1;
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    unsigned char *p = (unsigned char *)realloc(b->p, cap);
+    if (p == NULL) return -1;
+    memset(p + b->cap, 0, cap - b->cap); /* bitmaps rely on zeroed growth */
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    if (n) memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
+static int buf_f64(Buf *b, double v) { return buf_put(b, &v, sizeof v); }
+
+/* set bit `row` of a bitmap, growing it (zeroed) as needed */
+static int bit_set(Buf *b, size_t row) {
+    size_t byte = row >> 3;
+    if (byte >= b->len) {
+        if (buf_reserve(b, byte + 1 - b->len) < 0) return -1;
+        b->len = byte + 1;
+    }
+    b->p[byte] |= (unsigned char)(1u << (row & 7));
+    return 0;
+}
+
+typedef struct {
+    Buf val;    /* int64 (INT, TIME, DIM), float64 (FLOAT), int64 offsets (STR, RAW, RANKS) */
+    Buf fval;   /* TIME: the value as float64 */
+    Buf data;   /* string bytes (STR, RAW, RANKS; INT: labels) */
+    Buf loff;   /* INT: label offsets, filled lazily */
+    Buf valid;  /* bitmap of the main value */
+    Buf lvalid; /* INT: bitmap of labels */
+    size_t nvalid, nlabels, nfloat;
+} Col;
+
+/* ------------------------------------------------------------------ values */
+
+enum { V_NONE, V_INT, V_FLOAT, V_STR, V_RAW };
+
+typedef struct {
+    int type;
+    int esc;            /* V_STR: holds backslash escapes */
+    int64_t i;
+    double d;
+    const unsigned char *s; /* V_STR: between the quotes; V_RAW: the whole value */
+    size_t n;
+} Val;
+
+/* a read position in the chunk */
+typedef struct {
+    const unsigned char *p, *end;
+} Scan;
+
+/* the columns being written */
+typedef struct {
+    Col cols[N_COLS];
+    size_t rows;
+} Out;
+
+#define FAIL (-1)
+
+static inline void skip_ws(Scan *sc) {
+    while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' || *sc->p == '\r' || *sc->p == '\t')) sc->p++;
+}
+
+static inline int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int read_hex4(const unsigned char *p, const unsigned char *end, unsigned *out) {
+    if (end - p < 4) return FAIL;
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(p[k]);
+        if (h < 0) return FAIL;
+        v = (v << 4) | (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Length of a valid UTF-8 sequence at p (first byte >= 0x80), or 0 when invalid. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned c = p[0];
+    size_t avail = (size_t)(end - p);
+    if (c >= 0xC2 && c <= 0xDF) {
+        return (avail >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (avail < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && p[1] >= 0xA0) return 0; /* surrogates */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (avail < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && p[1] >= 0x90) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* A string at sc->p (which is '"'); validates escapes, surrogate pairs and UTF-8. */
+static int scan_string(Scan *sc, Val *v) {
+    const unsigned char *p = sc->p + 1, *end = sc->end;
+    int esc = 0;
+    while (1) {
+        if (p >= end) return FAIL;
+        unsigned c = *p;
+        if (c == '"') break;
+        if (c < 0x20) return FAIL;
+        if (c == '\\') {
+            esc = 1;
+            if (p + 1 >= end) return FAIL;
+            unsigned e = p[1];
+            if (e == 'u') {
+                unsigned u;
+                if (read_hex4(p + 2, end, &u) < 0) return FAIL;
+                p += 6;
+                if (u >= 0xDC00 && u <= 0xDFFF) return FAIL; /* lone low surrogate */
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    unsigned lo;
+                    if (end - p < 2 || p[0] != '\\' || p[1] != 'u') return FAIL;
+                    if (read_hex4(p + 2, end, &lo) < 0) return FAIL;
+                    if (lo < 0xDC00 || lo > 0xDFFF) return FAIL;
+                    p += 6;
+                }
+                continue;
+            }
+            if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                p += 2;
+                continue;
+            }
+            return FAIL;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_len(p, end);
+            if (k == 0) return FAIL;
+            p += k;
+            continue;
+        }
+        p++;
+    }
+    if (v != NULL) {
+        v->type = V_STR;
+        v->esc = esc;
+        v->s = sc->p + 1;
+        v->n = (size_t)(p - (sc->p + 1));
+    }
+    sc->p = p + 1;
+    return 0;
+}
+
+/* Write the unescaped text of a validated string into b. */
+static int unescape_into(Buf *b, const unsigned char *s, size_t n) {
+    const unsigned char *p = s, *end = s + n;
+    while (p < end) {
+        const unsigned char *run = p;
+        while (p < end && *p != '\\') p++;
+        if (buf_put(b, run, (size_t)(p - run)) < 0) return FAIL;
+        if (p >= end) break;
+        if (p + 1 >= end) return FAIL;
+        unsigned e = p[1];
+        unsigned char ch;
+        switch (e) {
+            case '"': ch = '"'; break;
+            case '\\': ch = '\\'; break;
+            case '/': ch = '/'; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u': {
+                unsigned u, lo;
+                if (read_hex4(p + 2, end, &u) < 0) return FAIL;
+                p += 6;
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_hex4(p + 2, end, &lo) < 0) return FAIL;
+                    if (lo < 0xDC00 || lo > 0xDFFF) return FAIL;
+                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+                    p += 6;
+                } else if (u >= 0xDC00 && u <= 0xDFFF) {
+                    return FAIL;
+                }
+                unsigned char out[4];
+                size_t k;
+                if (u < 0x80) {
+                    out[0] = (unsigned char)u;
+                    k = 1;
+                } else if (u < 0x800) {
+                    out[0] = (unsigned char)(0xC0 | (u >> 6));
+                    out[1] = (unsigned char)(0x80 | (u & 0x3F));
+                    k = 2;
+                } else if (u < 0x10000) {
+                    out[0] = (unsigned char)(0xE0 | (u >> 12));
+                    out[1] = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
+                    out[2] = (unsigned char)(0x80 | (u & 0x3F));
+                    k = 3;
+                } else {
+                    out[0] = (unsigned char)(0xF0 | (u >> 18));
+                    out[1] = (unsigned char)(0x80 | ((u >> 12) & 0x3F));
+                    out[2] = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
+                    out[3] = (unsigned char)(0x80 | (u & 0x3F));
+                    k = 4;
+                }
+                if (buf_put(b, out, k) < 0) return FAIL;
+                continue;
+            }
+            default: return FAIL;
+        }
+        if (buf_put(b, &ch, 1) < 0) return FAIL;
+        p += 2;
+    }
+    return 0;
+}
+
+static const double POW10[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+/* A number at sc->p: an int64 (V_INT) or a finite double (V_FLOAT), correctly rounded. */
+static int scan_number(Scan *sc, Val *v) {
+    const unsigned char *start = sc->p, *p = sc->p, *end = sc->end;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9') return FAIL;
+    uint64_t mant = 0;
+    int digits = 0;      /* significant digits accumulated in mant */
+    int dropped = 0;     /* digits that did not fit */
+    int exp10 = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (digits < 19) {
+                mant = mant * 10 + (uint64_t)(*p - '0');
+                if (mant) digits++;
+            } else {
+                dropped = 1;
+                exp10++;
+            }
+            p++;
+        }
+    }
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (digits < 19) {
+                mant = mant * 10 + (uint64_t)(*p - '0');
+                if (mant) digits++;
+                exp10--;
+            } else if (*p != '0') {
+                dropped = 1;
+            }
+            p++;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        int e = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (e < 100000) e = e * 10 + (*p - '0');
+            p++;
+        }
+        exp10 += eneg ? -e : e;
+    }
+    sc->p = p;
+    if (!is_float) {
+        if (dropped) return FAIL; /* more than 19 digits: outside int64 */
+        if (neg) {
+            if (mant > (uint64_t)INT64_MAX + 1) return FAIL;
+            v->i = mant == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mant;
+        } else {
+            if (mant > (uint64_t)INT64_MAX) return FAIL;
+            v->i = (int64_t)mant;
+        }
+        v->type = V_INT;
+        v->d = (double)v->i;
+        return 0;
+    }
+    double d;
+    if (!dropped && mant <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        /* exact operands, one correctly rounded operation */
+        d = (double)mant;
+        d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+    } else {
+        char tmp[128];
+        size_t len = (size_t)(p - start);
+        if (len >= sizeof tmp) return FAIL;
+        memcpy(tmp, start, len);
+        tmp[len] = 0;
+        char *stop = NULL;
+        d = strtod(tmp, &stop);
+        if (stop != tmp + len) return FAIL;
+    }
+    if (neg) d = -d;
+    if (!(d - d == 0)) return FAIL; /* not finite */
+    v->type = V_FLOAT;
+    v->d = d;
+    return 0;
+}
+
+static int skip_value(Scan *sc, int depth);
+
+static int expect_lit(Scan *sc, const char *lit, size_t n) {
+    if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, lit, n) != 0) return FAIL;
+    sc->p += n;
+    return 0;
+}
+
+/* Validate and pass over any JSON value. */
+static int skip_value(Scan *sc, int depth) {
+    if (depth > 64) return FAIL;
+    skip_ws(sc);
+    if (sc->p >= sc->end) return FAIL;
+    unsigned c = *sc->p;
+    if (c == '"') return scan_string(sc, NULL);
+    if (c == '{' || c == '[') {
+        unsigned close = c == '{' ? '}' : ']';
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == close) {
+            sc->p++;
+            return 0;
+        }
+        while (1) {
+            if (c == '{') {
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, NULL) < 0) return FAIL;
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != ':') return FAIL;
+                sc->p++;
+            }
+            if (skip_value(sc, depth + 1) < 0) return FAIL;
+            skip_ws(sc);
+            if (sc->p >= sc->end) return FAIL;
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == close) {
+                sc->p++;
+                return 0;
+            }
+            return FAIL;
+        }
+    }
+    if (c == 't') return expect_lit(sc, "true", 4);
+    if (c == 'f') return expect_lit(sc, "false", 5);
+    if (c == 'n') return expect_lit(sc, "null", 4);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        Val v;
+        /* a number outside int64 or float64 is valid JSON but not modelled: fall back */
+        return scan_number(sc, &v);
+    }
+    return FAIL;
+}
+
+/* A value of a field of the given kind; FAIL for a type the msgspec path would treat
+ * differently from what the columns here can say. */
+static int scan_field(Scan *sc, int kind, Val *v) {
+    skip_ws(sc);
+    if (sc->p >= sc->end) return FAIL;
+    unsigned c = *sc->p;
+    const unsigned char *start = sc->p;
+    if (kind == K_RAW || kind == K_RANKS) {
+        if (kind == K_RANKS && c == '"') return scan_string(sc, v);
+        if (skip_value(sc, 1) < 0) return FAIL;
+        v->type = V_RAW;
+        v->s = start;
+        v->n = (size_t)(sc->p - start);
+        return 0;
+    }
+    if (c == 'n') {
+        if (kind == K_DIM) return FAIL;
+        if (expect_lit(sc, "null", 4) < 0) return FAIL;
+        v->type = V_NONE;
+        return 0;
+    }
+    if (c == '"') {
+        if (kind == K_TIME || kind == K_DIM) return FAIL;
+        if (scan_string(sc, v) < 0) return FAIL;
+        if (kind == K_FLOAT) v->type = V_NONE; /* not a number: null */
+        return 0;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        if (kind == K_STR || kind == K_DIM) return FAIL;
+        if (scan_number(sc, v) < 0) return FAIL;
+        if (v->type == V_FLOAT && kind == K_INT) return FAIL;
+        if (kind == K_FLOAT) v->type = V_FLOAT;
+        return 0;
+    }
+    if (c == '[' && kind == K_DIM) {
+        int64_t dims[3] = {0, 1, 1};
+        int k = 0;
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == ']') {
+            sc->p++;
+        } else {
+            while (1) {
+                Val d;
+                skip_ws(sc);
+                if (k >= 3 || sc->p >= sc->end) return FAIL;
+                if (!(*sc->p == '-' || (*sc->p >= '0' && *sc->p <= '9'))) return FAIL;
+                if (scan_number(sc, &d) < 0 || d.type != V_INT) return FAIL;
+                if (d.i <= -(1 << 20) || d.i >= (1 << 20)) return FAIL;
+                dims[k++] = d.i;
+                skip_ws(sc);
+                if (sc->p >= sc->end) return FAIL;
+                if (*sc->p == ',') {
+                    sc->p++;
+                    continue;
+                }
+                if (*sc->p == ']') {
+                    sc->p++;
+                    break;
+                }
+                return FAIL;
+            }
+        }
+        v->type = V_INT;
+        v->i = dims[0] * dims[1] * dims[2];
+        return 0;
+    }
+    return FAIL; /* true/false/objects/arrays: not modelled */
+}
+
+static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
+    for (const KeyDef *k = keys; k->key != NULL; k++) {
+        if (strlen(k->key) == n && memcmp(k->key, s, n) == 0) return k->col;
+    }
+    return -1;
+}
+
+/* The args group of an event from its ph, cat and name (kineto._columns). */
+static int event_group(const Val *vals) {
+    const Val *ph = &vals[C_PH];
+    if (ph->type != V_STR) return G_NONE;
+    if (ph->esc) return G_UNKNOWN;
+    if (ph->n == 1 && ph->s[0] == 'M') return G_META;
+    if (ph->n == 1 && (ph->s[0] == 'i' || ph->s[0] == 'I')) {
+        const Val *nm = &vals[C_NAME];
+        if (nm->type != V_STR) return G_NONE;
+        if (nm->esc) return G_UNKNOWN;
+        return (nm->n == 8 && memcmp(nm->s, "[memory]", 8) == 0) ? G_MEM : G_NONE;
+    }
+    if (ph->n == 1 && ph->s[0] == 'X') {
+        const Val *cat = &vals[C_CAT];
+        if (cat->type != V_STR) return G_NONE;
+        if (cat->esc) return G_UNKNOWN;
+        char low[32];
+        if (cat->n >= sizeof low) {
+            for (size_t k = 0; k < cat->n; k++)
+                if (cat->s[k] >= 0x80) return G_UNKNOWN; /* Unicode lower-casing: not modelled */
+            return G_NONE;
+        }
+        for (size_t k = 0; k < cat->n; k++) {
+            unsigned char ch = cat->s[k];
+            if (ch >= 0x80) return G_UNKNOWN;
+            low[k] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
+        }
+        int g = lookup(CATEGORY_GROUP, (const unsigned char *)low, cat->n);
+        return g < 0 ? G_NONE : g;
+    }
+    return G_NONE;
+}
+
+/* Whether the keys that decide the group have all been read (or cannot come any more). */
+static int group_ready(const Val *vals, uint64_t seen) {
+    if (!(seen & (1ULL << C_PH))) return 0;
+    const Val *ph = &vals[C_PH];
+    if (ph->type != V_STR || ph->esc || ph->n != 1) return 1;
+    if (ph->s[0] == 'X') return (seen & (1ULL << C_CAT)) != 0;
+    if (ph->s[0] == 'i' || ph->s[0] == 'I') return (seen & (1ULL << C_NAME)) != 0;
+    return 1;
+}
+
+/* The args object of an event of group g. */
+static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
+    skip_ws(sc);
+    if (g == G_NONE) return skip_value(sc, 1);
+    if (sc->p >= sc->end || *sc->p != '{') return FAIL;
+    const KeyDef *keys = GROUP_KEYS[g];
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') {
+        sc->p++;
+        return 0;
+    }
+    while (1) {
+        Val key;
+        skip_ws(sc);
+        if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, &key) < 0) return FAIL;
+        skip_ws(sc);
+        if (sc->p >= sc->end || *sc->p != ':') return FAIL;
+        sc->p++;
+        if (key.esc) return FAIL;
+        int col = lookup(keys, key.s, key.n);
+        if (col < 0) {
+            if (skip_value(sc, 2) < 0) return FAIL;
+        } else {
+            if (*seen & (1ULL << col)) return FAIL; /* duplicate key */
+            *seen |= 1ULL << col;
+            if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
+        }
+        skip_ws(sc);
+        if (sc->p >= sc->end) return FAIL;
+        if (*sc->p == ',') {
+            sc->p++;
+            continue;
+        }
+        if (*sc->p == '}') {
+            sc->p++;
+            return 0;
+        }
+        return FAIL;
+    }
+}
+
+/* Append one row to every column. */
+static int append_row(Out *out, const Val *vals) {
+    size_t row = out->rows;
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        const Val *v = &vals[c];
+        int kind = COLS[c].kind;
+        switch (kind) {
+            case K_STR:
+            case K_RAW:
+            case K_RANKS:
+                if (row == 0 && buf_i64(&col->val, 0) < 0) return FAIL;
+                if (v->type == V_STR) {
+                    if (v->esc ? unescape_into(&col->data, v->s, v->n) < 0 : buf_put(&col->data, v->s, v->n) < 0)
+                        return FAIL;
+                } else if (v->type == V_RAW) {
+                    if (buf_put(&col->data, v->s, v->n) < 0) return FAIL;
+                }
+                if (v->type == V_STR || v->type == V_RAW) {
+                    if (bit_set(&col->valid, row) < 0) return FAIL;
+                    col->nvalid++;
+                }
+                if (buf_i64(&col->val, (int64_t)col->data.len) < 0) return FAIL;
+                break;
+            case K_INT:
+                if (buf_i64(&col->val, v->type == V_INT ? v->i : 0) < 0) return FAIL;
+                if (v->type == V_INT) {
+                    if (bit_set(&col->valid, row) < 0) return FAIL;
+                    col->nvalid++;
+                } else if (v->type == V_STR) {
+                    /* labels: offsets are filled up to this row on first use */
+                    if (col->loff.len == 0 && buf_i64(&col->loff, 0) < 0) return FAIL;
+                    while (col->loff.len / 8 < row + 1)
+                        if (buf_i64(&col->loff, (int64_t)col->data.len) < 0) return FAIL;
+                    if (v->esc ? unescape_into(&col->data, v->s, v->n) < 0 : buf_put(&col->data, v->s, v->n) < 0)
+                        return FAIL;
+                    if (buf_i64(&col->loff, (int64_t)col->data.len) < 0) return FAIL;
+                    if (bit_set(&col->lvalid, row) < 0) return FAIL;
+                    col->nlabels++;
+                }
+                break;
+            case K_TIME:
+                if (buf_i64(&col->val, v->type == V_INT ? v->i : 0) < 0) return FAIL;
+                if (buf_f64(&col->fval, (v->type == V_INT || v->type == V_FLOAT) ? v->d : 0.0) < 0) return FAIL;
+                if (v->type == V_INT || v->type == V_FLOAT) {
+                    if (bit_set(&col->valid, row) < 0) return FAIL;
+                    col->nvalid++;
+                    if (v->type == V_FLOAT) col->nfloat++;
+                }
+                break;
+            case K_FLOAT:
+                if (buf_f64(&col->val, v->type == V_FLOAT ? v->d : 0.0) < 0) return FAIL;
+                if (v->type == V_FLOAT) {
+                    if (bit_set(&col->valid, row) < 0) return FAIL;
+                    col->nvalid++;
+                }
+                break;
+            case K_DIM:
+                /* kineto._arg_series: the product of the dims, null unless positive */
+                if (buf_i64(&col->val, v->type == V_INT ? v->i : 0) < 0) return FAIL;
+                if (v->type == V_INT && v->i > 0) {
+                    if (bit_set(&col->valid, row) < 0) return FAIL;
+                    col->nvalid++;
+                }
+                break;
+        }
+    }
+    out->rows++;
+    return 0;
+}
+
+static int scan_event(Scan *sc, Out *out) {
+    Val vals[N_COLS];
+    memset(vals, 0, sizeof vals);
+    uint64_t seen = 0, aseen = 0;
+    int args_seen = 0;
+    const unsigned char *args_at = NULL;
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != '{') return FAIL; /* not an object: the msgspec path drops it */
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') {
+        sc->p++;
+    } else {
+        while (1) {
+            Val key;
+            skip_ws(sc);
+            if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, &key) < 0) return FAIL;
+            skip_ws(sc);
+            if (sc->p >= sc->end || *sc->p != ':') return FAIL;
+            sc->p++;
+            if (key.esc) return FAIL;
+            if (key.n == 4 && memcmp(key.s, "args", 4) == 0) {
+                if (args_seen) return FAIL;
+                args_seen = 1;
+                skip_ws(sc);
+                if (group_ready(vals, seen)) {
+                    /* the usual key order (ph, cat, name ... args): one pass */
+                    int g = event_group(vals);
+                    if (g == G_UNKNOWN) return FAIL;
+                    if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
+                } else {
+                    args_at = sc->p;
+                    if (skip_value(sc, 1) < 0) return FAIL;
+                }
+            } else {
+                int col = lookup(BASE_KEYS, key.s, key.n);
+                if (col < 0) {
+                    if (skip_value(sc, 1) < 0) return FAIL;
+                } else {
+                    if (seen & (1ULL << col)) return FAIL;
+                    seen |= 1ULL << col;
+                    if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
+                }
+            }
+            skip_ws(sc);
+            if (sc->p >= sc->end) return FAIL;
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == '}') {
+                sc->p++;
+                break;
+            }
+            return FAIL;
+        }
+    }
+    int g = event_group(vals);
+    if (g == G_UNKNOWN) return FAIL;
+    if (g != G_NONE && args_at != NULL) {
+        /* args came before the keys that name its group: read it again now */
+        Scan sub = {args_at, sc->end};
+        if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
+    }
+    return append_row(out, vals);
+}
+
+static int scan_chunk(Scan *sc, Out *out) {
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != '[') return FAIL;
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == ']') {
+        sc->p++;
+    } else {
+        while (1) {
+            if (scan_event(sc, out) < 0) return FAIL;
+            skip_ws(sc);
+            if (sc->p >= sc->end) return FAIL;
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == ']') {
+                sc->p++;
+                break;
+            }
+            return FAIL;
+        }
+    }
+    skip_ws(sc);
+    return sc->p == sc->end ? 0 : FAIL;
+}
+
+static void free_out(Out *out) {
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        free(col->val.p);
+        free(col->fval.p);
+        free(col->data.p);
+        free(col->loff.p);
+        free(col->valid.p);
+        free(col->lvalid.p);
+    }
+}
+
+/* ------------------------------------------------------------------ Python */
+
+/* A bitmap of `rows` bits as bytes (length rounded up), zero-padded. */
+static PyObject *bitmap_bytes(const Buf *b, size_t rows) {
+    size_t n = (rows + 7) / 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (out == NULL) return NULL;
+    char *dst = PyBytes_AS_STRING(out);
+    size_t have = b->len < n ? b->len : n;
+    if (have) memcpy(dst, b->p, have);
+    if (n > have) memset(dst + have, 0, n - have);
+    return out;
+}
+
+static PyObject *bytes_of(const Buf *b) {
+    return PyBytes_FromStringAndSize(b->len ? (const char *)b->p : "", (Py_ssize_t)b->len);
+}
+
+/* Label offsets padded to rows + 1 entries. */
+static PyObject *label_offsets(Col *col, size_t rows) {
+    if (col->loff.len == 0 && buf_i64(&col->loff, 0) < 0) return PyErr_NoMemory();
+    while (col->loff.len / 8 < rows + 1)
+        if (buf_i64(&col->loff, (int64_t)col->data.len) < 0) return PyErr_NoMemory();
+    return bytes_of(&col->loff);
+}
+
+/* (name, kind, n_valid, values, validity, extra...) per column; see kineto._native_columns. */
+static PyObject *column_tuple(Col *col, int c, size_t rows) {
+    const ColDef *def = &COLS[c];
+    PyObject *vals = NULL, *valid = NULL, *e1 = Py_None, *e2 = Py_None, *e3 = Py_None, *out = NULL;
+    Py_INCREF(Py_None);
+    Py_INCREF(Py_None);
+    Py_INCREF(Py_None);
+    if (def->kind == K_STR || def->kind == K_RAW || def->kind == K_RANKS) {
+        if (rows == 0 && buf_i64(&col->val, 0) < 0) goto fail;
+        vals = bytes_of(&col->val);
+        Py_DECREF(e1);
+        e1 = bytes_of(&col->data);
+        if (e1 == NULL) goto fail;
+    } else {
+        vals = bytes_of(&col->val);
+    }
+    if (vals == NULL) goto fail;
+    valid = bitmap_bytes(&col->valid, rows);
+    if (valid == NULL) goto fail;
+    if (def->kind == K_TIME) {
+        Py_DECREF(e1);
+        e1 = bytes_of(&col->fval);
+        if (e1 == NULL) goto fail;
+    } else if (def->kind == K_INT && col->nlabels) {
+        Py_DECREF(e1);
+        Py_DECREF(e2);
+        Py_DECREF(e3);
+        e2 = NULL;
+        e3 = NULL;
+        e1 = label_offsets(col, rows);
+        if (e1 == NULL) goto fail;
+        e2 = bytes_of(&col->data);
+        if (e2 == NULL) goto fail;
+        e3 = bitmap_bytes(&col->lvalid, rows);
+        if (e3 == NULL) goto fail;
+    }
+    out = Py_BuildValue("(sinnnNNNNN)", def->name, def->kind, (Py_ssize_t)col->nvalid, (Py_ssize_t)col->nfloat,
+                        (Py_ssize_t)col->nlabels, vals, valid, e1, e2, e3);
+    return out;
+fail:
+    Py_XDECREF(vals);
+    Py_XDECREF(valid);
+    Py_XDECREF(e1);
+    Py_XDECREF(e2);
+    Py_XDECREF(e3);
+    return NULL;
+}
+
+PyDoc_STRVAR(scan_doc,
+             "scan(chunk) -> (rows, columns) or None\n\n"
+             "Scan a JSON array of whole Kineto events into column buffers; None when the chunk\n"
+             "holds anything not decoded exactly (the caller then uses the msgspec path).");
+
+static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Out *out = (Out *)calloc(1, sizeof(Out));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_chunk(&sc, out);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        free_out(out);
+        free(out);
+        Py_RETURN_NONE;
+    }
+    PyObject *cols = PyTuple_New(N_COLS);
+    if (cols == NULL) goto fail;
+    for (int c = 0; c < N_COLS; c++) {
+        PyObject *t = column_tuple(&out->cols[c], c, out->rows);
+        if (t == NULL) {
+            Py_DECREF(cols);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(cols, c, t);
+    }
+    size_t rows = out->rows;
+    free_out(out);
+    free(out);
+    return Py_BuildValue("(nN)", (Py_ssize_t)rows, cols);
+fail:
+    free_out(out);
+    free(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", kineto_scan, METH_O, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kineto_scan", "Native scanner of Kineto traceEvents chunks.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&module); }
