@@ -53,45 +53,49 @@ static const ColDef COLS[N_COLS] = {
 
 typedef struct {
     const char *key;
+    size_t len;
     int col;
 } KeyDef;
 
+#define KD(text, col) {text, sizeof(text) - 1, col}
+#define KD_END {NULL, 0, 0}
+
 static const KeyDef BASE_KEYS[] = {
-    {"ph", C_PH}, {"cat", C_CAT}, {"name", C_NAME}, {"pid", C_PID}, {"tid", C_TID},
-    {"ts", C_TS}, {"dur", C_DUR}, {"id", C_ID}, {NULL, 0},
+    KD("ph", C_PH), KD("cat", C_CAT), KD("name", C_NAME), KD("pid", C_PID), KD("tid", C_TID),
+    KD("ts", C_TS), KD("dur", C_DUR), KD("id", C_ID), KD_END,
 };
 
 static const KeyDef GPU_KEYS[] = {
-    {"External id", C_EXTERNAL_ID}, {"external id", C_EXTERNAL_ID_V1}, {"correlation", C_CORRELATION},
-    {"stream", C_STREAM}, {"device", C_DEVICE}, {"bytes", C_BYTES}, {"kind", C_KIND_ARG},
-    {"grid", C_GRID}, {"block", C_BLOCK}, {"registers per thread", C_REGISTERS},
-    {"shared memory", C_SHARED_MEMORY}, {"est. achieved occupancy %", C_OCCUPANCY},
-    {"cuda_sync_kind", C_SYNC_KIND}, {"wait_on_stream", C_WAIT_ON_STREAM},
-    {"wait_on_cuda_event_record_corr_id", C_WAIT_CORR}, {"Collective name", C_COLLECTIVE},
-    {"Process Group Name", C_PG_NAME}, {"Process Group Ranks", C_PG_RANKS},
-    {"Group size", C_GROUP_SIZE}, {"Seq", C_COLL_SEQ}, {"seq", C_COLL_SEQ_V2},
-    {"In msg nelems", C_MSG_ELEMS}, {NULL, 0},
+    KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("correlation", C_CORRELATION),
+    KD("stream", C_STREAM), KD("device", C_DEVICE), KD("bytes", C_BYTES), KD("kind", C_KIND_ARG),
+    KD("grid", C_GRID), KD("block", C_BLOCK), KD("registers per thread", C_REGISTERS),
+    KD("shared memory", C_SHARED_MEMORY), KD("est. achieved occupancy %", C_OCCUPANCY),
+    KD("cuda_sync_kind", C_SYNC_KIND), KD("wait_on_stream", C_WAIT_ON_STREAM),
+    KD("wait_on_cuda_event_record_corr_id", C_WAIT_CORR), KD("Collective name", C_COLLECTIVE),
+    KD("Process Group Name", C_PG_NAME), KD("Process Group Ranks", C_PG_RANKS),
+    KD("Group size", C_GROUP_SIZE), KD("Seq", C_COLL_SEQ), KD("seq", C_COLL_SEQ_V2),
+    KD("In msg nelems", C_MSG_ELEMS), KD_END,
 };
 static const KeyDef LAUNCH_KEYS[] = {
-    {"External id", C_EXTERNAL_ID}, {"external id", C_EXTERNAL_ID_V1}, {"correlation", C_CORRELATION},
-    {NULL, 0},
+    KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("correlation", C_CORRELATION),
+    KD_END,
 };
 static const KeyDef OP_KEYS[] = {
-    {"External id", C_EXTERNAL_ID}, {"external id", C_EXTERNAL_ID_V1}, {"Sequence number", C_SEQUENCE_NR},
-    {"Input Dims", C_INPUT_DIMS}, {"Input type", C_INPUT_TYPES}, {"Concrete Inputs", C_CONCRETE_INPUTS},
-    {"Collective name", C_COLLECTIVE}, {"Process Group Name", C_PG_NAME},
-    {"Process Group Ranks", C_PG_RANKS}, {"Group size", C_GROUP_SIZE}, {"Seq", C_COLL_SEQ},
-    {"seq", C_COLL_SEQ_V2}, {"In msg nelems", C_MSG_ELEMS}, {NULL, 0},
+    KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("Sequence number", C_SEQUENCE_NR),
+    KD("Input Dims", C_INPUT_DIMS), KD("Input type", C_INPUT_TYPES), KD("Concrete Inputs", C_CONCRETE_INPUTS),
+    KD("Collective name", C_COLLECTIVE), KD("Process Group Name", C_PG_NAME),
+    KD("Process Group Ranks", C_PG_RANKS), KD("Group size", C_GROUP_SIZE), KD("Seq", C_COLL_SEQ),
+    KD("seq", C_COLL_SEQ_V2), KD("In msg nelems", C_MSG_ELEMS), KD_END,
 };
 static const KeyDef PY_KEYS[] = {
-    {"Python id", C_PYTHON_ID}, {"Python parent id", C_PYTHON_PARENT_ID}, {NULL, 0},
+    KD("Python id", C_PYTHON_ID), KD("Python parent id", C_PYTHON_PARENT_ID), KD_END,
 };
 static const KeyDef MEM_KEYS[] = {
-    {"Device Type", C_MEM_DEVICE_TYPE}, {"Device Id", C_MEM_DEVICE_ID}, {"Addr", C_MEM_ADDR},
-    {"Bytes", C_MEM_BYTES}, {"Total Allocated", C_MEM_TOTAL_ALLOCATED},
-    {"Total Reserved", C_MEM_TOTAL_RESERVED}, {NULL, 0},
+    KD("Device Type", C_MEM_DEVICE_TYPE), KD("Device Id", C_MEM_DEVICE_ID), KD("Addr", C_MEM_ADDR),
+    KD("Bytes", C_MEM_BYTES), KD("Total Allocated", C_MEM_TOTAL_ALLOCATED),
+    KD("Total Reserved", C_MEM_TOTAL_RESERVED), KD_END,
 };
-static const KeyDef META_KEYS[] = {{"name", C_LABEL}, {NULL, 0}};
+static const KeyDef META_KEYS[] = {KD("name", C_LABEL), KD_END};
 
 enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
 
@@ -99,13 +103,13 @@ static const KeyDef *const GROUP_KEYS[] = {NULL, GPU_KEYS, LAUNCH_KEYS, OP_KEYS,
 
 /* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
 static const KeyDef CATEGORY_GROUP[] = {
-    {"kernel", G_GPU}, {"gpu_memcpy", G_GPU}, {"gpu_memset", G_GPU}, {"memcpy", G_GPU},
-    {"memset", G_GPU}, {"cuda_sync", G_GPU}, {"xpu_sync", G_GPU}, {"mtia_ccp_events", G_GPU},
-    {"cuda_runtime", G_LAUNCH}, {"runtime", G_LAUNCH}, {"cuda_driver", G_LAUNCH},
-    {"mtia_runtime", G_LAUNCH}, {"xpu_runtime", G_LAUNCH}, {"xpu_driver", G_LAUNCH},
-    {"privateuse1_runtime", G_LAUNCH}, {"privateuse1_driver", G_LAUNCH}, {"glow_runtime", G_LAUNCH},
-    {"cpu_op", G_OP}, {"operator", G_OP}, {"user_annotation", G_OP}, {"gpu_user_annotation", G_OP},
-    {"python_function", G_PY}, {NULL, 0},
+    KD("kernel", G_GPU), KD("gpu_memcpy", G_GPU), KD("gpu_memset", G_GPU), KD("memcpy", G_GPU),
+    KD("memset", G_GPU), KD("cuda_sync", G_GPU), KD("xpu_sync", G_GPU), KD("mtia_ccp_events", G_GPU),
+    KD("cuda_runtime", G_LAUNCH), KD("runtime", G_LAUNCH), KD("cuda_driver", G_LAUNCH),
+    KD("mtia_runtime", G_LAUNCH), KD("xpu_runtime", G_LAUNCH), KD("xpu_driver", G_LAUNCH),
+    KD("privateuse1_runtime", G_LAUNCH), KD("privateuse1_driver", G_LAUNCH), KD("glow_runtime", G_LAUNCH),
+    KD("cpu_op", G_OP), KD("operator", G_OP), KD("user_annotation", G_OP), KD("gpu_user_annotation", G_OP),
+    KD("python_function", G_PY), KD_END,
 };
 
 /* ------------------------------------------------------------------ buffers */
@@ -137,7 +141,6 @@ static int buf_put(Buf *b, const void *src, size_t n) {
 }
 
 static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
-static int buf_f64(Buf *b, double v) { return buf_put(b, &v, sizeof v); }
 
 /* set bit `row` of a bitmap, growing it (zeroed) as needed */
 static int bit_set(Buf *b, size_t row) {
@@ -176,7 +179,12 @@ typedef struct {
 /* a read position in the chunk */
 typedef struct {
     const unsigned char *p, *end;
+    /* set when the text is certainly not JSON, even to Python's lenient json module (which
+     * also takes NaN, Infinity, big numbers, lone surrogates): the chunk cannot decode */
+    int syntax;
 } Scan;
+
+#define SYNTAX(sc) return ((sc)->syntax = 1, FAIL)
 
 /* the columns being written */
 typedef struct {
@@ -236,17 +244,17 @@ static int scan_string(Scan *sc, Val *v) {
     const unsigned char *p = sc->p + 1, *end = sc->end;
     int esc = 0;
     while (1) {
-        if (p >= end) return FAIL;
+        if (p >= end) SYNTAX(sc);
         unsigned c = *p;
         if (c == '"') break;
-        if (c < 0x20) return FAIL;
+        if (c < 0x20) SYNTAX(sc);
         if (c == '\\') {
             esc = 1;
-            if (p + 1 >= end) return FAIL;
+            if (p + 1 >= end) SYNTAX(sc);
             unsigned e = p[1];
             if (e == 'u') {
                 unsigned u;
-                if (read_hex4(p + 2, end, &u) < 0) return FAIL;
+                if (read_hex4(p + 2, end, &u) < 0) SYNTAX(sc);
                 p += 6;
                 if (u >= 0xDC00 && u <= 0xDFFF) return FAIL; /* lone low surrogate */
                 if (u >= 0xD800 && u <= 0xDBFF) {
@@ -262,7 +270,7 @@ static int scan_string(Scan *sc, Val *v) {
                 p += 2;
                 continue;
             }
-            return FAIL;
+            SYNTAX(sc);
         }
         if (c >= 0x80) {
             size_t k = utf8_len(p, end);
@@ -448,6 +456,33 @@ static int scan_number(Scan *sc, Val *v) {
 
 static int skip_value(Scan *sc, int depth);
 
+/* Pass over a number by its grammar only (msgspec skips any such number in a field it
+ * does not keep, whatever its size). */
+static int skip_number(Scan *sc) {
+    const unsigned char *p = sc->p, *end = sc->end;
+    if (p < end && *p == '-') p++;
+    if (p < end && *p == 'I') return FAIL; /* -Infinity */
+    if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    sc->p = p;
+    return 0;
+}
+
 static int expect_lit(Scan *sc, const char *lit, size_t n) {
     if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, lit, n) != 0) return FAIL;
     sc->p += n;
@@ -458,7 +493,7 @@ static int expect_lit(Scan *sc, const char *lit, size_t n) {
 static int skip_value(Scan *sc, int depth) {
     if (depth > 64) return FAIL;
     skip_ws(sc);
-    if (sc->p >= sc->end) return FAIL;
+    if (sc->p >= sc->end) SYNTAX(sc);
     unsigned c = *sc->p;
     if (c == '"') return scan_string(sc, NULL);
     if (c == '{' || c == '[') {
@@ -472,14 +507,15 @@ static int skip_value(Scan *sc, int depth) {
         while (1) {
             if (c == '{') {
                 skip_ws(sc);
-                if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, NULL) < 0) return FAIL;
+                if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+                if (scan_string(sc, NULL) < 0) return FAIL;
                 skip_ws(sc);
-                if (sc->p >= sc->end || *sc->p != ':') return FAIL;
+                if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
                 sc->p++;
             }
             if (skip_value(sc, depth + 1) < 0) return FAIL;
             skip_ws(sc);
-            if (sc->p >= sc->end) return FAIL;
+            if (sc->p >= sc->end) SYNTAX(sc);
             if (*sc->p == ',') {
                 sc->p++;
                 continue;
@@ -488,18 +524,15 @@ static int skip_value(Scan *sc, int depth) {
                 sc->p++;
                 return 0;
             }
-            return FAIL;
+            SYNTAX(sc);
         }
     }
     if (c == 't') return expect_lit(sc, "true", 4);
     if (c == 'f') return expect_lit(sc, "false", 5);
     if (c == 'n') return expect_lit(sc, "null", 4);
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        Val v;
-        /* a number outside int64 or float64 is valid JSON but not modelled: fall back */
-        return scan_number(sc, &v);
-    }
-    return FAIL;
+    if (c == '-' || (c >= '0' && c <= '9')) return skip_number(sc);
+    if (c == 'N' || c == 'I') return FAIL; /* NaN, Infinity: Python's json takes them */
+    SYNTAX(sc);
 }
 
 /* A value of a field of the given kind; FAIL for a type the msgspec path would treat
@@ -550,7 +583,8 @@ static int scan_field(Scan *sc, int kind, Val *v) {
                 if (k >= 3 || sc->p >= sc->end) return FAIL;
                 if (!(*sc->p == '-' || (*sc->p >= '0' && *sc->p <= '9'))) return FAIL;
                 if (scan_number(sc, &d) < 0 || d.type != V_INT) return FAIL;
-                if (d.i <= -(1 << 20) || d.i >= (1 << 20)) return FAIL;
+                /* magnitudes below 2^31 keep the product of three inside int64 */
+                if (d.i <= -(INT64_C(1) << 31) || d.i >= (INT64_C(1) << 31)) return FAIL;
                 dims[k++] = d.i;
                 skip_ws(sc);
                 if (sc->p >= sc->end) return FAIL;
@@ -566,7 +600,10 @@ static int scan_field(Scan *sc, int kind, Val *v) {
             }
         }
         v->type = V_INT;
-        v->i = dims[0] * dims[1] * dims[2];
+        int64_t xy = dims[0] * dims[1]; /* |xy| < 2^62 */
+        if (xy != 0 && (dims[2] > INT64_MAX / (xy < 0 ? -xy : xy) || dims[2] < -(INT64_MAX / (xy < 0 ? -xy : xy))))
+            return FAIL;
+        v->i = xy * dims[2];
         return 0;
     }
     return FAIL; /* true/false/objects/arrays: not modelled */
@@ -574,7 +611,7 @@ static int scan_field(Scan *sc, int kind, Val *v) {
 
 static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
     for (const KeyDef *k = keys; k->key != NULL; k++) {
-        if (strlen(k->key) == n && memcmp(k->key, s, n) == 0) return k->col;
+        if (k->len == n && memcmp(k->key, s, n) == 0) return k->col;
     }
     return -1;
 }
@@ -637,9 +674,10 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
     while (1) {
         Val key;
         skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, &key) < 0) return FAIL;
+        if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+        if (scan_string(sc, &key) < 0) return FAIL;
         skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != ':') return FAIL;
+        if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
         sc->p++;
         if (key.esc) return FAIL;
         int col = lookup(keys, key.s, key.n);
@@ -651,7 +689,7 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
             if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
         }
         skip_ws(sc);
-        if (sc->p >= sc->end) return FAIL;
+        if (sc->p >= sc->end) SYNTAX(sc);
         if (*sc->p == ',') {
             sc->p++;
             continue;
@@ -660,74 +698,89 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
             sc->p++;
             return 0;
         }
-        return FAIL;
+        SYNTAX(sc);
     }
 }
 
-/* Append one row to every column. */
-static int append_row(Out *out, const Val *vals) {
+/* Grow a fixed-width column to `rows` values (zeros: nulls) and return the slot of `row`. */
+static unsigned char *slot(Buf *b, size_t row, size_t width) {
+    size_t need = (row + 1) * width;
+    if (b->len < need) {
+        if (buf_reserve(b, need - b->len) < 0) return NULL;
+        b->len = need; /* the bytes in between were zeroed when the buffer grew */
+    }
+    return b->p + row * width;
+}
+
+/* Offsets of a string column filled up to (not including) `row`: rows without a value
+ * are empty strings (null in the bitmap). */
+static int fill_offsets(Buf *off, size_t row, size_t data_len) {
+    if (off->len == 0 && buf_i64(off, 0) < 0) return FAIL;
+    while (off->len / 8 < row + 1)
+        if (buf_i64(off, (int64_t)data_len) < 0) return FAIL;
+    return 0;
+}
+
+static int put_text(Buf *data, const Val *v) {
+    if (v->type == V_STR && v->esc) return unescape_into(data, v->s, v->n);
+    return buf_put(data, v->s, v->n);
+}
+
+/* Write the values of one event (columns in `mask`); every other column is null there. */
+static int append_row(Out *out, const Val *vals, uint64_t mask) {
     size_t row = out->rows;
-    for (int c = 0; c < N_COLS; c++) {
+    while (mask) {
+        int c = 0;
+        while (!(mask & (1ULL << c))) c++;
+        mask &= ~(1ULL << c);
         Col *col = &out->cols[c];
         const Val *v = &vals[c];
-        int kind = COLS[c].kind;
-        switch (kind) {
+        unsigned char *dst;
+        switch (COLS[c].kind) {
             case K_STR:
             case K_RAW:
             case K_RANKS:
-                if (row == 0 && buf_i64(&col->val, 0) < 0) return FAIL;
-                if (v->type == V_STR) {
-                    if (v->esc ? unescape_into(&col->data, v->s, v->n) < 0 : buf_put(&col->data, v->s, v->n) < 0)
-                        return FAIL;
-                } else if (v->type == V_RAW) {
-                    if (buf_put(&col->data, v->s, v->n) < 0) return FAIL;
-                }
-                if (v->type == V_STR || v->type == V_RAW) {
-                    if (bit_set(&col->valid, row) < 0) return FAIL;
-                    col->nvalid++;
-                }
-                if (buf_i64(&col->val, (int64_t)col->data.len) < 0) return FAIL;
+                if (v->type != V_STR && v->type != V_RAW) break;
+                if (fill_offsets(&col->val, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
+                if (buf_i64(&col->val, (int64_t)col->data.len) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
                 break;
             case K_INT:
-                if (buf_i64(&col->val, v->type == V_INT ? v->i : 0) < 0) return FAIL;
                 if (v->type == V_INT) {
+                    if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                    memcpy(dst, &v->i, 8);
                     if (bit_set(&col->valid, row) < 0) return FAIL;
                     col->nvalid++;
                 } else if (v->type == V_STR) {
-                    /* labels: offsets are filled up to this row on first use */
-                    if (col->loff.len == 0 && buf_i64(&col->loff, 0) < 0) return FAIL;
-                    while (col->loff.len / 8 < row + 1)
-                        if (buf_i64(&col->loff, (int64_t)col->data.len) < 0) return FAIL;
-                    if (v->esc ? unescape_into(&col->data, v->s, v->n) < 0 : buf_put(&col->data, v->s, v->n) < 0)
-                        return FAIL;
-                    if (buf_i64(&col->loff, (int64_t)col->data.len) < 0) return FAIL;
-                    if (bit_set(&col->lvalid, row) < 0) return FAIL;
+                    if (fill_offsets(&col->loff, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
+                    if (buf_i64(&col->loff, (int64_t)col->data.len) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
                     col->nlabels++;
                 }
                 break;
             case K_TIME:
-                if (buf_i64(&col->val, v->type == V_INT ? v->i : 0) < 0) return FAIL;
-                if (buf_f64(&col->fval, (v->type == V_INT || v->type == V_FLOAT) ? v->d : 0.0) < 0) return FAIL;
-                if (v->type == V_INT || v->type == V_FLOAT) {
-                    if (bit_set(&col->valid, row) < 0) return FAIL;
-                    col->nvalid++;
-                    if (v->type == V_FLOAT) col->nfloat++;
-                }
+                if (v->type != V_INT && v->type != V_FLOAT) break;
+                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                if (v->type == V_INT) memcpy(dst, &v->i, 8);
+                if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
+                memcpy(dst, &v->d, 8);
+                if (bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
+                if (v->type == V_FLOAT) col->nfloat++;
                 break;
             case K_FLOAT:
-                if (buf_f64(&col->val, v->type == V_FLOAT ? v->d : 0.0) < 0) return FAIL;
-                if (v->type == V_FLOAT) {
-                    if (bit_set(&col->valid, row) < 0) return FAIL;
-                    col->nvalid++;
-                }
+                if (v->type != V_FLOAT) break;
+                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                memcpy(dst, &v->d, 8);
+                if (bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
                 break;
             case K_DIM:
                 /* kineto._arg_series: the product of the dims, null unless positive */
-                if (buf_i64(&col->val, v->type == V_INT ? v->i : 0) < 0) return FAIL;
-                if (v->type == V_INT && v->i > 0) {
-                    if (bit_set(&col->valid, row) < 0) return FAIL;
-                    col->nvalid++;
-                }
+                if (v->type != V_INT || v->i <= 0) break;
+                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                memcpy(dst, &v->i, 8);
+                if (bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
                 break;
         }
     }
@@ -735,9 +788,26 @@ static int append_row(Out *out, const Val *vals) {
     return 0;
 }
 
+/* Bring every column to `rows` values once the chunk is scanned. */
+static int finish_columns(Out *out) {
+    size_t rows = out->rows;
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        int kind = COLS[c].kind;
+        if (kind == K_STR || kind == K_RAW || kind == K_RANKS) {
+            if (fill_offsets(&col->val, rows, col->data.len) < 0) return FAIL;
+        } else if (rows) {
+            if (slot(&col->val, rows - 1, 8) == NULL) return FAIL;
+            if (kind == K_TIME && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
+            if (kind == K_INT && col->nlabels && fill_offsets(&col->loff, rows, col->data.len) < 0) return FAIL;
+        }
+    }
+    return 0;
+}
+
 static int scan_event(Scan *sc, Out *out) {
-    Val vals[N_COLS];
-    memset(vals, 0, sizeof vals);
+    Val vals[N_COLS]; /* only the entries named in seen/aseen are read */
+    vals[C_PH].type = vals[C_CAT].type = vals[C_NAME].type = V_NONE;
     uint64_t seen = 0, aseen = 0;
     int args_seen = 0;
     const unsigned char *args_at = NULL;
@@ -751,9 +821,10 @@ static int scan_event(Scan *sc, Out *out) {
         while (1) {
             Val key;
             skip_ws(sc);
-            if (sc->p >= sc->end || *sc->p != '"' || scan_string(sc, &key) < 0) return FAIL;
+            if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+            if (scan_string(sc, &key) < 0) return FAIL;
             skip_ws(sc);
-            if (sc->p >= sc->end || *sc->p != ':') return FAIL;
+            if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
             sc->p++;
             if (key.esc) return FAIL;
             if (key.n == 4 && memcmp(key.s, "args", 4) == 0) {
@@ -780,7 +851,7 @@ static int scan_event(Scan *sc, Out *out) {
                 }
             }
             skip_ws(sc);
-            if (sc->p >= sc->end) return FAIL;
+            if (sc->p >= sc->end) SYNTAX(sc);
             if (*sc->p == ',') {
                 sc->p++;
                 continue;
@@ -789,17 +860,17 @@ static int scan_event(Scan *sc, Out *out) {
                 sc->p++;
                 break;
             }
-            return FAIL;
+            SYNTAX(sc);
         }
     }
     int g = event_group(vals);
     if (g == G_UNKNOWN) return FAIL;
     if (g != G_NONE && args_at != NULL) {
         /* args came before the keys that name its group: read it again now */
-        Scan sub = {args_at, sc->end};
+        Scan sub = {args_at, sc->end, 0};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
-    return append_row(out, vals);
+    return append_row(out, vals, seen | aseen);
 }
 
 static int scan_chunk(Scan *sc, Out *out) {
@@ -813,7 +884,7 @@ static int scan_chunk(Scan *sc, Out *out) {
         while (1) {
             if (scan_event(sc, out) < 0) return FAIL;
             skip_ws(sc);
-            if (sc->p >= sc->end) return FAIL;
+            if (sc->p >= sc->end) SYNTAX(sc);
             if (*sc->p == ',') {
                 sc->p++;
                 continue;
@@ -822,11 +893,12 @@ static int scan_chunk(Scan *sc, Out *out) {
                 sc->p++;
                 break;
             }
-            return FAIL;
+            SYNTAX(sc);
         }
     }
     skip_ws(sc);
-    return sc->p == sc->end ? 0 : FAIL;
+    if (sc->p != sc->end) SYNTAX(sc);
+    return finish_columns(out);
 }
 
 static void free_out(Out *out) {
@@ -875,7 +947,6 @@ static PyObject *column_tuple(Col *col, int c, size_t rows) {
     Py_INCREF(Py_None);
     Py_INCREF(Py_None);
     if (def->kind == K_STR || def->kind == K_RAW || def->kind == K_RANKS) {
-        if (rows == 0 && buf_i64(&col->val, 0) < 0) goto fail;
         vals = bytes_of(&col->val);
         Py_DECREF(e1);
         e1 = bytes_of(&col->data);
@@ -916,9 +987,10 @@ fail:
 }
 
 PyDoc_STRVAR(scan_doc,
-             "scan(chunk) -> (rows, columns) or None\n\n"
+             "scan(chunk) -> (rows, columns), None or False\n\n"
              "Scan a JSON array of whole Kineto events into column buffers; None when the chunk\n"
-             "holds anything not decoded exactly (the caller then uses the msgspec path).");
+             "holds anything not decoded exactly (the caller then uses the msgspec path), False\n"
+             "when the text is certainly not JSON.");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     (void)self;
@@ -929,7 +1001,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = scan_chunk(&sc, out);
@@ -938,6 +1010,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     if (rc < 0) {
         free_out(out);
         free(out);
+        if (sc.syntax) Py_RETURN_FALSE;
         Py_RETURN_NONE;
     }
     PyObject *cols = PyTuple_New(N_COLS);

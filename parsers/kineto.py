@@ -355,65 +355,69 @@ _BASE_ID = ("pid", "tid", "id")
 
 def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None:
     """One chunk through the native scanner, as the frame :func:`_columns` would give;
-    None when the scanner left the chunk to the msgspec path."""
+    None when the scanner left the chunk to the msgspec path.  Raises ValueError when the
+    chunk is certainly not JSON (what the msgspec path and Python's json would both say)."""
     scanned = native.scan(chunk)
     if scanned is None:
         return None
+    if scanned is False:
+        raise ValueError("not valid JSON")
     rows, columns = scanned
-    data: dict[str, pl.Series] = {}
+    arrays: list[pa.Array] = []
+    names: list[str] = []
+    fixes: list[pl.Expr] = []
     for name, kind, nvalid, nfloat, nlabels, values, valid, extra1, extra2, extra3 in columns:
         nulls = rows - nvalid
+        col = pl.col(name)
         if kind in (_K_STR, _K_RAW, _K_RANKS):
-            series = _arrow_series(pa.large_string(), rows, nulls, valid, values, extra1)
+            arrays.append(_arrow(pa.large_string(), rows, nulls, valid, values, extra1))
             if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
-                series = _compact_rank_lists(series)
-            data[name] = series
+                compact = col.str.replace_all(" ", "", literal=True)
+                fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
         elif kind == _K_TIME:
-            if nfloat:
-                floats = _arrow_series(pa.float64(), rows, nulls, valid, extra1)
-                data[name] = pl.select(_us_to_ns(pl.lit(floats))).to_series()
+            if nfloat:  # _time_series: any float in the chunk sends every value through float64
+                arrays.append(_arrow(pa.float64(), rows, nulls, valid, extra1))
+                fixes.append(_us_to_ns(col).alias(name))
             else:
-                data[name] = _arrow_series(pa.int64(), rows, nulls, valid, values) * 1000
+                arrays.append(_arrow(pa.int64(), rows, nulls, valid, values))
+                fixes.append((col * 1000).alias(name))
         elif kind == _K_FLOAT:
-            data[name] = _arrow_series(pa.float64(), rows, nulls, valid, values)
+            arrays.append(_arrow(pa.float64(), rows, nulls, valid, values))
         else:  # _K_INT, _K_DIM
-            ints = _arrow_series(pa.int64(), rows, nulls, valid, values)
-            if name in _BASE_ID:
-                labels = (
-                    _arrow_series(pa.large_string(), rows, rows - nlabels, extra3, extra1, extra2)
-                    if nlabels
-                    else pl.Series(name + "_label", [None] * rows, dtype=pl.String)
-                )
-                if nlabels:  # _id_series: numeric strings are ids, other strings labels
-                    ints = ints.fill_null(labels.str.strip_chars().cast(pl.Int64, strict=False))
-                    labels = pl.select(pl.when(pl.lit(ints).is_null()).then(pl.lit(labels))).to_series()
-                data[name] = ints
-                data[name + "_label"] = labels
-            elif nlabels:  # _int_series: numeric strings (and integral floats in them) → ints
-                text = _arrow_series(pa.large_string(), rows, rows - nlabels, extra3, extra1, extra2).str.strip_chars()
-                as_float = text.cast(pl.Float64, strict=False)
-                in_range = as_float.is_finite() & (as_float.abs() < 2.0**63)
-                from_float = pl.select(pl.when(pl.lit(in_range)).then(pl.lit(as_float)).otherwise(None).cast(pl.Int64)).to_series()
-                data[name] = ints.fill_null(text.cast(pl.Int64, strict=False)).fill_null(from_float)
-            else:
-                data[name] = ints
-    return pl.DataFrame([data[c].alias(c) for c in _RAW_COLUMNS])
+            arrays.append(_arrow(pa.int64(), rows, nulls, valid, values))
+            label = name + "_label"
+            if nlabels:
+                names.append(name)
+                arrays.append(_arrow(pa.large_string(), rows, rows - nlabels, extra3, extra1, extra2))
+                name = label
+                text = pl.col(label)
+                if label[:-6] in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
+                    ints = pl.col(label[:-6]).fill_null(text.str.strip_chars().cast(pl.Int64, strict=False))
+                    fixes += [ints.alias(label[:-6]), pl.when(ints.is_null()).then(text).alias(label)]
+                else:  # _int_series: numeric strings (and integral floats in them) → ints
+                    stripped = text.str.strip_chars()
+                    as_float = stripped.cast(pl.Float64, strict=False)
+                    from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
+                    fixes.append(
+                        pl.col(label[:-6]).fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(label[:-6])
+                    )
+            elif name in _BASE_ID:
+                names.append(name)
+                arrays.append(pa.nulls(rows, pa.large_string()))
+                name = label
+        names.append(name)
+    frame = pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=names))
+    assert isinstance(frame, pl.DataFrame)
+    if fixes:
+        frame = frame.with_columns(fixes)
+    return frame.select(_RAW_COLUMNS)
 
 
-def _arrow_series(dtype: pa.DataType, rows: int, nulls: int, valid: bytes, *buffers: bytes) -> pl.Series:
-    """A polars series over the scanner's buffers (Arrow layout, validity bitmap first)."""
-    array = pa.Array.from_buffers(
+def _arrow(dtype: pa.DataType, rows: int, nulls: int, valid: bytes, *buffers: bytes) -> pa.Array:
+    """An Arrow array over the scanner's buffers (no copy; the validity bitmap first)."""
+    return pa.Array.from_buffers(
         dtype, rows, [pa.py_buffer(valid) if nulls else None, *(pa.py_buffer(b) for b in buffers)], null_count=nulls
     )
-    series = pl.from_arrow(array)
-    assert isinstance(series, pl.Series)
-    return series
-
-
-def _compact_rank_lists(text: pl.Series) -> pl.Series:
-    compact = text.str.replace_all(" ", "", literal=True)
-    keep = compact.str.starts_with("[") & compact.str.ends_with("]")
-    return pl.select(pl.when(pl.lit(keep)).then(pl.lit(compact))).to_series()
 
 
 def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]:
