@@ -801,6 +801,17 @@ static int finish_columns(Out *out) {
             if (kind == K_TIME && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
             if (kind == K_INT && col->nlabels && fill_offsets(&col->loff, rows, col->data.len) < 0) return FAIL;
         }
+        /* bitmaps cover every row; every buffer exists (Arrow wants real pointers) */
+        size_t bits = (rows + 7) / 8;
+        Buf *all[6] = {&col->val, &col->fval, &col->data, &col->loff, &col->valid, &col->lvalid};
+        for (int k = 0; k < 6; k++) {
+            size_t want = (all[k] == &col->valid || all[k] == &col->lvalid) ? bits : 0;
+            if (all[k]->len < want) {
+                if (buf_reserve(all[k], want - all[k]->len) < 0) return FAIL;
+                all[k]->len = want;
+            }
+            if (all[k]->p == NULL && buf_reserve(all[k], 8) < 0) return FAIL;
+        }
     }
     return 0;
 }
@@ -913,84 +924,215 @@ static void free_out(Out *out) {
     }
 }
 
-/* ------------------------------------------------------------------ Python */
+/* ------------------------------------------------------------------ Arrow export */
 
-/* A bitmap of `rows` bits as bytes (length rounded up), zero-padded. */
-static PyObject *bitmap_bytes(const Buf *b, size_t rows) {
-    size_t n = (rows + 7) / 8;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
-    if (out == NULL) return NULL;
-    char *dst = PyBytes_AS_STRING(out);
-    size_t have = b->len < n ? b->len : n;
-    if (have) memcpy(dst, b->p, have);
-    if (n > have) memset(dst + have, 0, n - have);
-    return out;
+/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html). */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+#define ARROW_FLAG_NULLABLE 2
+
+/* The buffers of one exported column, owned by its Arrow array once exported. */
+typedef struct {
+    const void *bufs[3];
+    void *own[3];
+} ColPriv;
+
+static void release_array(struct ArrowArray *a) {
+    ColPriv *cp = (ColPriv *)a->private_data;
+    if (cp != NULL) {
+        for (int k = 0; k < 3; k++) free(cp->own[k]);
+        free(cp);
+    }
+    a->release = NULL;
 }
 
-static PyObject *bytes_of(const Buf *b) {
-    return PyBytes_FromStringAndSize(b->len ? (const char *)b->p : "", (Py_ssize_t)b->len);
+static void release_schema(struct ArrowSchema *s) { s->release = NULL; }
+
+static void schema_capsule_free(PyObject *cap) {
+    struct ArrowSchema *s = (struct ArrowSchema *)PyCapsule_GetPointer(cap, "arrow_schema");
+    if (s == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (s->release != NULL) s->release(s);
+    free(s);
 }
 
-/* Label offsets padded to rows + 1 entries. */
-static PyObject *label_offsets(Col *col, size_t rows) {
-    if (col->loff.len == 0 && buf_i64(&col->loff, 0) < 0) return PyErr_NoMemory();
-    while (col->loff.len / 8 < rows + 1)
-        if (buf_i64(&col->loff, (int64_t)col->data.len) < 0) return PyErr_NoMemory();
-    return bytes_of(&col->loff);
+static void array_capsule_free(PyObject *cap) {
+    struct ArrowArray *a = (struct ArrowArray *)PyCapsule_GetPointer(cap, "arrow_array");
+    if (a == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (a->release != NULL) a->release(a);
+    free(a);
 }
 
-/* (name, kind, n_valid, values, validity, extra...) per column; see kineto._native_columns. */
-static PyObject *column_tuple(Col *col, int c, size_t rows) {
-    const ColDef *def = &COLS[c];
-    PyObject *vals = NULL, *valid = NULL, *e1 = Py_None, *e2 = Py_None, *e3 = Py_None, *out = NULL;
-    Py_INCREF(Py_None);
-    Py_INCREF(Py_None);
-    Py_INCREF(Py_None);
-    if (def->kind == K_STR || def->kind == K_RAW || def->kind == K_RANKS) {
-        vals = bytes_of(&col->val);
-        Py_DECREF(e1);
-        e1 = bytes_of(&col->data);
-        if (e1 == NULL) goto fail;
+/* One scanned column, handed to polars through __arrow_c_array__ (no copy, no pyarrow).
+ * Each column is its own Arrow array, so what polars keeps of one column (string views
+ * point into their data) holds that column's memory only. */
+typedef struct {
+    PyObject_HEAD
+    const char *format; /* static: "l" int64, "g" float64, "U" large utf8 */
+    int64_t rows, nulls;
+    int n_buffers;
+    void *own[3]; /* validity (or NULL), values/offsets, string data; NULL once exported */
+} Column;
+
+static void column_dealloc(Column *self) {
+    for (int k = 0; k < 3; k++) free(self->own[k]);
+    PyObject_Free(self);
+}
+
+static PyObject *column_arrow_c_array(Column *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"requested_schema", NULL};
+    PyObject *requested = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", kwlist, &requested)) return NULL;
+    if (requested != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "a scanned column is exported in its own type only");
+        return NULL;
+    }
+    if (self->own[1] == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this scanned column was already exported");
+        return NULL;
+    }
+    struct ArrowSchema *schema = (struct ArrowSchema *)calloc(1, sizeof(struct ArrowSchema));
+    struct ArrowArray *array = (struct ArrowArray *)calloc(1, sizeof(struct ArrowArray));
+    ColPriv *cp = (ColPriv *)calloc(1, sizeof(ColPriv));
+    if (schema == NULL || array == NULL || cp == NULL) {
+        free(schema);
+        free(array);
+        free(cp);
+        return PyErr_NoMemory();
+    }
+    schema->format = self->format;
+    schema->name = "";
+    schema->flags = ARROW_FLAG_NULLABLE;
+    schema->release = release_schema;
+    for (int k = 0; k < 3; k++) {
+        cp->bufs[k] = self->own[k];
+        cp->own[k] = self->own[k];
+        self->own[k] = NULL;
+    }
+    array->length = self->rows;
+    array->null_count = self->nulls;
+    array->n_buffers = self->n_buffers;
+    array->buffers = cp->bufs;
+    array->release = release_array;
+    array->private_data = cp;
+    PyObject *cs = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
+    if (cs == NULL) {
+        free(schema);
+        array->release(array);
+        free(array);
+        return NULL;
+    }
+    PyObject *ca = PyCapsule_New(array, "arrow_array", array_capsule_free);
+    if (ca == NULL) {
+        Py_DECREF(cs);
+        array->release(array);
+        free(array);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", cs, ca);
+}
+
+static PyMethodDef column_methods[] = {
+    {"__arrow_c_array__", (PyCFunction)(void (*)(void))column_arrow_c_array, METH_VARARGS | METH_KEYWORDS,
+     "Export the column as an Arrow array (PyCapsule interface), once."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.parsers._kineto_scan.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = (destructor)column_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One column of a scanned chunk (Arrow PyCapsule interface).",
+    .tp_methods = column_methods,
+};
+
+/* A Column taking the buffers out of `out` (valid only when there are nulls). */
+static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Buf *valid, Buf *b1, Buf *b2) {
+    Column *col = PyObject_New(Column, &ColumnType);
+    if (col == NULL) return NULL;
+    col->format = format;
+    col->rows = rows;
+    col->nulls = nulls;
+    col->n_buffers = b2 != NULL ? 3 : 2;
+    Buf *take[3] = {nulls ? valid : NULL, b1, b2};
+    for (int k = 0; k < 3; k++) {
+        col->own[k] = NULL;
+        if (take[k] == NULL) continue;
+        col->own[k] = take[k]->p;
+        take[k]->p = NULL;
+        take[k]->len = take[k]->cap = 0;
+    }
+    return (PyObject *)col;
+}
+
+/* (name, kind, floats, labels, column, label column or None) per field. */
+static PyObject *column_entry(Out *out, int c) {
+    Col *col = &out->cols[c];
+    int64_t rows = (int64_t)out->rows;
+    int64_t nulls = rows - (int64_t)col->nvalid;
+    int kind = COLS[c].kind;
+    PyObject *main = NULL, *label = NULL;
+    if (kind == K_STR || kind == K_RAW || kind == K_RANKS)
+        main = take_column("U", rows, nulls, &col->valid, &col->val, &col->data);
+    else if (kind == K_TIME)
+        main = take_column(col->nfloat ? "g" : "l", rows, nulls, &col->valid, col->nfloat ? &col->fval : &col->val, NULL);
+    else if (kind == K_FLOAT)
+        main = take_column("g", rows, nulls, &col->valid, &col->val, NULL);
+    else
+        main = take_column("l", rows, nulls, &col->valid, &col->val, NULL);
+    if (main == NULL) return NULL;
+    if (kind == K_INT && col->nlabels) {
+        label = take_column("U", rows, rows - (int64_t)col->nlabels, &col->lvalid, &col->loff, &col->data);
+        if (label == NULL) {
+            Py_DECREF(main);
+            return NULL;
+        }
     } else {
-        vals = bytes_of(&col->val);
+        label = Py_None;
+        Py_INCREF(label);
     }
-    if (vals == NULL) goto fail;
-    valid = bitmap_bytes(&col->valid, rows);
-    if (valid == NULL) goto fail;
-    if (def->kind == K_TIME) {
-        Py_DECREF(e1);
-        e1 = bytes_of(&col->fval);
-        if (e1 == NULL) goto fail;
-    } else if (def->kind == K_INT && col->nlabels) {
-        Py_DECREF(e1);
-        Py_DECREF(e2);
-        Py_DECREF(e3);
-        e2 = NULL;
-        e3 = NULL;
-        e1 = label_offsets(col, rows);
-        if (e1 == NULL) goto fail;
-        e2 = bytes_of(&col->data);
-        if (e2 == NULL) goto fail;
-        e3 = bitmap_bytes(&col->lvalid, rows);
-        if (e3 == NULL) goto fail;
-    }
-    out = Py_BuildValue("(sinnnNNNNN)", def->name, def->kind, (Py_ssize_t)col->nvalid, (Py_ssize_t)col->nfloat,
-                        (Py_ssize_t)col->nlabels, vals, valid, e1, e2, e3);
-    return out;
-fail:
-    Py_XDECREF(vals);
-    Py_XDECREF(valid);
-    Py_XDECREF(e1);
-    Py_XDECREF(e2);
-    Py_XDECREF(e3);
-    return NULL;
+    return Py_BuildValue("(sinnNN)", COLS[c].name, kind, (Py_ssize_t)col->nfloat, (Py_ssize_t)col->nlabels, main,
+                         label);
 }
+
+/* ------------------------------------------------------------------ Python */
 
 PyDoc_STRVAR(scan_doc,
              "scan(chunk) -> (rows, columns), None or False\n\n"
-             "Scan a JSON array of whole Kineto events into column buffers; None when the chunk\n"
-             "holds anything not decoded exactly (the caller then uses the msgspec path), False\n"
-             "when the text is certainly not JSON.");
+             "Scan a JSON array of whole Kineto events into columns; None when the chunk holds\n"
+             "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
+             "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
+             "label column or None) per field; a column exports itself through the Arrow\n"
+             "PyCapsule interface.");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     (void)self;
@@ -1007,30 +1149,25 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     rc = scan_chunk(&sc, out);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
+    PyObject *result = NULL;
     if (rc < 0) {
-        free_out(out);
-        free(out);
-        if (sc.syntax) Py_RETURN_FALSE;
-        Py_RETURN_NONE;
-    }
-    PyObject *cols = PyTuple_New(N_COLS);
-    if (cols == NULL) goto fail;
-    for (int c = 0; c < N_COLS; c++) {
-        PyObject *t = column_tuple(&out->cols[c], c, out->rows);
-        if (t == NULL) {
-            Py_DECREF(cols);
-            goto fail;
+        result = sc.syntax ? Py_False : Py_None;
+        Py_INCREF(result);
+    } else {
+        PyObject *cols = PyTuple_New(N_COLS);
+        for (int c = 0; cols != NULL && c < N_COLS; c++) {
+            PyObject *t = column_entry(out, c);
+            if (t == NULL) {
+                Py_CLEAR(cols);
+                break;
+            }
+            PyTuple_SET_ITEM(cols, c, t);
         }
-        PyTuple_SET_ITEM(cols, c, t);
+        if (cols != NULL) result = Py_BuildValue("(nN)", (Py_ssize_t)out->rows, cols);
     }
-    size_t rows = out->rows;
-    free_out(out);
+    free_out(out); /* what no column took */
     free(out);
-    return Py_BuildValue("(nN)", (Py_ssize_t)rows, cols);
-fail:
-    free_out(out);
-    free(out);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {
@@ -1043,4 +1180,7 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kineto_scan(void) {
+    if (PyType_Ready(&ColumnType) < 0) return NULL;
+    return PyModule_Create(&module);
+}

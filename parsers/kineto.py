@@ -32,7 +32,6 @@ from typing import Any, Union
 
 import msgspec
 import polars as pl
-import pyarrow as pa
 
 from tracekit.errors import TraceCorruptError, TraceFormatError
 from tracekit.schema import (
@@ -279,7 +278,7 @@ _EVENT_SOURCE_COLUMNS = [
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 
 
-def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progress: ProgressSink | None = None) -> TraceTables:
+def read_kineto(path: str | Path, *, chunk_bytes: int = 4 * 1024 * 1024, progress: ProgressSink | None = None) -> TraceTables:
     """Parse a Kineto Chrome trace (``.json`` or ``.json.gz``) into canonical tables.
 
     ``progress`` hears the bytes read from the file (phase ``reading``), then ``decoding``.
@@ -362,62 +361,36 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
         return None
     if scanned is False:
         raise ValueError("not valid JSON")
-    rows, columns = scanned
-    arrays: list[pa.Array] = []
-    names: list[str] = []
+    _rows, columns = scanned
+    series: list[pl.Series] = []
     fixes: list[pl.Expr] = []
-    for name, kind, nvalid, nfloat, nlabels, values, valid, extra1, extra2, extra3 in columns:
-        nulls = rows - nvalid
+    for name, kind, nfloat, nlabels, values, labels in columns:
+        # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
+        series.append(pl.Series(values).alias(name))
+        if labels is not None:
+            series.append(pl.Series(labels).alias(name + "_label"))
         col = pl.col(name)
-        if kind in (_K_STR, _K_RAW, _K_RANKS):
-            arrays.append(_arrow(pa.large_string(), rows, nulls, valid, values, extra1))
-            if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
-                compact = col.str.replace_all(" ", "", literal=True)
-                fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
+        if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
+            compact = col.str.replace_all(" ", "", literal=True)
+            fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
         elif kind == _K_TIME:
-            if nfloat:  # _time_series: any float in the chunk sends every value through float64
-                arrays.append(_arrow(pa.float64(), rows, nulls, valid, extra1))
-                fixes.append(_us_to_ns(col).alias(name))
-            else:
-                arrays.append(_arrow(pa.int64(), rows, nulls, valid, values))
-                fixes.append((col * 1000).alias(name))
-        elif kind == _K_FLOAT:
-            arrays.append(_arrow(pa.float64(), rows, nulls, valid, values))
-        else:  # _K_INT, _K_DIM
-            arrays.append(_arrow(pa.int64(), rows, nulls, valid, values))
-            label = name + "_label"
-            if nlabels:
-                names.append(name)
-                arrays.append(_arrow(pa.large_string(), rows, rows - nlabels, extra3, extra1, extra2))
-                name = label
-                text = pl.col(label)
-                if label[:-6] in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
-                    ints = pl.col(label[:-6]).fill_null(text.str.strip_chars().cast(pl.Int64, strict=False))
-                    fixes += [ints.alias(label[:-6]), pl.when(ints.is_null()).then(text).alias(label)]
-                else:  # _int_series: numeric strings (and integral floats in them) → ints
-                    stripped = text.str.strip_chars()
-                    as_float = stripped.cast(pl.Float64, strict=False)
-                    from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
-                    fixes.append(
-                        pl.col(label[:-6]).fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(label[:-6])
-                    )
-            elif name in _BASE_ID:
-                names.append(name)
-                arrays.append(pa.nulls(rows, pa.large_string()))
-                name = label
-        names.append(name)
-    frame = pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=names))
-    assert isinstance(frame, pl.DataFrame)
-    if fixes:
-        frame = frame.with_columns(fixes)
-    return frame.select(_RAW_COLUMNS)
-
-
-def _arrow(dtype: pa.DataType, rows: int, nulls: int, valid: bytes, *buffers: bytes) -> pa.Array:
-    """An Arrow array over the scanner's buffers (no copy; the validity bitmap first)."""
-    return pa.Array.from_buffers(
-        dtype, rows, [pa.py_buffer(valid) if nulls else None, *(pa.py_buffer(b) for b in buffers)], null_count=nulls
-    )
+            # _time_series: one float in the chunk sends every value through float64
+            fixes.append((_us_to_ns(col) if nfloat else col * 1000).alias(name))
+        elif kind == _K_INT and nlabels:
+            text = pl.col(name + "_label")
+            if name in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
+                ints = col.fill_null(text.str.strip_chars().cast(pl.Int64, strict=False))
+                fixes += [ints.alias(name), pl.when(ints.is_null()).then(text).alias(name + "_label")]
+            else:  # _int_series: numeric strings (and integral floats in them) → ints
+                stripped = text.str.strip_chars()
+                as_float = stripped.cast(pl.Float64, strict=False)
+                from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
+                fixes.append(col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(name))
+        elif name in _BASE_ID:
+            fixes.append(pl.lit(None, dtype=pl.String).alias(name + "_label"))
+    frame = pl.DataFrame(series)
+    del series, columns
+    return frame.with_columns(fixes).select(_RAW_COLUMNS)
 
 
 def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]:
