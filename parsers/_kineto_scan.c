@@ -367,7 +367,8 @@ static int scan_number(Scan *sc, Val *v) {
         neg = 1;
         p++;
     }
-    if (p >= end || *p < '0' || *p > '9') return FAIL;
+    if (p < end && *p == 'I') return FAIL; /* -Infinity: Python's json takes it */
+    if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
     uint64_t mant = 0;
     int digits = 0;      /* significant digits accumulated in mant */
     int dropped = 0;     /* digits that did not fit */
@@ -390,7 +391,7 @@ static int scan_number(Scan *sc, Val *v) {
     if (p < end && *p == '.') {
         is_float = 1;
         p++;
-        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
         while (p < end && *p >= '0' && *p <= '9') {
             if (digits < 19) {
                 mant = mant * 10 + (uint64_t)(*p - '0');
@@ -410,7 +411,7 @@ static int scan_number(Scan *sc, Val *v) {
             eneg = *p == '-';
             p++;
         }
-        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
         int e = 0;
         while (p < end && *p >= '0' && *p <= '9') {
             if (e < 100000) e = e * 10 + (*p - '0');
@@ -823,7 +824,12 @@ static int scan_event(Scan *sc, Out *out) {
     int args_seen = 0;
     const unsigned char *args_at = NULL;
     skip_ws(sc);
-    if (sc->p >= sc->end || *sc->p != '{') return FAIL; /* not an object: the msgspec path drops it */
+    if (sc->p >= sc->end) SYNTAX(sc);
+    if (*sc->p != '{') {
+        /* another value: the msgspec path drops it; a ']' or ',' here is not JSON */
+        if (*sc->p == ']' || *sc->p == ',' || *sc->p == '}' || *sc->p == ':') SYNTAX(sc);
+        return FAIL;
+    }
     sc->p++;
     skip_ws(sc);
     if (sc->p < sc->end && *sc->p == '}') {
