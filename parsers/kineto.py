@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from operator import attrgetter
@@ -56,6 +57,11 @@ from tracekit.schema import (
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
 from ._source import ProgressSink, ReadAhead, check_path, open_stream
+
+try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
+    from . import _kineto_scan
+except ImportError:  # pragma: no cover - an install without a compiler
+    _kineto_scan = None  # type: ignore[assignment]
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -210,6 +216,11 @@ for _decoder, _fields in _ARG_GROUPS.values():
         else:
             _ARG_DTYPES[_f] = pl.String()
 
+#: the columns of a decoded chunk, in order (:func:`_columns` and the native scanner)
+_RAW_COLUMNS = [
+    "ph", "cat", "name", "pid", "pid_label", "tid", "tid_label", "ts", "dur", "id", "id_label", *_ARG_DTYPES,
+]
+
 #: category (lower-cased) → canonical kind
 _CATEGORY_KIND: dict[str, EventKind] = {
     "cpu_op": EventKind.CPU_OP,
@@ -267,7 +278,7 @@ _EVENT_SOURCE_COLUMNS = [
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 
 
-def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progress: ProgressSink | None = None) -> TraceTables:
+def read_kineto(path: str | Path, *, chunk_bytes: int = 4 * 1024 * 1024, progress: ProgressSink | None = None) -> TraceTables:
     """Parse a Kineto Chrome trace (``.json`` or ``.json.gz``) into canonical tables.
 
     ``progress`` hears the bytes read from the file (phase ``reading``), then ``decoding``.
@@ -281,9 +292,13 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progre
     counter_rows: list[dict[str, Any]] = []
     dropped = [0]
 
+    native = native_scanner()
+
     def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
         # no side effects here: the salvage search may decode a chunk and discard it
-        frame = _columns(_decode_chunk(chunk, dropped), dropped)
+        frame = _scan_columns(native, chunk) if native is not None else None
+        if frame is None:  # not scanned natively (unusual content, invalid JSON): msgspec
+            frame = _columns(_decode_chunk(chunk, dropped), dropped)
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
         return frame, counters
 
@@ -323,6 +338,59 @@ def read_kineto(path: str | Path, *, chunk_bytes: int = 16 * 1024 * 1024, progre
 
 
 # --------------------------------------------------------------------------- decoding
+
+
+def native_scanner() -> Any:
+    """The native chunk scanner, or None when it was not built or ``TRACEKIT_PURE_PYTHON=1``."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    return _kineto_scan
+
+
+# column kinds of the native scanner (the K_* enum of _kineto_scan.c)
+_K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS = range(7)
+_BASE_ID = ("pid", "tid", "id")
+
+
+def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None:
+    """One chunk through the native scanner, as the frame :func:`_columns` would give;
+    None when the scanner left the chunk to the msgspec path.  Raises ValueError when the
+    chunk is certainly not JSON (what the msgspec path and Python's json would both say)."""
+    scanned = native.scan(chunk)
+    if scanned is None:
+        return None
+    if scanned is False:
+        raise ValueError("not valid JSON")
+    _rows, columns = scanned
+    series: list[pl.Series] = []
+    fixes: list[pl.Expr] = []
+    for name, kind, nfloat, nlabels, values, labels in columns:
+        # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
+        series.append(pl.Series(values).alias(name))
+        if labels is not None:
+            series.append(pl.Series(labels).alias(name + "_label"))
+        col = pl.col(name)
+        if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
+            compact = col.str.replace_all(" ", "", literal=True)
+            fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
+        elif kind == _K_TIME:
+            # _time_series: one float in the chunk sends every value through float64
+            fixes.append((_us_to_ns(col) if nfloat else col * 1000).alias(name))
+        elif kind == _K_INT and nlabels:
+            text = pl.col(name + "_label")
+            if name in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
+                ints = col.fill_null(text.str.strip_chars().cast(pl.Int64, strict=False))
+                fixes += [ints.alias(name), pl.when(ints.is_null()).then(text).alias(name + "_label")]
+            else:  # _int_series: numeric strings (and integral floats in them) → ints
+                stripped = text.str.strip_chars()
+                as_float = stripped.cast(pl.Float64, strict=False)
+                from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
+                fixes.append(col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(name))
+        elif name in _BASE_ID:
+            fixes.append(pl.lit(None, dtype=pl.String).alias(name + "_label"))
+    frame = pl.DataFrame(series)
+    del series, columns
+    return frame.with_columns(fixes).select(_RAW_COLUMNS)
 
 
 def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]:

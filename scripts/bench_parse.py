@@ -445,6 +445,10 @@ def machine_text(python: str, hta_version: str | None, load_before: float, load_
         "for d in ('polars', 'msgspec', 'pandas', 'HolisticTraceAnalysis'):\n"
         "    try: out.append(m.version(d))\n"
         "    except m.PackageNotFoundError: out.append('not installed')\n"
+        "try:\n"
+        "    from tracekit.parsers.kineto import native_scanner\n"
+        "    out.append('native' if native_scanner() is not None else 'msgspec')\n"
+        "except ImportError: out.append('unknown')\n"
         "print(' '.join(out))\n"
     )
     versions = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -462,8 +466,16 @@ def machine_text(python: str, hta_version: str | None, load_before: float, load_
         f"{platform.machine()}, {cpu}, nproc {os.cpu_count()}, {mem_gb:.0f} GB RAM; "
         f"1-minute load average {load_before:.2f} before, {load_after:.2f} after "
         f"(a shared machine: timings carry noise). Python {versions[0]}, polars {versions[1]}, "
-        f"msgspec {versions[2]}, pandas {versions[3]}, HolisticTraceAnalysis {versions[4]}.\n"
+        f"msgspec {versions[2]}, pandas {versions[3]}, HolisticTraceAnalysis {versions[4]}; "
+        f"Kineto decoding: {_DECODING.get(versions[5], versions[5])}.\n"
     )
+
+
+#: how the tracekit rows decoded Kineto JSON (parsers/_kineto_scan.c, or the msgspec fallback)
+_DECODING = {
+    "native": "native scanner (parsers/_kineto_scan.c)",
+    "msgspec": "msgspec path (native scanner not built, or TRACEKIT_PURE_PYTHON=1)",
+}
 
 
 SECTION_TEMPLATE = """<!-- bench_parse:start -->

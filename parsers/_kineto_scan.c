@@ -1,0 +1,1192 @@
+/* Native scanner for chunks of a Kineto traceEvents array.
+ *
+ * scan(chunk) reads a JSON array text of whole events ("[{...},{...}]") once and
+ * writes typed columns for exactly the fields tracekit.parsers.kineto keeps (see
+ * _Event and the args structs there).  It answers None whenever the chunk holds
+ * anything it is not certain to decode exactly as the msgspec path does (a value
+ * of an unexpected type, an integer outside int64, a duplicate key, NaN, invalid
+ * UTF-8, a lone surrogate, invalid JSON ...): the caller then decodes that chunk
+ * with the msgspec path, which also decides whether the text is valid at all.
+ *
+ * Every read is bounds-checked against the end of the buffer; the heavy loop
+ * runs without the GIL; there is no global mutable state.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ columns */
+
+enum { K_STR, K_INT, K_TIME, K_FLOAT, K_DIM, K_RAW, K_RANKS };
+
+typedef struct {
+    const char *name;
+    int kind;
+} ColDef;
+
+enum {
+    C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ID,
+    C_EXTERNAL_ID, C_EXTERNAL_ID_V1, C_CORRELATION, C_STREAM, C_DEVICE, C_BYTES, C_KIND_ARG,
+    C_GRID, C_BLOCK, C_REGISTERS, C_SHARED_MEMORY, C_OCCUPANCY, C_SYNC_KIND, C_WAIT_ON_STREAM,
+    C_WAIT_CORR, C_COLLECTIVE, C_PG_NAME, C_PG_RANKS, C_GROUP_SIZE, C_COLL_SEQ, C_COLL_SEQ_V2,
+    C_MSG_ELEMS, C_SEQUENCE_NR, C_INPUT_DIMS, C_INPUT_TYPES, C_CONCRETE_INPUTS, C_PYTHON_ID,
+    C_PYTHON_PARENT_ID, C_MEM_DEVICE_TYPE, C_MEM_DEVICE_ID, C_MEM_ADDR, C_MEM_BYTES,
+    C_MEM_TOTAL_ALLOCATED, C_MEM_TOTAL_RESERVED, C_LABEL,
+    N_COLS
+};
+
+static const ColDef COLS[N_COLS] = {
+    {"ph", K_STR}, {"cat", K_STR}, {"name", K_STR}, {"pid", K_INT}, {"tid", K_INT},
+    {"ts", K_TIME}, {"dur", K_TIME}, {"id", K_INT},
+    {"external_id", K_INT}, {"external_id_v1", K_INT}, {"correlation", K_INT}, {"stream", K_INT},
+    {"device", K_INT}, {"bytes", K_INT}, {"kind_arg", K_STR}, {"grid", K_DIM}, {"block", K_DIM},
+    {"registers", K_INT}, {"shared_memory", K_INT}, {"occupancy", K_FLOAT}, {"sync_kind", K_STR},
+    {"wait_on_stream", K_INT}, {"wait_corr", K_INT}, {"collective", K_STR}, {"pg_name", K_STR},
+    {"pg_ranks", K_RANKS}, {"group_size", K_INT}, {"coll_seq", K_INT}, {"coll_seq_v2", K_INT},
+    {"msg_elems", K_INT}, {"sequence_nr", K_INT}, {"input_dims", K_RAW}, {"input_types", K_RAW},
+    {"concrete_inputs", K_RAW}, {"python_id", K_INT}, {"python_parent_id", K_INT},
+    {"mem_device_type", K_INT}, {"mem_device_id", K_INT}, {"mem_addr", K_INT}, {"mem_bytes", K_INT},
+    {"mem_total_allocated", K_INT}, {"mem_total_reserved", K_INT}, {"label", K_STR},
+};
+
+typedef struct {
+    const char *key;
+    size_t len;
+    int col;
+} KeyDef;
+
+#define KD(text, col) {text, sizeof(text) - 1, col}
+#define KD_END {NULL, 0, 0}
+
+static const KeyDef BASE_KEYS[] = {
+    KD("ph", C_PH), KD("cat", C_CAT), KD("name", C_NAME), KD("pid", C_PID), KD("tid", C_TID),
+    KD("ts", C_TS), KD("dur", C_DUR), KD("id", C_ID), KD_END,
+};
+
+static const KeyDef GPU_KEYS[] = {
+    KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("correlation", C_CORRELATION),
+    KD("stream", C_STREAM), KD("device", C_DEVICE), KD("bytes", C_BYTES), KD("kind", C_KIND_ARG),
+    KD("grid", C_GRID), KD("block", C_BLOCK), KD("registers per thread", C_REGISTERS),
+    KD("shared memory", C_SHARED_MEMORY), KD("est. achieved occupancy %", C_OCCUPANCY),
+    KD("cuda_sync_kind", C_SYNC_KIND), KD("wait_on_stream", C_WAIT_ON_STREAM),
+    KD("wait_on_cuda_event_record_corr_id", C_WAIT_CORR), KD("Collective name", C_COLLECTIVE),
+    KD("Process Group Name", C_PG_NAME), KD("Process Group Ranks", C_PG_RANKS),
+    KD("Group size", C_GROUP_SIZE), KD("Seq", C_COLL_SEQ), KD("seq", C_COLL_SEQ_V2),
+    KD("In msg nelems", C_MSG_ELEMS), KD_END,
+};
+static const KeyDef LAUNCH_KEYS[] = {
+    KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("correlation", C_CORRELATION),
+    KD_END,
+};
+static const KeyDef OP_KEYS[] = {
+    KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("Sequence number", C_SEQUENCE_NR),
+    KD("Input Dims", C_INPUT_DIMS), KD("Input type", C_INPUT_TYPES), KD("Concrete Inputs", C_CONCRETE_INPUTS),
+    KD("Collective name", C_COLLECTIVE), KD("Process Group Name", C_PG_NAME),
+    KD("Process Group Ranks", C_PG_RANKS), KD("Group size", C_GROUP_SIZE), KD("Seq", C_COLL_SEQ),
+    KD("seq", C_COLL_SEQ_V2), KD("In msg nelems", C_MSG_ELEMS), KD_END,
+};
+static const KeyDef PY_KEYS[] = {
+    KD("Python id", C_PYTHON_ID), KD("Python parent id", C_PYTHON_PARENT_ID), KD_END,
+};
+static const KeyDef MEM_KEYS[] = {
+    KD("Device Type", C_MEM_DEVICE_TYPE), KD("Device Id", C_MEM_DEVICE_ID), KD("Addr", C_MEM_ADDR),
+    KD("Bytes", C_MEM_BYTES), KD("Total Allocated", C_MEM_TOTAL_ALLOCATED),
+    KD("Total Reserved", C_MEM_TOTAL_RESERVED), KD_END,
+};
+static const KeyDef META_KEYS[] = {KD("name", C_LABEL), KD_END};
+
+enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
+
+static const KeyDef *const GROUP_KEYS[] = {NULL, GPU_KEYS, LAUNCH_KEYS, OP_KEYS, PY_KEYS, MEM_KEYS, META_KEYS};
+
+/* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
+static const KeyDef CATEGORY_GROUP[] = {
+    KD("kernel", G_GPU), KD("gpu_memcpy", G_GPU), KD("gpu_memset", G_GPU), KD("memcpy", G_GPU),
+    KD("memset", G_GPU), KD("cuda_sync", G_GPU), KD("xpu_sync", G_GPU), KD("mtia_ccp_events", G_GPU),
+    KD("cuda_runtime", G_LAUNCH), KD("runtime", G_LAUNCH), KD("cuda_driver", G_LAUNCH),
+    KD("mtia_runtime", G_LAUNCH), KD("xpu_runtime", G_LAUNCH), KD("xpu_driver", G_LAUNCH),
+    KD("privateuse1_runtime", G_LAUNCH), KD("privateuse1_driver", G_LAUNCH), KD("glow_runtime", G_LAUNCH),
+    KD("cpu_op", G_OP), KD("operator", G_OP), KD("user_annotation", G_OP), KD("gpu_user_annotation", G_OP),
+    KD("python_function", G_PY), KD_END,
+};
+
+/* ------------------------------------------------------------------ buffers */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, size_t extra) {
+    if (extra > SIZE_MAX / 2 - b->len) return -1;
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    unsigned char *p = (unsigned char *)realloc(b->p, cap);
+    if (p == NULL) return -1;
+    memset(p + b->cap, 0, cap - b->cap); /* bitmaps rely on zeroed growth */
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    if (n) memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
+
+/* set bit `row` of a bitmap, growing it (zeroed) as needed */
+static int bit_set(Buf *b, size_t row) {
+    size_t byte = row >> 3;
+    if (byte >= b->len) {
+        if (buf_reserve(b, byte + 1 - b->len) < 0) return -1;
+        b->len = byte + 1;
+    }
+    b->p[byte] |= (unsigned char)(1u << (row & 7));
+    return 0;
+}
+
+typedef struct {
+    Buf val;    /* int64 (INT, TIME, DIM), float64 (FLOAT), int64 offsets (STR, RAW, RANKS) */
+    Buf fval;   /* TIME: the value as float64 */
+    Buf data;   /* string bytes (STR, RAW, RANKS; INT: labels) */
+    Buf loff;   /* INT: label offsets, filled lazily */
+    Buf valid;  /* bitmap of the main value */
+    Buf lvalid; /* INT: bitmap of labels */
+    size_t nvalid, nlabels, nfloat;
+} Col;
+
+/* ------------------------------------------------------------------ values */
+
+enum { V_NONE, V_INT, V_FLOAT, V_STR, V_RAW };
+
+typedef struct {
+    int type;
+    int esc;            /* V_STR: holds backslash escapes */
+    int64_t i;
+    double d;
+    const unsigned char *s; /* V_STR: between the quotes; V_RAW: the whole value */
+    size_t n;
+} Val;
+
+/* a read position in the chunk */
+typedef struct {
+    const unsigned char *p, *end;
+    /* set when the text is certainly not JSON, even to Python's lenient json module (which
+     * also takes NaN, Infinity, big numbers, lone surrogates): the chunk cannot decode */
+    int syntax;
+} Scan;
+
+#define SYNTAX(sc) return ((sc)->syntax = 1, FAIL)
+
+/* the columns being written */
+typedef struct {
+    Col cols[N_COLS];
+    size_t rows;
+} Out;
+
+#define FAIL (-1)
+
+static inline void skip_ws(Scan *sc) {
+    while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' || *sc->p == '\r' || *sc->p == '\t')) sc->p++;
+}
+
+static inline int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int read_hex4(const unsigned char *p, const unsigned char *end, unsigned *out) {
+    if (end - p < 4) return FAIL;
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(p[k]);
+        if (h < 0) return FAIL;
+        v = (v << 4) | (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Length of a valid UTF-8 sequence at p (first byte >= 0x80), or 0 when invalid. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
+    unsigned c = p[0];
+    size_t avail = (size_t)(end - p);
+    if (c >= 0xC2 && c <= 0xDF) {
+        return (avail >= 2 && (p[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (avail < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
+        if (c == 0xED && p[1] >= 0xA0) return 0; /* surrogates */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (avail < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && p[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && p[1] >= 0x90) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* A string at sc->p (which is '"'); validates escapes, surrogate pairs and UTF-8. */
+static int scan_string(Scan *sc, Val *v) {
+    const unsigned char *p = sc->p + 1, *end = sc->end;
+    int esc = 0;
+    while (1) {
+        if (p >= end) SYNTAX(sc);
+        unsigned c = *p;
+        if (c == '"') break;
+        if (c < 0x20) SYNTAX(sc);
+        if (c == '\\') {
+            esc = 1;
+            if (p + 1 >= end) SYNTAX(sc);
+            unsigned e = p[1];
+            if (e == 'u') {
+                unsigned u;
+                if (read_hex4(p + 2, end, &u) < 0) SYNTAX(sc);
+                p += 6;
+                if (u >= 0xDC00 && u <= 0xDFFF) return FAIL; /* lone low surrogate */
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    unsigned lo;
+                    if (end - p < 2 || p[0] != '\\' || p[1] != 'u') return FAIL;
+                    if (read_hex4(p + 2, end, &lo) < 0) return FAIL;
+                    if (lo < 0xDC00 || lo > 0xDFFF) return FAIL;
+                    p += 6;
+                }
+                continue;
+            }
+            if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                p += 2;
+                continue;
+            }
+            SYNTAX(sc);
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_len(p, end);
+            if (k == 0) return FAIL;
+            p += k;
+            continue;
+        }
+        p++;
+    }
+    if (v != NULL) {
+        v->type = V_STR;
+        v->esc = esc;
+        v->s = sc->p + 1;
+        v->n = (size_t)(p - (sc->p + 1));
+    }
+    sc->p = p + 1;
+    return 0;
+}
+
+/* Write the unescaped text of a validated string into b. */
+static int unescape_into(Buf *b, const unsigned char *s, size_t n) {
+    const unsigned char *p = s, *end = s + n;
+    while (p < end) {
+        const unsigned char *run = p;
+        while (p < end && *p != '\\') p++;
+        if (buf_put(b, run, (size_t)(p - run)) < 0) return FAIL;
+        if (p >= end) break;
+        if (p + 1 >= end) return FAIL;
+        unsigned e = p[1];
+        unsigned char ch;
+        switch (e) {
+            case '"': ch = '"'; break;
+            case '\\': ch = '\\'; break;
+            case '/': ch = '/'; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u': {
+                unsigned u, lo;
+                if (read_hex4(p + 2, end, &u) < 0) return FAIL;
+                p += 6;
+                if (u >= 0xD800 && u <= 0xDBFF) {
+                    if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_hex4(p + 2, end, &lo) < 0) return FAIL;
+                    if (lo < 0xDC00 || lo > 0xDFFF) return FAIL;
+                    u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+                    p += 6;
+                } else if (u >= 0xDC00 && u <= 0xDFFF) {
+                    return FAIL;
+                }
+                unsigned char out[4];
+                size_t k;
+                if (u < 0x80) {
+                    out[0] = (unsigned char)u;
+                    k = 1;
+                } else if (u < 0x800) {
+                    out[0] = (unsigned char)(0xC0 | (u >> 6));
+                    out[1] = (unsigned char)(0x80 | (u & 0x3F));
+                    k = 2;
+                } else if (u < 0x10000) {
+                    out[0] = (unsigned char)(0xE0 | (u >> 12));
+                    out[1] = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
+                    out[2] = (unsigned char)(0x80 | (u & 0x3F));
+                    k = 3;
+                } else {
+                    out[0] = (unsigned char)(0xF0 | (u >> 18));
+                    out[1] = (unsigned char)(0x80 | ((u >> 12) & 0x3F));
+                    out[2] = (unsigned char)(0x80 | ((u >> 6) & 0x3F));
+                    out[3] = (unsigned char)(0x80 | (u & 0x3F));
+                    k = 4;
+                }
+                if (buf_put(b, out, k) < 0) return FAIL;
+                continue;
+            }
+            default: return FAIL;
+        }
+        if (buf_put(b, &ch, 1) < 0) return FAIL;
+        p += 2;
+    }
+    return 0;
+}
+
+static const double POW10[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+/* A number at sc->p: an int64 (V_INT) or a finite double (V_FLOAT), correctly rounded. */
+static int scan_number(Scan *sc, Val *v) {
+    const unsigned char *start = sc->p, *p = sc->p, *end = sc->end;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p < end && *p == 'I') return FAIL; /* -Infinity: Python's json takes it */
+    if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+    uint64_t mant = 0;
+    int digits = 0;      /* significant digits accumulated in mant */
+    int dropped = 0;     /* digits that did not fit */
+    int exp10 = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (digits < 19) {
+                mant = mant * 10 + (uint64_t)(*p - '0');
+                if (mant) digits++;
+            } else {
+                dropped = 1;
+                exp10++;
+            }
+            p++;
+        }
+    }
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (digits < 19) {
+                mant = mant * 10 + (uint64_t)(*p - '0');
+                if (mant) digits++;
+                exp10--;
+            } else if (*p != '0') {
+                dropped = 1;
+            }
+            p++;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        int e = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (e < 100000) e = e * 10 + (*p - '0');
+            p++;
+        }
+        exp10 += eneg ? -e : e;
+    }
+    sc->p = p;
+    if (!is_float) {
+        if (dropped) return FAIL; /* more than 19 digits: outside int64 */
+        if (neg) {
+            if (mant > (uint64_t)INT64_MAX + 1) return FAIL;
+            v->i = mant == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mant;
+        } else {
+            if (mant > (uint64_t)INT64_MAX) return FAIL;
+            v->i = (int64_t)mant;
+        }
+        v->type = V_INT;
+        v->d = (double)v->i;
+        return 0;
+    }
+    double d;
+    if (!dropped && mant <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        /* exact operands, one correctly rounded operation */
+        d = (double)mant;
+        d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
+    } else {
+        char tmp[128];
+        size_t len = (size_t)(p - start);
+        if (len >= sizeof tmp) return FAIL;
+        memcpy(tmp, start, len);
+        tmp[len] = 0;
+        char *stop = NULL;
+        d = strtod(tmp, &stop);
+        if (stop != tmp + len) return FAIL;
+    }
+    if (neg) d = -d;
+    if (!(d - d == 0)) return FAIL; /* not finite */
+    v->type = V_FLOAT;
+    v->d = d;
+    return 0;
+}
+
+static int skip_value(Scan *sc, int depth);
+
+/* Pass over a number by its grammar only (msgspec skips any such number in a field it
+ * does not keep, whatever its size). */
+static int skip_number(Scan *sc) {
+    const unsigned char *p = sc->p, *end = sc->end;
+    if (p < end && *p == '-') p++;
+    if (p < end && *p == 'I') return FAIL; /* -Infinity */
+    if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    sc->p = p;
+    return 0;
+}
+
+static int expect_lit(Scan *sc, const char *lit, size_t n) {
+    if ((size_t)(sc->end - sc->p) < n || memcmp(sc->p, lit, n) != 0) return FAIL;
+    sc->p += n;
+    return 0;
+}
+
+/* Validate and pass over any JSON value. */
+static int skip_value(Scan *sc, int depth) {
+    if (depth > 64) return FAIL;
+    skip_ws(sc);
+    if (sc->p >= sc->end) SYNTAX(sc);
+    unsigned c = *sc->p;
+    if (c == '"') return scan_string(sc, NULL);
+    if (c == '{' || c == '[') {
+        unsigned close = c == '{' ? '}' : ']';
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == close) {
+            sc->p++;
+            return 0;
+        }
+        while (1) {
+            if (c == '{') {
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+                if (scan_string(sc, NULL) < 0) return FAIL;
+                skip_ws(sc);
+                if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
+                sc->p++;
+            }
+            if (skip_value(sc, depth + 1) < 0) return FAIL;
+            skip_ws(sc);
+            if (sc->p >= sc->end) SYNTAX(sc);
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == close) {
+                sc->p++;
+                return 0;
+            }
+            SYNTAX(sc);
+        }
+    }
+    if (c == 't') return expect_lit(sc, "true", 4);
+    if (c == 'f') return expect_lit(sc, "false", 5);
+    if (c == 'n') return expect_lit(sc, "null", 4);
+    if (c == '-' || (c >= '0' && c <= '9')) return skip_number(sc);
+    if (c == 'N' || c == 'I') return FAIL; /* NaN, Infinity: Python's json takes them */
+    SYNTAX(sc);
+}
+
+/* A value of a field of the given kind; FAIL for a type the msgspec path would treat
+ * differently from what the columns here can say. */
+static int scan_field(Scan *sc, int kind, Val *v) {
+    skip_ws(sc);
+    if (sc->p >= sc->end) return FAIL;
+    unsigned c = *sc->p;
+    const unsigned char *start = sc->p;
+    if (kind == K_RAW || kind == K_RANKS) {
+        if (kind == K_RANKS && c == '"') return scan_string(sc, v);
+        if (skip_value(sc, 1) < 0) return FAIL;
+        v->type = V_RAW;
+        v->s = start;
+        v->n = (size_t)(sc->p - start);
+        return 0;
+    }
+    if (c == 'n') {
+        if (kind == K_DIM) return FAIL;
+        if (expect_lit(sc, "null", 4) < 0) return FAIL;
+        v->type = V_NONE;
+        return 0;
+    }
+    if (c == '"') {
+        if (kind == K_TIME || kind == K_DIM) return FAIL;
+        if (scan_string(sc, v) < 0) return FAIL;
+        if (kind == K_FLOAT) v->type = V_NONE; /* not a number: null */
+        return 0;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        if (kind == K_STR || kind == K_DIM) return FAIL;
+        if (scan_number(sc, v) < 0) return FAIL;
+        if (v->type == V_FLOAT && kind == K_INT) return FAIL;
+        if (kind == K_FLOAT) v->type = V_FLOAT;
+        return 0;
+    }
+    if (c == '[' && kind == K_DIM) {
+        int64_t dims[3] = {0, 1, 1};
+        int k = 0;
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == ']') {
+            sc->p++;
+        } else {
+            while (1) {
+                Val d;
+                skip_ws(sc);
+                if (k >= 3 || sc->p >= sc->end) return FAIL;
+                if (!(*sc->p == '-' || (*sc->p >= '0' && *sc->p <= '9'))) return FAIL;
+                if (scan_number(sc, &d) < 0 || d.type != V_INT) return FAIL;
+                /* magnitudes below 2^31 keep the product of three inside int64 */
+                if (d.i <= -(INT64_C(1) << 31) || d.i >= (INT64_C(1) << 31)) return FAIL;
+                dims[k++] = d.i;
+                skip_ws(sc);
+                if (sc->p >= sc->end) return FAIL;
+                if (*sc->p == ',') {
+                    sc->p++;
+                    continue;
+                }
+                if (*sc->p == ']') {
+                    sc->p++;
+                    break;
+                }
+                return FAIL;
+            }
+        }
+        v->type = V_INT;
+        int64_t xy = dims[0] * dims[1]; /* |xy| < 2^62 */
+        if (xy != 0 && (dims[2] > INT64_MAX / (xy < 0 ? -xy : xy) || dims[2] < -(INT64_MAX / (xy < 0 ? -xy : xy))))
+            return FAIL;
+        v->i = xy * dims[2];
+        return 0;
+    }
+    return FAIL; /* true/false/objects/arrays: not modelled */
+}
+
+static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
+    for (const KeyDef *k = keys; k->key != NULL; k++) {
+        if (k->len == n && memcmp(k->key, s, n) == 0) return k->col;
+    }
+    return -1;
+}
+
+/* The args group of an event from its ph, cat and name (kineto._columns). */
+static int event_group(const Val *vals) {
+    const Val *ph = &vals[C_PH];
+    if (ph->type != V_STR) return G_NONE;
+    if (ph->esc) return G_UNKNOWN;
+    if (ph->n == 1 && ph->s[0] == 'M') return G_META;
+    if (ph->n == 1 && (ph->s[0] == 'i' || ph->s[0] == 'I')) {
+        const Val *nm = &vals[C_NAME];
+        if (nm->type != V_STR) return G_NONE;
+        if (nm->esc) return G_UNKNOWN;
+        return (nm->n == 8 && memcmp(nm->s, "[memory]", 8) == 0) ? G_MEM : G_NONE;
+    }
+    if (ph->n == 1 && ph->s[0] == 'X') {
+        const Val *cat = &vals[C_CAT];
+        if (cat->type != V_STR) return G_NONE;
+        if (cat->esc) return G_UNKNOWN;
+        char low[32];
+        if (cat->n >= sizeof low) {
+            for (size_t k = 0; k < cat->n; k++)
+                if (cat->s[k] >= 0x80) return G_UNKNOWN; /* Unicode lower-casing: not modelled */
+            return G_NONE;
+        }
+        for (size_t k = 0; k < cat->n; k++) {
+            unsigned char ch = cat->s[k];
+            if (ch >= 0x80) return G_UNKNOWN;
+            low[k] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
+        }
+        int g = lookup(CATEGORY_GROUP, (const unsigned char *)low, cat->n);
+        return g < 0 ? G_NONE : g;
+    }
+    return G_NONE;
+}
+
+/* Whether the keys that decide the group have all been read (or cannot come any more). */
+static int group_ready(const Val *vals, uint64_t seen) {
+    if (!(seen & (1ULL << C_PH))) return 0;
+    const Val *ph = &vals[C_PH];
+    if (ph->type != V_STR || ph->esc || ph->n != 1) return 1;
+    if (ph->s[0] == 'X') return (seen & (1ULL << C_CAT)) != 0;
+    if (ph->s[0] == 'i' || ph->s[0] == 'I') return (seen & (1ULL << C_NAME)) != 0;
+    return 1;
+}
+
+/* The args object of an event of group g. */
+static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
+    skip_ws(sc);
+    if (g == G_NONE) return skip_value(sc, 1);
+    if (sc->p >= sc->end || *sc->p != '{') return FAIL;
+    const KeyDef *keys = GROUP_KEYS[g];
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') {
+        sc->p++;
+        return 0;
+    }
+    while (1) {
+        Val key;
+        skip_ws(sc);
+        if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+        if (scan_string(sc, &key) < 0) return FAIL;
+        skip_ws(sc);
+        if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
+        sc->p++;
+        if (key.esc) return FAIL;
+        int col = lookup(keys, key.s, key.n);
+        if (col < 0) {
+            if (skip_value(sc, 2) < 0) return FAIL;
+        } else {
+            if (*seen & (1ULL << col)) return FAIL; /* duplicate key */
+            *seen |= 1ULL << col;
+            if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
+        }
+        skip_ws(sc);
+        if (sc->p >= sc->end) SYNTAX(sc);
+        if (*sc->p == ',') {
+            sc->p++;
+            continue;
+        }
+        if (*sc->p == '}') {
+            sc->p++;
+            return 0;
+        }
+        SYNTAX(sc);
+    }
+}
+
+/* Grow a fixed-width column to `rows` values (zeros: nulls) and return the slot of `row`. */
+static unsigned char *slot(Buf *b, size_t row, size_t width) {
+    size_t need = (row + 1) * width;
+    if (b->len < need) {
+        if (buf_reserve(b, need - b->len) < 0) return NULL;
+        b->len = need; /* the bytes in between were zeroed when the buffer grew */
+    }
+    return b->p + row * width;
+}
+
+/* Offsets of a string column filled up to (not including) `row`: rows without a value
+ * are empty strings (null in the bitmap). */
+static int fill_offsets(Buf *off, size_t row, size_t data_len) {
+    if (off->len == 0 && buf_i64(off, 0) < 0) return FAIL;
+    while (off->len / 8 < row + 1)
+        if (buf_i64(off, (int64_t)data_len) < 0) return FAIL;
+    return 0;
+}
+
+static int put_text(Buf *data, const Val *v) {
+    if (v->type == V_STR && v->esc) return unescape_into(data, v->s, v->n);
+    return buf_put(data, v->s, v->n);
+}
+
+/* Write the values of one event (columns in `mask`); every other column is null there. */
+static int append_row(Out *out, const Val *vals, uint64_t mask) {
+    size_t row = out->rows;
+    while (mask) {
+        int c = 0;
+        while (!(mask & (1ULL << c))) c++;
+        mask &= ~(1ULL << c);
+        Col *col = &out->cols[c];
+        const Val *v = &vals[c];
+        unsigned char *dst;
+        switch (COLS[c].kind) {
+            case K_STR:
+            case K_RAW:
+            case K_RANKS:
+                if (v->type != V_STR && v->type != V_RAW) break;
+                if (fill_offsets(&col->val, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
+                if (buf_i64(&col->val, (int64_t)col->data.len) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
+                break;
+            case K_INT:
+                if (v->type == V_INT) {
+                    if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                    memcpy(dst, &v->i, 8);
+                    if (bit_set(&col->valid, row) < 0) return FAIL;
+                    col->nvalid++;
+                } else if (v->type == V_STR) {
+                    if (fill_offsets(&col->loff, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
+                    if (buf_i64(&col->loff, (int64_t)col->data.len) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
+                    col->nlabels++;
+                }
+                break;
+            case K_TIME:
+                if (v->type != V_INT && v->type != V_FLOAT) break;
+                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                if (v->type == V_INT) memcpy(dst, &v->i, 8);
+                if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
+                memcpy(dst, &v->d, 8);
+                if (bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
+                if (v->type == V_FLOAT) col->nfloat++;
+                break;
+            case K_FLOAT:
+                if (v->type != V_FLOAT) break;
+                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                memcpy(dst, &v->d, 8);
+                if (bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
+                break;
+            case K_DIM:
+                /* kineto._arg_series: the product of the dims, null unless positive */
+                if (v->type != V_INT || v->i <= 0) break;
+                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+                memcpy(dst, &v->i, 8);
+                if (bit_set(&col->valid, row) < 0) return FAIL;
+                col->nvalid++;
+                break;
+        }
+    }
+    out->rows++;
+    return 0;
+}
+
+/* Bring every column to `rows` values once the chunk is scanned. */
+static int finish_columns(Out *out) {
+    size_t rows = out->rows;
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        int kind = COLS[c].kind;
+        if (kind == K_STR || kind == K_RAW || kind == K_RANKS) {
+            if (fill_offsets(&col->val, rows, col->data.len) < 0) return FAIL;
+        } else if (rows) {
+            if (slot(&col->val, rows - 1, 8) == NULL) return FAIL;
+            if (kind == K_TIME && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
+            if (kind == K_INT && col->nlabels && fill_offsets(&col->loff, rows, col->data.len) < 0) return FAIL;
+        }
+        /* bitmaps cover every row; every buffer exists (Arrow wants real pointers) */
+        size_t bits = (rows + 7) / 8;
+        Buf *all[6] = {&col->val, &col->fval, &col->data, &col->loff, &col->valid, &col->lvalid};
+        for (int k = 0; k < 6; k++) {
+            size_t want = (all[k] == &col->valid || all[k] == &col->lvalid) ? bits : 0;
+            if (all[k]->len < want) {
+                if (buf_reserve(all[k], want - all[k]->len) < 0) return FAIL;
+                all[k]->len = want;
+            }
+            if (all[k]->p == NULL && buf_reserve(all[k], 8) < 0) return FAIL;
+        }
+    }
+    return 0;
+}
+
+static int scan_event(Scan *sc, Out *out) {
+    Val vals[N_COLS]; /* only the entries named in seen/aseen are read */
+    vals[C_PH].type = vals[C_CAT].type = vals[C_NAME].type = V_NONE;
+    uint64_t seen = 0, aseen = 0;
+    int args_seen = 0;
+    const unsigned char *args_at = NULL;
+    skip_ws(sc);
+    if (sc->p >= sc->end) SYNTAX(sc);
+    if (*sc->p != '{') {
+        /* another value: the msgspec path drops it; a ']' or ',' here is not JSON */
+        if (*sc->p == ']' || *sc->p == ',' || *sc->p == '}' || *sc->p == ':') SYNTAX(sc);
+        return FAIL;
+    }
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == '}') {
+        sc->p++;
+    } else {
+        while (1) {
+            Val key;
+            skip_ws(sc);
+            if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+            if (scan_string(sc, &key) < 0) return FAIL;
+            skip_ws(sc);
+            if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
+            sc->p++;
+            if (key.esc) return FAIL;
+            if (key.n == 4 && memcmp(key.s, "args", 4) == 0) {
+                if (args_seen) return FAIL;
+                args_seen = 1;
+                skip_ws(sc);
+                if (group_ready(vals, seen)) {
+                    /* the usual key order (ph, cat, name ... args): one pass */
+                    int g = event_group(vals);
+                    if (g == G_UNKNOWN) return FAIL;
+                    if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
+                } else {
+                    args_at = sc->p;
+                    if (skip_value(sc, 1) < 0) return FAIL;
+                }
+            } else {
+                int col = lookup(BASE_KEYS, key.s, key.n);
+                if (col < 0) {
+                    if (skip_value(sc, 1) < 0) return FAIL;
+                } else {
+                    if (seen & (1ULL << col)) return FAIL;
+                    seen |= 1ULL << col;
+                    if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
+                }
+            }
+            skip_ws(sc);
+            if (sc->p >= sc->end) SYNTAX(sc);
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == '}') {
+                sc->p++;
+                break;
+            }
+            SYNTAX(sc);
+        }
+    }
+    int g = event_group(vals);
+    if (g == G_UNKNOWN) return FAIL;
+    if (g != G_NONE && args_at != NULL) {
+        /* args came before the keys that name its group: read it again now */
+        Scan sub = {args_at, sc->end, 0};
+        if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
+    }
+    return append_row(out, vals, seen | aseen);
+}
+
+static int scan_chunk(Scan *sc, Out *out) {
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != '[') return FAIL;
+    sc->p++;
+    skip_ws(sc);
+    if (sc->p < sc->end && *sc->p == ']') {
+        sc->p++;
+    } else {
+        while (1) {
+            if (scan_event(sc, out) < 0) return FAIL;
+            skip_ws(sc);
+            if (sc->p >= sc->end) SYNTAX(sc);
+            if (*sc->p == ',') {
+                sc->p++;
+                continue;
+            }
+            if (*sc->p == ']') {
+                sc->p++;
+                break;
+            }
+            SYNTAX(sc);
+        }
+    }
+    skip_ws(sc);
+    if (sc->p != sc->end) SYNTAX(sc);
+    return finish_columns(out);
+}
+
+static void free_out(Out *out) {
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        free(col->val.p);
+        free(col->fval.p);
+        free(col->data.p);
+        free(col->loff.p);
+        free(col->valid.p);
+        free(col->lvalid.p);
+    }
+}
+
+/* ------------------------------------------------------------------ Arrow export */
+
+/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html). */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+#define ARROW_FLAG_NULLABLE 2
+
+/* The buffers of one exported column, owned by its Arrow array once exported. */
+typedef struct {
+    const void *bufs[3];
+    void *own[3];
+} ColPriv;
+
+static void release_array(struct ArrowArray *a) {
+    ColPriv *cp = (ColPriv *)a->private_data;
+    if (cp != NULL) {
+        for (int k = 0; k < 3; k++) free(cp->own[k]);
+        free(cp);
+    }
+    a->release = NULL;
+}
+
+static void release_schema(struct ArrowSchema *s) { s->release = NULL; }
+
+static void schema_capsule_free(PyObject *cap) {
+    struct ArrowSchema *s = (struct ArrowSchema *)PyCapsule_GetPointer(cap, "arrow_schema");
+    if (s == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (s->release != NULL) s->release(s);
+    free(s);
+}
+
+static void array_capsule_free(PyObject *cap) {
+    struct ArrowArray *a = (struct ArrowArray *)PyCapsule_GetPointer(cap, "arrow_array");
+    if (a == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (a->release != NULL) a->release(a);
+    free(a);
+}
+
+/* One scanned column, handed to polars through __arrow_c_array__ (no copy, no pyarrow).
+ * Each column is its own Arrow array, so what polars keeps of one column (string views
+ * point into their data) holds that column's memory only. */
+typedef struct {
+    PyObject_HEAD
+    const char *format; /* static: "l" int64, "g" float64, "U" large utf8 */
+    int64_t rows, nulls;
+    int n_buffers;
+    void *own[3]; /* validity (or NULL), values/offsets, string data; NULL once exported */
+} Column;
+
+static void column_dealloc(Column *self) {
+    for (int k = 0; k < 3; k++) free(self->own[k]);
+    PyObject_Free(self);
+}
+
+static PyObject *column_arrow_c_array(Column *self, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"requested_schema", NULL};
+    PyObject *requested = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", kwlist, &requested)) return NULL;
+    if (requested != Py_None) {
+        PyErr_SetString(PyExc_NotImplementedError, "a scanned column is exported in its own type only");
+        return NULL;
+    }
+    if (self->own[1] == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this scanned column was already exported");
+        return NULL;
+    }
+    struct ArrowSchema *schema = (struct ArrowSchema *)calloc(1, sizeof(struct ArrowSchema));
+    struct ArrowArray *array = (struct ArrowArray *)calloc(1, sizeof(struct ArrowArray));
+    ColPriv *cp = (ColPriv *)calloc(1, sizeof(ColPriv));
+    if (schema == NULL || array == NULL || cp == NULL) {
+        free(schema);
+        free(array);
+        free(cp);
+        return PyErr_NoMemory();
+    }
+    schema->format = self->format;
+    schema->name = "";
+    schema->flags = ARROW_FLAG_NULLABLE;
+    schema->release = release_schema;
+    for (int k = 0; k < 3; k++) {
+        cp->bufs[k] = self->own[k];
+        cp->own[k] = self->own[k];
+        self->own[k] = NULL;
+    }
+    array->length = self->rows;
+    array->null_count = self->nulls;
+    array->n_buffers = self->n_buffers;
+    array->buffers = cp->bufs;
+    array->release = release_array;
+    array->private_data = cp;
+    PyObject *cs = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
+    if (cs == NULL) {
+        free(schema);
+        array->release(array);
+        free(array);
+        return NULL;
+    }
+    PyObject *ca = PyCapsule_New(array, "arrow_array", array_capsule_free);
+    if (ca == NULL) {
+        Py_DECREF(cs);
+        array->release(array);
+        free(array);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", cs, ca);
+}
+
+static PyMethodDef column_methods[] = {
+    {"__arrow_c_array__", (PyCFunction)(void (*)(void))column_arrow_c_array, METH_VARARGS | METH_KEYWORDS,
+     "Export the column as an Arrow array (PyCapsule interface), once."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.parsers._kineto_scan.Column",
+    .tp_basicsize = sizeof(Column),
+    .tp_dealloc = (destructor)column_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One column of a scanned chunk (Arrow PyCapsule interface).",
+    .tp_methods = column_methods,
+};
+
+/* A Column taking the buffers out of `out` (valid only when there are nulls). */
+static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Buf *valid, Buf *b1, Buf *b2) {
+    Column *col = PyObject_New(Column, &ColumnType);
+    if (col == NULL) return NULL;
+    col->format = format;
+    col->rows = rows;
+    col->nulls = nulls;
+    col->n_buffers = b2 != NULL ? 3 : 2;
+    Buf *take[3] = {nulls ? valid : NULL, b1, b2};
+    for (int k = 0; k < 3; k++) {
+        col->own[k] = NULL;
+        if (take[k] == NULL) continue;
+        col->own[k] = take[k]->p;
+        take[k]->p = NULL;
+        take[k]->len = take[k]->cap = 0;
+    }
+    return (PyObject *)col;
+}
+
+/* (name, kind, floats, labels, column, label column or None) per field. */
+static PyObject *column_entry(Out *out, int c) {
+    Col *col = &out->cols[c];
+    int64_t rows = (int64_t)out->rows;
+    int64_t nulls = rows - (int64_t)col->nvalid;
+    int kind = COLS[c].kind;
+    PyObject *main = NULL, *label = NULL;
+    if (kind == K_STR || kind == K_RAW || kind == K_RANKS)
+        main = take_column("U", rows, nulls, &col->valid, &col->val, &col->data);
+    else if (kind == K_TIME)
+        main = take_column(col->nfloat ? "g" : "l", rows, nulls, &col->valid, col->nfloat ? &col->fval : &col->val, NULL);
+    else if (kind == K_FLOAT)
+        main = take_column("g", rows, nulls, &col->valid, &col->val, NULL);
+    else
+        main = take_column("l", rows, nulls, &col->valid, &col->val, NULL);
+    if (main == NULL) return NULL;
+    if (kind == K_INT && col->nlabels) {
+        label = take_column("U", rows, rows - (int64_t)col->nlabels, &col->lvalid, &col->loff, &col->data);
+        if (label == NULL) {
+            Py_DECREF(main);
+            return NULL;
+        }
+    } else {
+        label = Py_None;
+        Py_INCREF(label);
+    }
+    return Py_BuildValue("(sinnNN)", COLS[c].name, kind, (Py_ssize_t)col->nfloat, (Py_ssize_t)col->nlabels, main,
+                         label);
+}
+
+/* ------------------------------------------------------------------ Python */
+
+PyDoc_STRVAR(scan_doc,
+             "scan(chunk) -> (rows, columns), None or False\n\n"
+             "Scan a JSON array of whole Kineto events into columns; None when the chunk holds\n"
+             "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
+             "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
+             "label column or None) per field; a column exports itself through the Arrow\n"
+             "PyCapsule interface.");
+
+static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Out *out = (Out *)calloc(1, sizeof(Out));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_chunk(&sc, out);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *result = NULL;
+    if (rc < 0) {
+        result = sc.syntax ? Py_False : Py_None;
+        Py_INCREF(result);
+    } else {
+        PyObject *cols = PyTuple_New(N_COLS);
+        for (int c = 0; cols != NULL && c < N_COLS; c++) {
+            PyObject *t = column_entry(out, c);
+            if (t == NULL) {
+                Py_CLEAR(cols);
+                break;
+            }
+            PyTuple_SET_ITEM(cols, c, t);
+        }
+        if (cols != NULL) result = Py_BuildValue("(nN)", (Py_ssize_t)out->rows, cols);
+    }
+    free_out(out); /* what no column took */
+    free(out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", kineto_scan, METH_O, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kineto_scan", "Native scanner of Kineto traceEvents chunks.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kineto_scan(void) {
+    if (PyType_Ready(&ColumnType) < 0) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,11 @@
+# Type stub of the native scanner built from _kineto_scan.c (see kineto._scan_columns).
+from typing import Literal
+
+class Column:
+    """One column of a scanned chunk (Arrow PyCapsule interface, exported once)."""
+
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]: ...
+
+def scan(
+    chunk: bytes | bytearray | memoryview, /
+) -> tuple[int, tuple[tuple[str, int, int, int, Column, Column | None], ...]] | Literal[False] | None: ...

@@ -1,0 +1,166 @@
+"""The native Kineto scanner (parsers/_kineto_scan.c) against the msgspec path it replaces.
+
+Each tiny chunk is decoded both ways: the scanner either gives exactly the frame
+``_columns`` gives, or leaves the chunk to the msgspec path (None), or, for text that is
+not JSON, says so (ValueError, as the msgspec path does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from polars.testing import assert_frame_equal
+
+from tracekit.parsers import kineto
+
+NATIVE = kineto._kineto_scan
+needs_native = pytest.mark.skipif(
+    NATIVE is None, reason="the native scanner was not built (no C compiler when tracekit was installed)"
+)
+
+
+def _msgspec_frame(chunk: bytes):  # type: ignore[no-untyped-def]
+    return kineto._columns(kineto._decode_chunk(chunk, [0]), [0])
+
+
+#: chunks the scanner decodes itself
+SCANNED = {
+    "empty": b"[]",
+    "escapes": rb'[{"ph":"X","cat":"cpu_op","name":"a\"b\\c\/d\b\f\n\r\t","pid":1,"tid":2,"ts":5,"dur":1}]',
+    "unicode escapes": rb'[{"ph":"X","cat":"kernel","name":"\u00e9\u6f22\ud83d\ude00 \u0000","ts":1}]',
+    "raw utf8": '[{"ph":"X","cat":"kernel","name":"é漢😀","ts":1}]'.encode(),
+    "exponents": b'[{"ph":"X","cat":"kernel","ts":1.5e3,"dur":2E-1},{"ph":"X","ts":-3.25,"dur":1e0}]',
+    "float ts next to int ts": b'[{"ph":"X","ts":1712345678901234},{"ph":"X","ts":1712345678901.234}]',
+    "long decimals": b'[{"ph":"X","ts":3605057436108.40712345678901234,"dur":0.0000000001}]',
+    "negative numbers": b'[{"ph":"X","cat":"kernel","pid":-5,"tid":-0,"ts":-7,"args":{"correlation":-1}}]',
+    "int64 limits": b'[{"ph":"X","pid":9223372036854775807,"tid":-9223372036854775808,"ts":1}]',
+    "string pids": b'[{"ph":"X","pid":"Spans","tid":" 42 ","ts":1},{"ph":"i","pid":"7","tid":"stream 7","ts":2}]',
+    "string id": b'[{"ph":"s","cat":"ac2g","id":"0x1f","pid":1,"tid":1,"ts":3}]',
+    "missing fields": b'[{},{"ph":"X"},{"name":null,"ts":null}]',
+    "unknown keys of any size": b'[{"ph":"X","cat":"cpu_op","x":1e400,"y":123456789012345678901234567890,'
+    b'"z":[true,false,null,{"a":[]}],"args":{"Comms Id":10159970886766084423,"External id":3}}]',
+    "args before ph": b'[{"args":{"External id":5,"correlation":9},"cat":"cuda_runtime","ph":"X","ts":1}]',
+    "grid and block": b'[{"ph":"X","cat":"kernel","ts":1,"args":{"grid":[1048576,1,1],"block":[2,3]}},'
+    b'{"ph":"X","cat":"Kernel","ts":2,"args":{"grid":[],"block":[0,5,5]}}]',
+    "process group ranks": b'[{"ph":"X","cat":"cpu_op","ts":1,"args":{"Process Group Ranks":"[0, 1, 2]"}},'
+    b'{"ph":"X","cat":"kernel","ts":2,"args":{"Process Group Ranks":[0, 1]}},'
+    b'{"ph":"X","cat":"kernel","ts":3,"args":{"Process Group Ranks":"oops"}}]',
+    "string and odd int args": b'[{"ph":"X","cat":"kernel","ts":1,"args":{"stream":"7","device":" 3 ","bytes":"1e3",'
+    b'"correlation":"x","est. achieved occupancy %":"high"}},'
+    b'{"ph":"X","cat":"kernel","ts":2,"args":{"est. achieved occupancy %":50,"registers per thread":32}}]',
+    "raw inputs": b'[{"ph":"X","cat":"cpu_op","ts":1,"args":{"Input Dims":[[2, 3], []],"Input type":["float", ""],'
+    b'"Concrete Inputs":["", "1"],"Sequence number":4,"Seq":1,"seq":2}}]',
+    "memory instant": b'[{"ph":"i","name":"[memory]","ts":1,"args":{"Device Type":1,"Device Id":0,"Addr":140,'
+    b'"Bytes":512,"Total Allocated":1024,"Total Reserved":2048}}]',
+    "metadata": b'[{"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"stream 7"}},'
+    b'{"name":"process_sort_index","ph":"M","pid":1,"args":{"sort_index":5}}]',
+    "python frames": b'[{"ph":"X","cat":"python_function","ts":1,"args":{"Python id":3,"Python parent id":1}}]',
+    "args of other groups ignored": b'[{"ph":"X","cat":"cuda_runtime","ts":1,"args":{"stream":"not an int here"}},'
+    b'{"ph":"f","ts":1,"args":[1,2]}]',
+    "pretty printed": b'[\n  {\n    "ph": "X", "cat": "kernel",\n    "ts": 1.0,\n    "args": {\n      "device": 0\n    }\n  }\n]',
+}
+
+#: chunks the scanner leaves to the msgspec path: it does not model them exactly
+FALLBACK = {
+    "int above int64": b'[{"ph":"X","pid":9223372036854775808,"ts":1}]',
+    "float pid": b'[{"ph":"X","pid":1.5,"ts":1}]',
+    "bool field": b'[{"ph":"X","ts":true}]',
+    "string ts": b'[{"ph":"X","ts":"12"}]',
+    "numeric name": b'[{"ph":"X","name":5,"ts":1}]',
+    "duplicate key": b'[{"ph":"X","ph":"X","ts":1}]',
+    "duplicate arg": b'[{"ph":"X","cat":"kernel","ts":1,"args":{"device":1,"device":2}}]',
+    "float in an int arg": b'[{"ph":"X","cat":"kernel","ts":1,"args":{"correlation":1.5}}]',
+    "NaN": b'[{"ph":"X","ts":NaN}]',
+    "Infinity in an unknown key": b'[{"ph":"X","ts":1,"x":-Infinity}]',
+    "lone surrogate": rb'[{"ph":"X","name":"\ud800","ts":1}]',
+    "invalid utf8": b'[{"ph":"X","name":"\xff\xfe","ts":1}]',
+    "overlong utf8": b'[{"ph":"X","name":"\xc0\xaf","ts":1}]',
+    "not an object": b'[{"ph":"X","ts":1},5]',
+    "args not an object": b'[{"ph":"X","cat":"kernel","ts":1,"args":[1]}]',
+    "four dims": b'[{"ph":"X","cat":"kernel","ts":1,"args":{"grid":[1,1,1,1]}}]',
+    "escaped key": rb'[{"p\u0068":"X","ts":1}]',
+    "unicode category": '[{"ph":"X","cat":"\u212aernel","ts":1}]'.encode(),
+}
+
+#: not JSON at all: both paths raise ValueError
+INVALID = {
+    "truncated event": b'[{"ph":"X","ts":1',
+    "truncated string": b'[{"ph":"X","name":"abc',
+    "missing comma": b'[{"ph":"X"} {"ph":"X"}]',
+    "trailing comma": b'[{"ph":"X"},]',
+    "bad escape": rb'[{"ph":"X","name":"\q"}]',
+    "bad number": b'[{"ph":"X","ts":1.}]',
+    "leading zero": b'[{"ph":"X","ts":01}]',
+    "control character": b'[{"ph":"X","name":"a\x01b"}]',
+    "garbage after": b'[{"ph":"X"}] x',
+}
+
+
+@needs_native
+@pytest.mark.parametrize("chunk", list(SCANNED.values()), ids=list(SCANNED))
+def test_scanner_gives_the_msgspec_columns(chunk: bytes) -> None:
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None, "the scanner left a chunk it models to the fallback"
+    assert_frame_equal(frame, _msgspec_frame(chunk))
+
+
+@needs_native
+@pytest.mark.parametrize("chunk", list(FALLBACK.values()), ids=list(FALLBACK))
+def test_unusual_chunks_fall_back(chunk: bytes) -> None:
+    assert kineto._scan_columns(NATIVE, chunk) is None
+    with contextlib.suppress(ValueError):  # the msgspec path decides: reads, drops the event or refuses
+        _msgspec_frame(chunk)
+
+
+@needs_native
+@pytest.mark.parametrize("chunk", list(INVALID.values()), ids=list(INVALID))
+def test_invalid_json_is_refused_like_the_msgspec_path(chunk: bytes) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - the chunker's contract is a bare ValueError
+        _msgspec_frame(chunk)
+    with pytest.raises(ValueError):  # noqa: PT011
+        kineto._scan_columns(NATIVE, chunk)
+
+
+@needs_native
+def test_every_truncation_of_a_chunk_is_refused_or_exact() -> None:
+    chunk = SCANNED["unknown keys of any size"] + b""
+    for end in range(len(chunk)):
+        part = chunk[:end]
+        try:
+            frame = kineto._scan_columns(NATIVE, part)
+        except ValueError:
+            continue
+        if frame is not None:
+            assert_frame_equal(frame, _msgspec_frame(part))
+
+
+@needs_native
+def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    trace = tmp_path / "t.json"
+    trace.write_bytes(b'{"traceEvents":[' + SCANNED["grid and block"][1:-1] + b"]}")
+    calls = []
+    real = kineto._scan_columns
+
+    def spy(native, chunk):  # type: ignore[no-untyped-def]
+        frame = real(native, chunk)
+        calls.append(frame is not None)
+        return frame
+
+    monkeypatch.setattr(kineto, "_scan_columns", spy)
+    native = kineto.read_kineto(trace)
+    assert calls
+    assert all(calls)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    assert kineto.native_scanner() is None
+    calls.clear()
+    pure = kineto.read_kineto(trace)
+    assert not calls
+    assert_frame_equal(native.events, pure.events)
+
+
+def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    assert kineto.native_scanner() is None
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "0")
+    assert kineto.native_scanner() is NATIVE
