@@ -394,11 +394,18 @@ class _Db:
             self._pending[sql] = [self._pool.submit(self._background_query, part, chosen) for part in parts]
 
     def _rowid_bounds(self, table: str) -> tuple[int, int] | None:
-        """(smallest, largest) rowid of an ordinary rowid table; None when it has no rows, is
-        a WITHOUT ROWID table or a view, or has a column that takes the name ``rowid``."""
+        """(smallest, largest) rowid of an ordinary rowid table without indexes; None when it
+        has no rows, is a WITHOUT ROWID table or a view, has a column that takes the name
+        ``rowid``, or has an index (a query could then walk the index, and the whole read's
+        row order would not be the rowid order the ranges give)."""
         if {"rowid", "_rowid_", "oid"} & {c.lower() for c in self.columns(table)}:
             return None
         try:
+            indexed = self.con.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'index' AND tbl_name = ? LIMIT 1", (table,)
+            ).fetchone()
+            if indexed is not None:
+                return None
             row = self.con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_quote(table)}").fetchone()
         except sqlite3.Error:
             return None

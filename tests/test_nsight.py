@@ -593,6 +593,34 @@ def test_reads_split_in_rowid_ranges_equal_whole_reads(export: Path, monkeypatch
     _assert_same_tables(split, plain)
 
 
+def test_an_indexed_table_is_not_read_in_rowid_ranges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an index, SQLite may walk the index for the whole read, so ranges of rowids
+    would not give its row order: such a table is read in one query."""
+    pytest.importorskip("adbc_driver_sqlite")
+    from tracekit.parsers import nsight
+
+    path = build_export(tmp_path / "i.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute('CREATE INDEX nvtx_type ON NVTX_EVENTS ("eventType")')
+    con.close()
+    monkeypatch.setattr(nsight, "_PREFETCH_MIN_BYTES", 0)
+    monkeypatch.setattr(nsight, "_SPLIT_ROWS", 1)
+    ranges: list[str] = []
+    background = nsight._Db._background_query
+
+    def spy(self: Any, sql: str, chosen: Any) -> Any:
+        ranges.append(sql)
+        return background(self, sql, chosen)
+
+    monkeypatch.setattr(nsight._Db, "_background_query", spy)
+    split, _ = _read_counting_paths(path, monkeypatch)
+    assert not any("NVTX_EVENTS" in q and "rowid >=" in q for q in ranges), ranges
+    assert any("CUPTI_ACTIVITY_KIND_KERNEL" in q and "rowid >=" in q for q in ranges), ranges
+    monkeypatch.setenv("TRACEKIT_NSIGHT_ARROW", "0")
+    plain, _ = _read_counting_paths(path, monkeypatch)
+    _assert_same_tables(split, plain)
+
+
 def test_damaged_text_falls_back_to_lenient_sqlite3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Invalid UTF-8 in a table makes its Arrow read fail validation; that table is read
     through sqlite3 (bytes replaced), the others stay on the Arrow path."""
