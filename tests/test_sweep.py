@@ -129,3 +129,28 @@ def test_replay_is_the_same_without_the_native_sweep(tmp_path: Path, monkeypatch
     assert fast.equals(slow)
     assert fast.height > 0
     assert fast["host_device_sync_ns"].sum() < fast["replayed_ns"].sum()
+
+
+def test_group_graph_needs_only_the_links_of_its_events(tmp_path: Path) -> None:
+    # the replay builds each group's graph from the links touching the group's events
+    # (replay._near); the graph builder must give the same graph as with the whole trace's links
+    from tracekit.analysis.critical_path import build_graph
+    from tracekit.analysis.replay import _near, _window
+
+    loop, _ = SCENARIOS["sync_prevents_overlap"]
+    tables = tracekit.read_trace(write_kineto(simulate(loop), tmp_path / "loop.json"))
+    steps = find_steps(tables.events, tables.links).frame.filter(pl.col("complete")).sort("start_ns")
+    group = steps.slice(2, 3)
+    window = _window(int(group["rank"][0]), group)
+    near = (pl.col("rank") == group["rank"][0]) & (pl.col("end_ns") >= window["start_ns"][0]) & (pl.col("start_ns") <= window["end_ns"][0])
+    events, links = _near(tables.events, tables.links, near)
+    assert 0 < links.height < tables.links.height
+    whole = build_graph(tables.events.filter(near), tables.links, window)
+    cut = build_graph(events, links, window)
+
+    def rows(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.sort(frame.columns, nulls_last=True)
+
+    assert rows(whole.nodes).equals(rows(cut.nodes))
+    assert rows(whole.edges).equals(rows(cut.edges))
+    assert cut.edges.height > 0
