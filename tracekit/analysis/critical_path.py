@@ -481,8 +481,11 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
     win = _windows(steps)
     events = events.select(_EVENT_COLUMNS)
     if win.height:
-        # only what overlaps a window can be on a path (a single-window call stays cheap)
-        events = events.filter((pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max()))
+        # only what overlaps a window can be on a path (a single-window call stays cheap);
+        # when that is every event, the table is not copied
+        near = (pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max())
+        if events.select(near.fill_null(False).sum()).item() < events.height:
+            events = events.filter(near)
     host = _host_events(events, links)
     gpu = _gpu_activities(events, links, host)
     main = _main_threads(host, events, links)
@@ -1383,7 +1386,7 @@ def _path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:
 def _breakdown(segments: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if segments.height == 0:
         return pl.DataFrame(schema=BREAKDOWN_SCHEMA)
-    b = segments.group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
+    b = segments.select(*_WIN, "cause", "dur_ns").group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
     b = b.join(steps.select(*_WIN, "path_ns"), on=_WIN).with_columns(
         (pl.col("ns") / pl.when(pl.col("path_ns") > 0).then(pl.col("path_ns")).otherwise(None)).fill_null(0.0).alias("share")
     )
