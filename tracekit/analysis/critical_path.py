@@ -250,6 +250,9 @@ def critical_path(
     compact_parts: list[pl.DataFrame] = []
     segment_parts: list[pl.DataFrame] = []
     step_parts: list[pl.DataFrame] = []
+    # each group's breakdown is summed from its own segments (its steps are in no other group),
+    # so the whole trace's segments are never grouped at once
+    breakdown_parts: list[pl.DataFrame] = []
     first_node = first_run = 0
     for win in groups:
         graph = _build(whole, win, latency=latency, first_node=first_node)
@@ -265,10 +268,12 @@ def critical_path(
         compact_parts.append(compact)
         segment_parts.append(segments)
         step_parts.append(step_rows)
+        breakdown_parts.append(_breakdown(segments, step_rows))
     compact = _concat(compact_parts)
     segments = _concat(segment_parts)
     step_rows = _concat(step_parts)
-    breakdown = _breakdown(segments, step_rows)
+    # each step's rows are in cause order within one part: a stable sort by step keeps it
+    breakdown = _concat(breakdown_parts).sort(_WIN, maintain_order=True) if len(breakdown_parts) > 1 else breakdown_parts[0]
     results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
     return CriticalPath(
         segments=segments,
