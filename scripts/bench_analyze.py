@@ -135,12 +135,16 @@ def main(argv: list[str] | None = None) -> int:
 
     import polars
 
+    from tracekit.analysis.critical_path import _native_dag
+
+    # the child inherits this environment: TRACEKIT_PURE_PYTHON=1 measures the fallback
+    kernel = "native" if _native_dag() is not None else "pure Python (networkx)"
     lines = [
         f"Measured {started:%Y-%m-%d %H:%M} UTC on {platform.system()} {platform.machine()}, nproc {os.cpu_count()}; "
         f"1-minute load average {load_before:.2f} before, {load_after:.2f} after (a shared machine: wall-clock "
         f"times carry other people's work, CPU time is the analysis' own). Python {platform.python_version()}, "
-        f"polars {polars.__version__}. Fastest of {max(args.repeat, 1)} run(s) per size, each a fresh "
-        "`tracekit analyze --no-cache --quiet --format json` process.",
+        f"polars {polars.__version__}, critical-path longest paths {kernel}. Fastest of {max(args.repeat, 1)} run(s) "
+        "per size, each a fresh `tracekit analyze --no-cache --quiet --format json` process.",
         "",
         "| what | measured (this run) | target | time | memory |",
         "|---|---|---|---|---|",

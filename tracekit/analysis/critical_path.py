@@ -250,6 +250,9 @@ def critical_path(
     compact_parts: list[pl.DataFrame] = []
     segment_parts: list[pl.DataFrame] = []
     step_parts: list[pl.DataFrame] = []
+    # each group's breakdown is summed from its own segments (its steps are in no other group),
+    # so the whole trace's segments are never grouped at once
+    breakdown_parts: list[pl.DataFrame] = []
     first_node = first_run = 0
     for win in groups:
         graph = _build(whole, win, latency=latency, first_node=first_node)
@@ -265,10 +268,12 @@ def critical_path(
         compact_parts.append(compact)
         segment_parts.append(segments)
         step_parts.append(step_rows)
+        breakdown_parts.append(_breakdown(segments, step_rows))
     compact = _concat(compact_parts)
     segments = _concat(segment_parts)
     step_rows = _concat(step_parts)
-    breakdown = _breakdown(segments, step_rows)
+    # each step's rows are in cause order within one part: a stable sort by step keeps it
+    breakdown = _concat(breakdown_parts).sort(_WIN, maintain_order=True) if len(breakdown_parts) > 1 else breakdown_parts[0]
     results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
     return CriticalPath(
         segments=segments,
@@ -481,8 +486,11 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
     win = _windows(steps)
     events = events.select(_EVENT_COLUMNS)
     if win.height:
-        # only what overlaps a window can be on a path (a single-window call stays cheap)
-        events = events.filter((pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max()))
+        # only what overlaps a window can be on a path (a single-window call stays cheap);
+        # when that is every event, the table is not copied
+        near = (pl.col("end_ns") >= win["w0"].min()) & (pl.col("start_ns") <= win["w1"].max())
+        if events.select(near.fill_null(False).sum()).item() < events.height:
+            events = events.filter(near)
     host = _host_events(events, links)
     gpu = _gpu_activities(events, links, host)
     main = _main_threads(host, events, links)
@@ -1383,7 +1391,7 @@ def _path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:
 def _breakdown(segments: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if segments.height == 0:
         return pl.DataFrame(schema=BREAKDOWN_SCHEMA)
-    b = segments.group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
+    b = segments.select(*_WIN, "cause", "dur_ns").group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
     b = b.join(steps.select(*_WIN, "path_ns"), on=_WIN).with_columns(
         (pl.col("ns") / pl.when(pl.col("path_ns") > 0).then(pl.col("path_ns")).otherwise(None)).fill_null(0.0).alias("share")
     )

@@ -195,7 +195,7 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
 
     # fallback host thread: the thread of each rank that issued the most launch calls
     main = (
-        events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("tid").is_not_null())
+        events.select("kind", "rank", "pid", "tid").filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("tid").is_not_null())
         .group_by("rank", "pid", "tid")
         .len()
         .sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False])
@@ -204,7 +204,7 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
     )
     if main.height == 0:
         cpu_threads = (
-            events.filter(pl.col("tid").is_not_null()).group_by("rank", "pid", "tid").len()
+            events.select("rank", "pid", "tid").filter(pl.col("tid").is_not_null()).group_by("rank", "pid", "tid").len()
             .sort(["rank", "len"], descending=[False, True]).unique("rank", keep="first")
             .select("rank", pl.col("pid").alias("_mpid"), pl.col("tid").alias("_mtid"))
         )
