@@ -190,6 +190,10 @@ typedef struct {
 typedef struct {
     Col cols[N_COLS];
     size_t rows;
+    /* events left to the msgspec path: (start, end, index in the chunk) as int64 triples */
+    Buf fallback;
+    size_t nfallback;
+    int oom; /* a row was half written: the chunk cannot be used */
 } Out;
 
 #define FAIL (-1)
@@ -887,7 +891,11 @@ static int scan_event(Scan *sc, Out *out) {
         Scan sub = {args_at, sc->end, 0};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
-    return append_row(out, vals, seen | aseen);
+    if (append_row(out, vals, seen | aseen) < 0) {
+        out->oom = 1;
+        return FAIL;
+    }
+    return 0;
 }
 
 static int scan_chunk(Scan *sc, Out *out) {
@@ -898,8 +906,22 @@ static int scan_chunk(Scan *sc, Out *out) {
     if (sc->p < sc->end && *sc->p == ']') {
         sc->p++;
     } else {
+        const unsigned char *base = sc->p - 1;
+        int64_t index = 0;
         while (1) {
-            if (scan_event(sc, out) < 0) return FAIL;
+            skip_ws(sc);
+            const unsigned char *start = sc->p;
+            if (scan_event(sc, out) < 0) {
+                if (sc->syntax || out->oom) return FAIL;
+                /* an event not decoded exactly: pass over it by grammar and name its bytes,
+                 * the msgspec path decodes it (no row was written for it) */
+                sc->p = start;
+                if (skip_value(sc, 1) < 0) return FAIL;
+                int64_t triple[3] = {(int64_t)(start - base), (int64_t)(sc->p - base), index};
+                if (buf_put(&out->fallback, triple, sizeof triple) < 0) return FAIL;
+                out->nfallback++;
+            }
+            index++;
             skip_ws(sc);
             if (sc->p >= sc->end) SYNTAX(sc);
             if (*sc->p == ',') {
@@ -919,6 +941,7 @@ static int scan_chunk(Scan *sc, Out *out) {
 }
 
 static void free_out(Out *out) {
+    free(out->fallback.p);
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         free(col->val.p);
@@ -1133,12 +1156,13 @@ static PyObject *column_entry(Out *out, int c) {
 /* ------------------------------------------------------------------ Python */
 
 PyDoc_STRVAR(scan_doc,
-             "scan(chunk) -> (rows, columns), None or False\n\n"
+             "scan(chunk) -> (rows, columns, fallback), None or False\n\n"
              "Scan a JSON array of whole Kineto events into columns; None when the chunk holds\n"
              "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
              "label column or None) per field; a column exports itself through the Arrow\n"
-             "PyCapsule interface.");
+             "PyCapsule interface.  fallback: (start, end, index) of each event left to the\n"
+             "msgspec path (byte range in the chunk, position among the chunk's events).");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     (void)self;
@@ -1169,7 +1193,21 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
             }
             PyTuple_SET_ITEM(cols, c, t);
         }
-        if (cols != NULL) result = Py_BuildValue("(nN)", (Py_ssize_t)out->rows, cols);
+        PyObject *fb = cols != NULL ? PyTuple_New((Py_ssize_t)out->nfallback) : NULL;
+        for (size_t k = 0; fb != NULL && k < out->nfallback; k++) {
+            const int64_t *t = (const int64_t *)out->fallback.p + 3 * k;
+            PyObject *item = Py_BuildValue("(LLL)", (long long)t[0], (long long)t[1], (long long)t[2]);
+            if (item == NULL) {
+                Py_CLEAR(fb);
+                break;
+            }
+            PyTuple_SET_ITEM(fb, (Py_ssize_t)k, item);
+        }
+        if (fb == NULL) {
+            Py_XDECREF(cols);
+        } else {
+            result = Py_BuildValue("(nNN)", (Py_ssize_t)out->rows, cols, fb);
+        }
     }
     free_out(out); /* what no column took */
     free(out);

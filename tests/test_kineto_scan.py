@@ -7,8 +7,6 @@ not JSON, says so (ValueError, as the msgspec path does).
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -105,12 +103,59 @@ def test_scanner_gives_the_msgspec_columns(chunk: bytes) -> None:
     assert_frame_equal(frame, _msgspec_frame(chunk))
 
 
+_NEIGHBOURS = (
+    b'{"ph":"X","cat":"kernel","name":"k","pid":1,"tid":7,"ts":10,"dur":2,"args":{"correlation":3,"grid":[2,1,1]}}',
+    b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":2,"ts":9.5,"dur":4,"args":{"External id":3}}',
+)
+
+
+def _with_neighbours(chunk: bytes) -> bytes:
+    """The unusual events between ordinary ones (the scanner decodes those itself)."""
+    return b"[" + _NEIGHBOURS[0] + b"," + chunk[1:-1] + b"," + _NEIGHBOURS[1] + b"]"
+
+
 @needs_native
 @pytest.mark.parametrize("chunk", list(FALLBACK.values()), ids=list(FALLBACK))
-def test_unusual_chunks_fall_back(chunk: bytes) -> None:
-    assert kineto._scan_columns(NATIVE, chunk) is None
-    with contextlib.suppress(ValueError):  # the msgspec path decides: reads, drops the event or refuses
-        _msgspec_frame(chunk)
+@pytest.mark.parametrize("neighbours", [False, True], ids=["alone", "between ordinary events"])
+def test_unusual_events_go_through_msgspec(chunk: bytes, neighbours: bool) -> None:
+    """An event the scanner does not model is decoded by msgspec (per event, or the whole
+    chunk when msgspec refuses it): the frame is the msgspec path's either way."""
+    if neighbours:
+        chunk = _with_neighbours(chunk)
+    try:
+        expected = _msgspec_frame(chunk)
+    except ValueError:  # the msgspec path refuses the chunk: the scanner must not give a frame
+        assert kineto._scan_columns(NATIVE, chunk) is None
+        return
+    frame = kineto._scan_columns(NATIVE, chunk)
+    if frame is not None:
+        assert_frame_equal(frame, expected)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "name", ["int above int64", "float pid", "string ts", "numeric name", "duplicate key", "float in an int arg"]
+)
+def test_fallback_is_per_event(name: str) -> None:
+    """msgspec decodes only the unusual event; the scanner keeps the others."""
+    scanned = NATIVE.scan(_with_neighbours(FALLBACK[name]))
+    assert scanned
+    rows, _columns, fallback = scanned
+    assert rows == 2
+    assert [index for _, _, index in fallback] == [1]
+
+
+@needs_native
+def test_a_float_time_among_fallback_events_sends_native_times_through_float64() -> None:
+    big = 2**53 + 1  # exact as an int, rounded as a float64: shows which branch ran
+    chunk = b'[{"ph":"X","ts":%d},{"ph":"X","pid":1.5,"ts":2.5}]' % big
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert_frame_equal(frame, _msgspec_frame(chunk))
+    chunk = b'[{"ph":"X","ts":2.5},{"ph":"X","pid":1.5,"ts":%d}]' % big
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert_frame_equal(frame, _msgspec_frame(chunk))
 
 
 @needs_native
