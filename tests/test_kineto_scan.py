@@ -209,3 +209,52 @@ def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kineto.native_scanner() is None
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "0")
     assert kineto.native_scanner() is NATIVE
+
+
+_TOKENS = (
+    b"NaN", b"1e400", b"-0", b"1.5", b"9223372036854775808", b'"\\ud800"', b'"\\u00e9"', b"true", b"null", b"[]",
+    b"{}", b'"  12 "', b"\xff", b"\xc3\xa9", b"1e5", b"0.1234567890123456789", b",", b"}", b"]", b'"ts":1.5,',
+    b'"args":{"device":"3"},', b'"pid":"Spans",', b'"ph":"X",',
+)
+
+
+@needs_native
+def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
+    """Differential check on randomly damaged chunks (seeded): the scanner gives the msgspec
+    path's frame, leaves the chunk to it, or refuses text that the msgspec path refuses."""
+    import json
+    import random
+
+    corpus = [json.dumps(e).encode() for chunk in SCANNED.values() for e in json.loads(chunk)]
+    rng = random.Random(17)
+    outcomes = {"equal": 0, "fallback": 0, "refused": 0}
+    for _ in range(300):
+        events = [bytearray(rng.choice(corpus)) for _ in range(rng.randint(1, 5))]
+        for _ in range(rng.randint(1, 3)):
+            ev = rng.choice(events)
+            pos = rng.randrange(len(ev) + 1)
+            op = rng.random()
+            if op < 0.5:
+                ev[pos:pos] = rng.choice(_TOKENS)
+            elif op < 0.75:
+                del ev[pos : pos + rng.randint(1, 4)]
+            elif ev:
+                ev[min(pos, len(ev) - 1)] = rng.randrange(256)
+        chunk = b"[" + b",".join(bytes(e) for e in events) + b"]"
+        try:
+            expected = _msgspec_frame(chunk)
+        except ValueError:
+            expected = None
+        try:
+            frame = kineto._scan_columns(NATIVE, chunk)
+        except ValueError:
+            assert expected is None, chunk
+            outcomes["refused"] += 1
+            continue
+        if frame is None:
+            outcomes["fallback"] += 1
+            continue
+        assert expected is not None, chunk
+        assert_frame_equal(frame, expected)
+        outcomes["equal"] += 1
+    assert all(outcomes.values()), outcomes  # every outcome was exercised
