@@ -9,8 +9,11 @@ flows...), ``cuda_sync`` rows (2.1+), ``baseTimeNanoseconds`` and ns-fraction ti
 instants, counters (``ph: C``), string pids/tids and integers above int64.
 
 How it stays fast and small: the traceEvents array is streamed in chunks of whole events
-(:mod:`._jsonarray`), each chunk is decoded by msgspec into typed structs that keep only
-the fields tracekit uses, and the structs are turned into columns once.  Each chunk is
+(:mod:`._jsonarray`).  Each chunk is scanned by the native scanner (``_kineto_scan.c``,
+when it was built) straight into typed columns for the fields tracekit uses; an event it
+does not model exactly is decoded by msgspec, and without the scanner (or with
+``TRACEKIT_PURE_PYTHON=1``) msgspec decodes every chunk into typed structs that keep only
+those fields, turned into the same columns once.  Each chunk is
 then cut by destination table (:class:`_Parts`: timed events already in canonical
 columns, flow endpoints, metadata, memory instants), so the wide per-event frame never
 exists for the whole trace; what needs the whole trace (string-id numbering, the main
