@@ -11,11 +11,22 @@
  * Every read is bounds-checked against the end of the buffer; the heavy loop
  * runs without the GIL; there is no global mutable state.
  */
+/* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
+ * AddressSanitizer guards them all) */
+#if defined(__linux__) && !defined(KINETO_SCAN_MALLOC_ONLY)
+#define KINETO_SCAN_MMAP 1
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mremap */
+#endif
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KINETO_SCAN_MMAP
+#include <sys/mman.h>
+#endif
 
 /* ------------------------------------------------------------------ columns */
 
@@ -119,15 +130,70 @@ typedef struct {
     size_t len, cap;
 } Buf;
 
+/* Column memory.  Large blocks are mapped pages of their own on Linux (grown with mremap,
+ * without a copy, and given back to the system when polars frees the column), so freed
+ * chunk buffers do not stay in the C heap as fragments; small ones come from malloc.  A
+ * 64-byte header before the data says which, and how big. */
+#define MEM_HEADER 64
+#define MEM_MAP_MIN (256 * 1024)
+
+typedef struct {
+    size_t total;
+    int mapped;
+} MemHeader;
+
+static void mem_free(void *data) {
+    if (data == NULL) return;
+    MemHeader *h = (MemHeader *)((unsigned char *)data - MEM_HEADER);
+#ifdef KINETO_SCAN_MMAP
+    if (h->mapped) {
+        munmap(h, h->total);
+        return;
+    }
+#endif
+    free(h);
+}
+
+/* Grow `data` (old_cap usable bytes, or NULL) to cap bytes; the new bytes are zero. */
+static unsigned char *mem_grow(unsigned char *data, size_t old_cap, size_t cap) {
+    size_t total = cap + MEM_HEADER;
+    MemHeader *h = data != NULL ? (MemHeader *)(data - MEM_HEADER) : NULL;
+#ifdef KINETO_SCAN_MMAP
+    if (total >= MEM_MAP_MIN) {
+        void *base;
+        if (h != NULL && h->mapped) {
+            base = mremap(h, h->total, total, MREMAP_MAYMOVE); /* new pages are zero */
+            if (base == MAP_FAILED) return NULL;
+        } else {
+            base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (base == MAP_FAILED) return NULL;
+            if (h != NULL) {
+                memcpy((unsigned char *)base + MEM_HEADER, data, old_cap);
+                free(h);
+            }
+        }
+        ((MemHeader *)base)->total = total;
+        ((MemHeader *)base)->mapped = 1;
+        return (unsigned char *)base + MEM_HEADER;
+    }
+#endif
+    MemHeader *n = (MemHeader *)realloc(h, total);
+    if (n == NULL) return NULL;
+    n->total = total;
+    n->mapped = 0;
+    unsigned char *out = (unsigned char *)n + MEM_HEADER;
+    memset(out + old_cap, 0, cap - old_cap);
+    return out;
+}
+
 static int buf_reserve(Buf *b, size_t extra) {
-    if (extra > SIZE_MAX / 2 - b->len) return -1;
+    if (extra > SIZE_MAX / 4 - b->len) return -1;
     size_t need = b->len + extra;
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
-    unsigned char *p = (unsigned char *)realloc(b->p, cap);
+    unsigned char *p = mem_grow(b->p, b->cap, cap); /* zeroed growth: bitmaps and nulls rely on it */
     if (p == NULL) return -1;
-    memset(p + b->cap, 0, cap - b->cap); /* bitmaps rely on zeroed growth */
     b->p = p;
     b->cap = cap;
     return 0;
@@ -190,6 +256,10 @@ typedef struct {
 typedef struct {
     Col cols[N_COLS];
     size_t rows;
+    /* events left to the msgspec path: (start, end, index in the chunk) as int64 triples */
+    Buf fallback;
+    size_t nfallback;
+    int oom; /* a row was half written: the chunk cannot be used */
 } Out;
 
 #define FAIL (-1)
@@ -887,7 +957,11 @@ static int scan_event(Scan *sc, Out *out) {
         Scan sub = {args_at, sc->end, 0};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
-    return append_row(out, vals, seen | aseen);
+    if (append_row(out, vals, seen | aseen) < 0) {
+        out->oom = 1;
+        return FAIL;
+    }
+    return 0;
 }
 
 static int scan_chunk(Scan *sc, Out *out) {
@@ -898,8 +972,22 @@ static int scan_chunk(Scan *sc, Out *out) {
     if (sc->p < sc->end && *sc->p == ']') {
         sc->p++;
     } else {
+        const unsigned char *base = sc->p - 1;
+        int64_t index = 0;
         while (1) {
-            if (scan_event(sc, out) < 0) return FAIL;
+            skip_ws(sc);
+            const unsigned char *start = sc->p;
+            if (scan_event(sc, out) < 0) {
+                if (sc->syntax || out->oom) return FAIL;
+                /* an event not decoded exactly: pass over it by grammar and name its bytes,
+                 * the msgspec path decodes it (no row was written for it) */
+                sc->p = start;
+                if (skip_value(sc, 1) < 0) return FAIL;
+                int64_t triple[3] = {(int64_t)(start - base), (int64_t)(sc->p - base), index};
+                if (buf_put(&out->fallback, triple, sizeof triple) < 0) return FAIL;
+                out->nfallback++;
+            }
+            index++;
             skip_ws(sc);
             if (sc->p >= sc->end) SYNTAX(sc);
             if (*sc->p == ',') {
@@ -919,14 +1007,15 @@ static int scan_chunk(Scan *sc, Out *out) {
 }
 
 static void free_out(Out *out) {
+    mem_free(out->fallback.p);
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
-        free(col->val.p);
-        free(col->fval.p);
-        free(col->data.p);
-        free(col->loff.p);
-        free(col->valid.p);
-        free(col->lvalid.p);
+        mem_free(col->val.p);
+        mem_free(col->fval.p);
+        mem_free(col->data.p);
+        mem_free(col->loff.p);
+        mem_free(col->valid.p);
+        mem_free(col->lvalid.p);
     }
 }
 
@@ -969,7 +1058,7 @@ typedef struct {
 static void release_array(struct ArrowArray *a) {
     ColPriv *cp = (ColPriv *)a->private_data;
     if (cp != NULL) {
-        for (int k = 0; k < 3; k++) free(cp->own[k]);
+        for (int k = 0; k < 3; k++) mem_free(cp->own[k]);
         free(cp);
     }
     a->release = NULL;
@@ -1009,7 +1098,7 @@ typedef struct {
 } Column;
 
 static void column_dealloc(Column *self) {
-    for (int k = 0; k < 3; k++) free(self->own[k]);
+    for (int k = 0; k < 3; k++) mem_free(self->own[k]);
     PyObject_Free(self);
 }
 
@@ -1133,12 +1222,13 @@ static PyObject *column_entry(Out *out, int c) {
 /* ------------------------------------------------------------------ Python */
 
 PyDoc_STRVAR(scan_doc,
-             "scan(chunk) -> (rows, columns), None or False\n\n"
+             "scan(chunk) -> (rows, columns, fallback), None or False\n\n"
              "Scan a JSON array of whole Kineto events into columns; None when the chunk holds\n"
              "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
              "label column or None) per field; a column exports itself through the Arrow\n"
-             "PyCapsule interface.");
+             "PyCapsule interface.  fallback: (start, end, index) of each event left to the\n"
+             "msgspec path (byte range in the chunk, position among the chunk's events).");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     (void)self;
@@ -1169,7 +1259,21 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
             }
             PyTuple_SET_ITEM(cols, c, t);
         }
-        if (cols != NULL) result = Py_BuildValue("(nN)", (Py_ssize_t)out->rows, cols);
+        PyObject *fb = cols != NULL ? PyTuple_New((Py_ssize_t)out->nfallback) : NULL;
+        for (size_t k = 0; fb != NULL && k < out->nfallback; k++) {
+            const int64_t *t = (const int64_t *)out->fallback.p + 3 * k;
+            PyObject *item = Py_BuildValue("(LLL)", (long long)t[0], (long long)t[1], (long long)t[2]);
+            if (item == NULL) {
+                Py_CLEAR(fb);
+                break;
+            }
+            PyTuple_SET_ITEM(fb, (Py_ssize_t)k, item);
+        }
+        if (fb == NULL) {
+            Py_XDECREF(cols);
+        } else {
+            result = Py_BuildValue("(nNN)", (Py_ssize_t)out->rows, cols, fb);
+        }
     }
     free_out(out); /* what no column took */
     free(out);

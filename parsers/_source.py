@@ -234,6 +234,19 @@ class ReadAhead:
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             n = 1 << 62
+        if not self._pending and not self._done:
+            # the usual call asks for one whole block: hand it over without a copy
+            data, exc = self._queue.get()
+            if exc is not None:
+                self._done = True
+                raise exc
+            if not data:
+                self._done = True
+                self.damage = getattr(self._inner, "damage", None)
+                return b""
+            if len(data) == n:
+                return data
+            self._pending = data
         out = bytearray(self._pending)
         self._pending = b""
         while len(out) < n and not self._done:

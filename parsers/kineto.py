@@ -9,8 +9,11 @@ flows...), ``cuda_sync`` rows (2.1+), ``baseTimeNanoseconds`` and ns-fraction ti
 instants, counters (``ph: C``), string pids/tids and integers above int64.
 
 How it stays fast and small: the traceEvents array is streamed in chunks of whole events
-(:mod:`._jsonarray`), each chunk is decoded by msgspec into typed structs that keep only
-the fields tracekit uses, and the structs are turned into columns once.  Each chunk is
+(:mod:`._jsonarray`).  Each chunk is scanned by the native scanner (``_kineto_scan.c``,
+when it was built) straight into typed columns for the fields tracekit uses; an event it
+does not model exactly is decoded by msgspec, and without the scanner (or with
+``TRACEKIT_PURE_PYTHON=1``) msgspec decodes every chunk into typed structs that keep only
+those fields, turned into the same columns once.  Each chunk is
 then cut by destination table (:class:`_Parts`: timed events already in canonical
 columns, flow endpoints, metadata, memory instants), so the wide per-event frame never
 exists for the whole trace; what needs the whole trace (string-id numbering, the main
@@ -361,7 +364,14 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
         return None
     if scanned is False:
         raise ValueError("not valid JSON")
-    _rows, columns = scanned
+    rows, columns, fallback = scanned
+    extra: pl.DataFrame | None = None
+    float_times: set[str] = set()
+    if fallback:  # events the scanner did not decode exactly: msgspec decodes just those
+        native_floats = {name for name, kind, nfloat, *_ in columns if kind == _K_TIME and nfloat}
+        extra, float_times = _fallback_events(chunk, fallback, native_floats)
+        if extra is None:
+            return None
     series: list[pl.Series] = []
     fixes: list[pl.Expr] = []
     for name, kind, nfloat, nlabels, values, labels in columns:
@@ -374,8 +384,9 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
             compact = col.str.replace_all(" ", "", literal=True)
             fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
         elif kind == _K_TIME:
-            # _time_series: one float in the chunk sends every value through float64
-            fixes.append((_us_to_ns(col) if nfloat else col * 1000).alias(name))
+            # _time_series: one float in the chunk sends every value through float64 (the
+            # scanner gave float64 then; a float among the fallback events needs a cast)
+            fixes.append((_us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000).alias(name))
         elif kind == _K_INT and nlabels:
             text = pl.col(name + "_label")
             if name in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
@@ -390,7 +401,48 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
             fixes.append(pl.lit(None, dtype=pl.String).alias(name + "_label"))
     frame = pl.DataFrame(series)
     del series, columns
+    if extra is not None:
+        frame = _merge_fallback(frame.with_columns(fixes).select(_RAW_COLUMNS), extra, rows, fallback)
+        return frame
     return frame.with_columns(fixes).select(_RAW_COLUMNS)
+
+
+def _fallback_events(
+    chunk: bytes | memoryview, fallback: Sequence[tuple[int, int, int]], native_floats: set[str]
+) -> tuple[pl.DataFrame | None, set[str]]:
+    """The raw frame of the events the scanner left out, decoded by msgspec, and the time
+    columns that hold a float there.  (None, ...) when the whole chunk must take the msgspec
+    path: when msgspec refuses these events, the old path decodes the whole chunk with its
+    tolerant decoder, and only the whole chunk gives the same result then."""
+    view = memoryview(chunk)
+    payload = b"[" + b",".join(bytes(view[start:end]) for start, end, _ in fallback) + b"]"
+    try:
+        events: list[_Event] = _DECODER.decode(payload)
+    except msgspec.DecodeError:
+        return None, set()
+    float_times = {f for f in ("ts", "dur") if any(not isinstance(getattr(e, f), (int, type(None))) for e in events)}
+    dropped = [0]
+    frame = _columns(events, dropped)
+    if dropped[0]:
+        return None, set()
+    # a float among the native rows sends these events' times through float64 too
+    redo = native_floats - float_times
+    if redo:
+        frame = frame.with_columns(_float_time_series(f, [getattr(e, f) for e in events]) for f in sorted(redo))
+    return frame, float_times
+
+
+def _merge_fallback(
+    native: pl.DataFrame, extra: pl.DataFrame, rows: int, fallback: Sequence[tuple[int, int, int]]
+) -> pl.DataFrame:
+    """Native rows and fallback rows back in the chunk's event order."""
+    index = pl.Series("_i", [i for _, _, i in fallback], dtype=pl.Int64)
+    native_index = pl.int_range(rows + len(fallback), dtype=pl.Int64, eager=True).alias("_i")
+    native_index = native_index.filter(~native_index.is_in(index.implode()))
+    merged = pl.concat(
+        [native.with_columns(native_index), extra.with_columns(index)], how="vertical_relaxed"
+    ).sort("_i")
+    return merged.drop("_i")
 
 
 def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]:
@@ -627,6 +679,11 @@ def _time_series(name: str, values: list[Any]) -> pl.Series:
         return pl.Series(name, values, dtype=pl.Int64) * 1000
     except (TypeError, ValueError, OverflowError):
         pass
+    return _float_time_series(name, values)
+
+
+def _float_time_series(name: str, values: list[Any]) -> pl.Series:
+    """The float64 branch of :func:`_time_series` (a chunk with a float time in it)."""
     try:
         floats = pl.Series(name, values, dtype=pl.Float64)
     except (TypeError, ValueError, OverflowError):

@@ -7,8 +7,6 @@ not JSON, says so (ValueError, as the msgspec path does).
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -105,12 +103,59 @@ def test_scanner_gives_the_msgspec_columns(chunk: bytes) -> None:
     assert_frame_equal(frame, _msgspec_frame(chunk))
 
 
+_NEIGHBOURS = (
+    b'{"ph":"X","cat":"kernel","name":"k","pid":1,"tid":7,"ts":10,"dur":2,"args":{"correlation":3,"grid":[2,1,1]}}',
+    b'{"ph":"X","cat":"cpu_op","name":"op","pid":1,"tid":2,"ts":9.5,"dur":4,"args":{"External id":3}}',
+)
+
+
+def _with_neighbours(chunk: bytes) -> bytes:
+    """The unusual events between ordinary ones (the scanner decodes those itself)."""
+    return b"[" + _NEIGHBOURS[0] + b"," + chunk[1:-1] + b"," + _NEIGHBOURS[1] + b"]"
+
+
 @needs_native
 @pytest.mark.parametrize("chunk", list(FALLBACK.values()), ids=list(FALLBACK))
-def test_unusual_chunks_fall_back(chunk: bytes) -> None:
-    assert kineto._scan_columns(NATIVE, chunk) is None
-    with contextlib.suppress(ValueError):  # the msgspec path decides: reads, drops the event or refuses
-        _msgspec_frame(chunk)
+@pytest.mark.parametrize("neighbours", [False, True], ids=["alone", "between ordinary events"])
+def test_unusual_events_go_through_msgspec(chunk: bytes, neighbours: bool) -> None:
+    """An event the scanner does not model is decoded by msgspec (per event, or the whole
+    chunk when msgspec refuses it): the frame is the msgspec path's either way."""
+    if neighbours:
+        chunk = _with_neighbours(chunk)
+    try:
+        expected = _msgspec_frame(chunk)
+    except ValueError:  # the msgspec path refuses the chunk: the scanner must not give a frame
+        assert kineto._scan_columns(NATIVE, chunk) is None
+        return
+    frame = kineto._scan_columns(NATIVE, chunk)
+    if frame is not None:
+        assert_frame_equal(frame, expected)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "name", ["int above int64", "float pid", "string ts", "numeric name", "duplicate key", "float in an int arg"]
+)
+def test_fallback_is_per_event(name: str) -> None:
+    """msgspec decodes only the unusual event; the scanner keeps the others."""
+    scanned = NATIVE.scan(_with_neighbours(FALLBACK[name]))
+    assert scanned
+    rows, _columns, fallback = scanned
+    assert rows == 2
+    assert [index for _, _, index in fallback] == [1]
+
+
+@needs_native
+def test_a_float_time_among_fallback_events_sends_native_times_through_float64() -> None:
+    big = 2**53 + 1  # exact as an int, rounded as a float64: shows which branch ran
+    chunk = b'[{"ph":"X","ts":%d},{"ph":"X","pid":1.5,"ts":2.5}]' % big
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert_frame_equal(frame, _msgspec_frame(chunk))
+    chunk = b'[{"ph":"X","ts":2.5},{"ph":"X","pid":1.5,"ts":%d}]' % big
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert_frame_equal(frame, _msgspec_frame(chunk))
 
 
 @needs_native
@@ -164,3 +209,52 @@ def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kineto.native_scanner() is None
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "0")
     assert kineto.native_scanner() is NATIVE
+
+
+_TOKENS = (
+    b"NaN", b"1e400", b"-0", b"1.5", b"9223372036854775808", b'"\\ud800"', b'"\\u00e9"', b"true", b"null", b"[]",
+    b"{}", b'"  12 "', b"\xff", b"\xc3\xa9", b"1e5", b"0.1234567890123456789", b",", b"}", b"]", b'"ts":1.5,',
+    b'"args":{"device":"3"},', b'"pid":"Spans",', b'"ph":"X",',
+)
+
+
+@needs_native
+def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
+    """Differential check on randomly damaged chunks (seeded): the scanner gives the msgspec
+    path's frame, leaves the chunk to it, or refuses text that the msgspec path refuses."""
+    import json
+    import random
+
+    corpus = [json.dumps(e).encode() for chunk in SCANNED.values() for e in json.loads(chunk)]
+    rng = random.Random(17)
+    outcomes = {"equal": 0, "fallback": 0, "refused": 0}
+    for _ in range(300):
+        events = [bytearray(rng.choice(corpus)) for _ in range(rng.randint(1, 5))]
+        for _ in range(rng.randint(1, 3)):
+            ev = rng.choice(events)
+            pos = rng.randrange(len(ev) + 1)
+            op = rng.random()
+            if op < 0.5:
+                ev[pos:pos] = rng.choice(_TOKENS)
+            elif op < 0.75:
+                del ev[pos : pos + rng.randint(1, 4)]
+            elif ev:
+                ev[min(pos, len(ev) - 1)] = rng.randrange(256)
+        chunk = b"[" + b",".join(bytes(e) for e in events) + b"]"
+        try:
+            expected = _msgspec_frame(chunk)
+        except ValueError:
+            expected = None
+        try:
+            frame = kineto._scan_columns(NATIVE, chunk)
+        except ValueError:
+            assert expected is None, chunk
+            outcomes["refused"] += 1
+            continue
+        if frame is None:
+            outcomes["fallback"] += 1
+            continue
+        assert expected is not None, chunk
+        assert_frame_equal(frame, expected)
+        outcomes["equal"] += 1
+    assert all(outcomes.values()), outcomes  # every outcome was exercised
