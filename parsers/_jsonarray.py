@@ -239,6 +239,9 @@ def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
 
 #: closing-bracket candidates tried after the first one whose events fail to decode
 _RETRIES_AFTER_DAMAGE = 4
+#: brackets that cannot close the events (inside trailer strings, inner arrays) passed over
+#: before the search gives up and salvages (bounds the search in a truncated file's tail)
+_MAX_SKIPPED_BRACKETS = 4096
 
 
 def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memoryview], Any]) -> Iterator[Any]:
@@ -250,10 +253,17 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
     # later-found one may still be the real end (a trailer that holds an array of objects,
     # like ``"deviceProperties": [{...}]``, ends with a bracket that looks like the events')
     damaged: int | None = None
-    while tried < 64:
+    skipped = 0
+    while tried < 64 and skipped < _MAX_SKIPPED_BRACKETS:
         pos = body.rfind(b"]", 0, pos)
         if pos < 0 or (damaged is not None and tried >= _RETRIES_AFTER_DAMAGE):
             break
+        if not _may_close_events(body, pos):
+            # a bracket after a string, number or inner array (e.g. the text of the log lines
+            # Kineto writes after the events, ``"INFO": ["...cpp:995] ..."]``) never closes an
+            # array of events: not a candidate, and it uses none of the tries
+            skipped += 1
+            continue
         trailer = body[pos + 1 :]
         if _trailer_ok(trailer, state.bare_array):
             tried += 1
@@ -307,6 +317,14 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
                     state.truncation_reason = "the file ends before the traceEvents array is closed"
             return
         work = _skip_damage(work, good_end, state)
+
+
+def _may_close_events(buf: bytes, pos: int) -> bool:
+    """Whether the ``]`` at ``pos`` can close an array of events: after an object or ``[``."""
+    i = pos - 1
+    while i >= 0 and buf[i] in _WS:
+        i -= 1
+    return i >= 0 and buf[i] in (0x7D, 0x5B)  # '}' or '['
 
 
 def _trailer_ok(trailer: bytes, bare: bool) -> bool:
