@@ -45,7 +45,6 @@ only Python loops are over ranks and over steps (networkx's path, one graph per 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -55,6 +54,7 @@ import networkx as nx
 import polars as pl
 
 from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
+from . import native as native_modules
 from . import patterns
 from .causes import CP_CAUSES
 from .classify import is_blocking_call, is_host_wait_row
@@ -366,13 +366,7 @@ _DAG_OK = 0
 def _native_dag() -> Any:
     """The native longest-path kernel (tracekit/analysis/_dag.c), or None where it was not
     built or ``TRACEKIT_PURE_PYTHON=1`` asks for the pure Python path."""
-    if os.environ.get("TRACEKIT_PURE_PYTHON", "").strip() not in ("", "0"):
-        return None
-    try:
-        from . import _dag  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _dag
+    return native_modules.load("_dag")
 
 
 def _native_ok(edges: pl.DataFrame, weights: Sequence[str]) -> bool:

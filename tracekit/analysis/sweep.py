@@ -13,26 +13,20 @@ overflow).
 from __future__ import annotations
 
 import array
-import os
 from collections.abc import Sequence
 from types import ModuleType
 
 import polars as pl
 
+from . import native as native_modules
+
 #: set to 1 to use the pure-Python sweeps even where the native module is built
-PURE_PYTHON_ENV = "TRACEKIT_PURE_PYTHON"
+PURE_PYTHON_ENV = native_modules.PURE_PYTHON_ENV
 
 
 def _native() -> ModuleType | None:
     """The compiled module, or None (not built, or the pure-Python path is asked for)."""
-    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from . import _sweep  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    module: ModuleType = _sweep
-    return module
+    return native_modules.load("_sweep")
 
 
 def native_available() -> bool:
