@@ -231,32 +231,31 @@ class ReadAhead:
         except BaseException as exc:
             self._queue.put((b"", exc))
 
+    def _next_block(self) -> bytes:
+        """The reader thread's next block; b"" at the end of the data (its error re-raised here)."""
+        data, exc = self._queue.get()
+        if exc is not None:
+            self._done = True
+            raise exc
+        if not data:
+            self._done = True
+            self.damage = getattr(self._inner, "damage", None)
+        return data
+
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             n = 1 << 62
         if not self._pending and not self._done:
             # the usual call asks for one whole block: hand it over without a copy
-            data, exc = self._queue.get()
-            if exc is not None:
-                self._done = True
-                raise exc
-            if not data:
-                self._done = True
-                self.damage = getattr(self._inner, "damage", None)
-                return b""
-            if len(data) == n:
+            data = self._next_block()
+            if not data or len(data) == n:
                 return data
             self._pending = data
         out = bytearray(self._pending)
         self._pending = b""
         while len(out) < n and not self._done:
-            data, exc = self._queue.get()
-            if exc is not None:
-                self._done = True
-                raise exc
+            data = self._next_block()
             if not data:
-                self._done = True
-                self.damage = getattr(self._inner, "damage", None)
                 break
             out += data
         if len(out) > n:
