@@ -859,7 +859,17 @@ def _renumber(frame: pl.DataFrame, ids: dict[int, int], columns: Sequence[str] =
     """Apply the final label ids to id columns (no-op when the trace had no string ids)."""
     if not ids:
         return frame
-    return frame.with_columns(pl.col(c).replace(ids) for c in columns)
+    return frame.with_columns(_final_ids(pl.col(c), ids).alias(c) for c in columns)
+
+
+def _final_ids(col: pl.Expr, ids: dict[int, int]) -> pl.Expr:
+    """``col`` with temporary label ids replaced by their final ids (others unchanged).
+
+    Temporary ids are ``_TEMP_LABEL_BASE - k`` for k = 0, 1, ...: the final id is gathered
+    at index k (half the cost of a hash ``replace`` on every row)."""
+    finals = pl.Series([ids.get(_TEMP_LABEL_BASE - k) for k in range(len(ids))], dtype=pl.Int64)
+    index = pl.when(col <= _TEMP_LABEL_BASE).then(pl.lit(_TEMP_LABEL_BASE, dtype=pl.Int64) - col)
+    return pl.coalesce(pl.lit(finals).gather(index), col)
 
 
 def _build_tables(
@@ -1022,11 +1032,13 @@ def _final_event_columns(
     track's ids are kept for flow binding), the rank and the base time."""
     on_gpu = pl.col("kind").is_in(GPU_KINDS)
     is_sync = pl.col("kind") == EventKind.SYNC.value
-    pid = pl.col("pid").replace(ids) if ids else pl.col("pid")
-    tid = pl.col("tid").replace(ids) if ids else pl.col("tid")
+    timed = timed.with_columns(
+        (_final_ids(pl.col("pid"), ids) if ids else pl.col("pid")).alias("_track_pid"),
+        (_final_ids(pl.col("tid"), ids) if ids else pl.col("tid")).alias("_track_tid"),
+    )
+    pid = pl.col("_track_pid")
+    tid = pl.col("_track_tid")
     return timed.with_columns(
-        pid.alias("_track_pid"),
-        tid.alias("_track_tid"),
         pl.when(on_gpu).then(pl.lit(main_pid, dtype=pl.Int64)).otherwise(pid).alias("pid"),
         pl.when(on_gpu | is_sync).then(None).otherwise(tid).cast(pl.Int64).alias("tid"),
         pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
@@ -1106,13 +1118,30 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         .group_by("_row")
         .agg(pl.col("event_id").sort_by(["dur_ns", "event_id"], descending=[False, True]).first())
     )
-    ends = flow_rows.select("_row", "ph", "flow_kind", "flow_id").join(bound, on="_row", how="left")
-    ends = ends.sort("_row")
+    # each endpoint's slice put at its row (``_row`` is 0..n-1 and unique in ``bound``): a
+    # scatter in place of a left join and the sort back into file order that followed it
+    event_id = pl.repeat(None, flow_rows.height, dtype=bound.schema["event_id"], eager=True).alias("event_id")
+    if bound.height:
+        event_id = event_id.scatter(bound["_row"], bound["event_id"])
+    ends = flow_rows.select("_row", "ph", "flow_kind", "flow_id").with_columns(event_id)
 
     def first_end(ph: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col("ph") == ph).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
 
-    joined = first_end("s", "src_event_id").join(first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True)
+    if ends["flow_id"].null_count() == 0:
+        # both ends of every flow in one grouping (a full join would pair a null id with nothing)
+        joined = (
+            ends.filter(pl.col("ph").is_in(["s", "f"]))
+            .group_by("flow_id", "flow_kind")
+            .agg(
+                pl.col("event_id").filter(pl.col("ph") == "s").first().alias("src_event_id"),
+                pl.col("event_id").filter(pl.col("ph") == "f").first().alias("dst_event_id"),
+            )
+        )
+    else:
+        joined = first_end("s", "src_event_id").join(
+            first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
+        )
     return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
 
 
