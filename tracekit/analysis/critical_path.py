@@ -933,12 +933,21 @@ def _chains(
     chain = bounds.sort([*g, "_prio", "_cand"])
     # the first row of every instant (sorted: an instant's rows are adjacent; no key is null)
     chain = chain.filter(pl.any_horizontal([(pl.col(c) != pl.col(c).shift(1)).fill_null(True) for c in g]))
-    extents = host_w.select(*_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"))
+    # the candidate's extent, and what the owner is (an owner is always its instant's
+    # candidate, an event of the same thread and window: one join serves both)
+    extents = host_w.select(
+        *_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"),
+        pl.col("kind").alias("_ckind"), pl.col("name").alias("_cname"),
+    )
     chain = chain.join(extents, on=[*_CHAIN, "_cand"], how="left", maintain_order="left")
     is_start = pl.col("_prio") <= 0
     still_open = (pl.col("_pcs") <= pl.col("t")) & (pl.col("t") < pl.col("_pce"))
-    chain = chain.with_columns(pl.when(is_start | still_open).then(pl.col("_cand")).otherwise(None).alias("owner"))
-    chain = chain.select(*g, "owner").with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
+    owned = is_start | still_open
+    chain = chain.select(
+        *g, pl.when(owned).then(pl.col("_cand")).otherwise(None).alias("owner"),
+        pl.when(owned).then(pl.col("_ckind")).otherwise(None).alias("_okind"), pl.when(owned).then(pl.col("_cname")).otherwise(None).alias("_oname"),
+        pl.when(owned).then(pl.col("_pce")).otherwise(None).alias("_owner_end"),
+    ).with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
     chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left", maintain_order="left").with_columns(
         pl.col("main").fill_null(False)
     )
@@ -950,11 +959,6 @@ def _chains(
         ("allocator", "allocator"), ("exposed_communication", "collective"),
     ]
     chain = chain.with_columns(_covered(chain, {f"_in_{tag}": cats[cat] for cat, tag in order}))
-    kinds = host_w.select(
-        *_WIN, pl.col("event_id").alias("owner"), pl.col("kind").alias("_okind"), pl.col("name").alias("_oname"),
-        pl.col("ce").alias("_owner_end"),
-    ).unique([*_WIN, "owner"])
-    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left", maintain_order="left")
     # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
     # allocation): only the copy call and the operators' own time are the copy's cost
     other_api = pl.col("_okind").is_in(LAUNCH_KINDS) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
