@@ -44,6 +44,7 @@ only Python loops are over ranks and over steps (networkx's path, one graph per 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -254,8 +255,13 @@ def critical_path(
     # so the whole trace's segments are never grouped at once
     breakdown_parts: list[pl.DataFrame] = []
     first_node = first_run = 0
-    for win in groups:
+    last = len(groups) - 1
+    for i, win in enumerate(groups):
         graph = _build(whole, win, latency=latency, first_node=first_node)
+        if i == last:
+            # every group is built: the whole trace's host events, GPU activities and
+            # categories go now, before the last contraction and the concatenations below
+            del whole
         windows = graph.windows
         first_node = int(graph.nodes["node"].max() or 0) + 1 if graph.nodes.height else first_node  # type: ignore[arg-type]
         compact, runs = _contract(graph.edges)
@@ -463,7 +469,7 @@ class _Whole:
     main: pl.DataFrame
     blocking: pl.DataFrame
     cross: pl.DataFrame
-    #: the timeline's thread-level categories (category → spans)
+    #: the timeline's thread-level categories (category → its spans merged per thread, :func:`_thread_cover`)
     categories: dict[str, pl.DataFrame]
     #: operators that dispatched a launch (the direct parent of a launch call), as ``owner``
     dispatchers: pl.DataFrame
@@ -506,7 +512,8 @@ def _whole_trace(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame)
         main=main,
         blocking=_sync_sources(events, links, host, gpu),
         cross=_cross_stream(events, links, host, gpu),
-        categories=host_categories(events, links, cpu=False),
+        # merged once here, not once per group
+        categories={cat: _thread_cover(spans) for cat, spans in host_categories(events, links, cpu=False).items()},
         dispatchers=dispatchers,
     )
 
@@ -546,11 +553,22 @@ def _number_gpu(gpu_w: pl.DataFrame, base: int) -> pl.DataFrame:
 
 def _latency(whole: _Whole, groups: list[pl.DataFrame]) -> pl.DataFrame:
     """rank → typical launch latency over every window, when the windows are built in groups
-    (one group computes it from its own activities, which are then all of them)."""
+    (one group computes it from its own activities, which are then all of them).
+
+    Only what decides a sample is carried: of the host events, the calls that launched an
+    activity (the only rows an activity's launch is looked up in), and of both tables the
+    columns :func:`_activities` reads; each row is assigned to its windows as in :func:`_build`,
+    so the samples are the same."""
+    gpu = whole.gpu.select("rank", "device", "stream", "event_id", "start_ns", "end_ns", "call_id")
+    host = whole.host.join(gpu.select(pl.col("call_id").alias("event_id")).drop_nulls().unique(), on="event_id", how="semi").select(
+        "rank", "pid", "tid", "event_id", "start_ns", "end_ns"
+    )
+    narrow = dataclasses.replace(whole, host=host, gpu=gpu)
     samples = []
     for win in groups:
-        host_w, gpu_w = _assigned(whole, win)
-        acts = _activities(_number_gpu(gpu_w, 0), host_w, whole.cross, lambda f: f.with_columns(pl.lit(None, dtype=pl.Int64).alias("_c_node")))
+        host_w, gpu_w = _assigned(narrow, win)
+        gpu_w = gpu_w.with_row_index("_g").with_columns((pl.col("_g").cast(pl.Int64) * 2 + 1).alias("n_end")).drop("_g")
+        acts = _activities(gpu_w, host_w, whole.cross, lambda f: f.with_columns(pl.lit(None, dtype=pl.Int64).alias("_c_node")))
         samples.append(acts.filter(~pl.col("_gpu_bound") & pl.col("_c").is_not_null()).select("rank", (pl.col("cs") - pl.col("_c")).alias("_d")))
     return pl.concat(samples).group_by("rank").agg(pl.col("_d").median().cast(pl.Int64).alias("_lat"))
 
@@ -915,12 +933,21 @@ def _chains(
     chain = bounds.sort([*g, "_prio", "_cand"])
     # the first row of every instant (sorted: an instant's rows are adjacent; no key is null)
     chain = chain.filter(pl.any_horizontal([(pl.col(c) != pl.col(c).shift(1)).fill_null(True) for c in g]))
-    extents = host_w.select(*_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"))
+    # the candidate's extent, and what the owner is (an owner is always its instant's
+    # candidate, an event of the same thread and window: one join serves both)
+    extents = host_w.select(
+        *_CHAIN, pl.col("event_id").alias("_cand"), pl.col("cs").alias("_pcs"), pl.col("ce").alias("_pce"),
+        pl.col("kind").alias("_ckind"), pl.col("name").alias("_cname"),
+    )
     chain = chain.join(extents, on=[*_CHAIN, "_cand"], how="left", maintain_order="left")
     is_start = pl.col("_prio") <= 0
     still_open = (pl.col("_pcs") <= pl.col("t")) & (pl.col("t") < pl.col("_pce"))
-    chain = chain.with_columns(pl.when(is_start | still_open).then(pl.col("_cand")).otherwise(None).alias("owner"))
-    chain = chain.select(*g, "owner").with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
+    owned = is_start | still_open
+    chain = chain.select(
+        *g, pl.when(owned).then(pl.col("_cand")).otherwise(None).alias("owner"),
+        pl.when(owned).then(pl.col("_ckind")).otherwise(None).alias("_okind"), pl.when(owned).then(pl.col("_cname")).otherwise(None).alias("_oname"),
+        pl.when(owned).then(pl.col("_pce")).otherwise(None).alias("_owner_end"),
+    ).with_columns(pl.col("t").shift(-1).over(_CHAIN).alias("t_next"))
     chain = chain.join(main.with_columns(pl.lit(True).alias("main")), on=["rank", *_THREAD], how="left", maintain_order="left").with_columns(
         pl.col("main").fill_null(False)
     )
@@ -931,12 +958,7 @@ def _chains(
         ("data_loading", "data_loading"), ("pageable_memcpy", "pageable_memcpy"), ("host_device_sync", "sync"),
         ("allocator", "allocator"), ("exposed_communication", "collective"),
     ]
-    chain = chain.with_columns([_covered(chain, cats[cat]).alias(f"_in_{tag}") for cat, tag in order])
-    kinds = host_w.select(
-        *_WIN, pl.col("event_id").alias("owner"), pl.col("kind").alias("_okind"), pl.col("name").alias("_oname"),
-        pl.col("ce").alias("_owner_end"),
-    ).unique([*_WIN, "owner"])
-    chain = chain.join(kinds, on=[*_WIN, "owner"], how="left", maintain_order="left")
+    chain = chain.with_columns(_covered(chain, {f"_in_{tag}": cats[cat] for cat, tag in order}))
     # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
     # allocation): only the copy call and the operators' own time are the copy's cost
     other_api = pl.col("_okind").is_in(LAUNCH_KINDS) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
@@ -965,15 +987,30 @@ def _chains(
     return chain.drop("_oname", "_dispatch")
 
 
-def _covered(points: pl.DataFrame, spans: pl.DataFrame) -> pl.Series:
-    """Whether each point's instant ``t`` lies inside one of its thread's ``spans``."""
-    if spans.height == 0 or points.height == 0:
-        return pl.Series([False] * points.height, dtype=pl.Boolean)
-    u = union(spans.filter(pl.col("tid").is_not_null()), _THREAD).rename({"start_ns": "_us", "end_ns": "_ue"}).sort("_us")
+def _thread_cover(spans: pl.DataFrame) -> pl.DataFrame:
+    """``spans`` merged per thread (pid, tid) as ``_us``/``_ue``, sorted by ``_us`` (what :func:`_covered` looks up)."""
+    merged = union(spans.filter(pl.col("tid").is_not_null()), _THREAD)
+    return merged.rename({"start_ns": "_us", "end_ns": "_ue"}).sort("_us")
+
+
+def _covered(points: pl.DataFrame, covers: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """For each name → merged spans (:func:`_thread_cover`), whether each point's instant
+    ``t`` lies inside one of its thread's spans: one boolean column per name, in the
+    points' order (the points are sorted by time once for all of them)."""
+    if points.height == 0:
+        return pl.DataFrame({name: pl.Series([], dtype=pl.Boolean) for name in covers})
     keyed = points.select(*_THREAD, "t").with_row_index("_row").sort("t")
-    j = keyed.join_asof(u, left_on="t", right_on="_us", by=_THREAD, strategy="backward", check_sortedness=False)
-    result: pl.Series = j.sort("_row").select((pl.col("_ue").is_not_null() & (pl.col("t") < pl.col("_ue"))).alias("c"))["c"]
-    return result
+    flags: list[pl.Expr] = []
+    for i, (name, u) in enumerate(covers.items()):
+        if u.height == 0:
+            flags.append(pl.col("_row").is_null().alias(name))  # no span: False for every point
+            continue
+        us, ue = f"_us{i}", f"_ue{i}"
+        keyed = keyed.join_asof(
+            u.rename({"_us": us, "_ue": ue}), left_on="t", right_on=us, by=_THREAD, strategy="backward", check_sortedness=False
+        )
+        flags.append((pl.col(ue).is_not_null() & (pl.col("t") < pl.col(ue))).alias(name))
+    return keyed.sort("_row").select(flags)
 
 
 def _inferred_cross(acts: pl.DataFrame, gpu_w: pl.DataFrame) -> pl.DataFrame:
