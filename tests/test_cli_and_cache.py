@@ -231,14 +231,17 @@ def test_headless_core_never_imports_textual_or_rich(module: str) -> None:
 
 def test_every_subpackage_ships_in_the_wheel() -> None:
     """pyproject.toml lists packages explicitly (parsers/ is mapped to tracekit.parsers):
-    a new subpackage that is not listed would be missing from installs."""
+    a new subpackage that is not listed would be missing from installs.  A data folder
+    without ``__init__.py`` (tracekit/data, the capture bootstrap) counts too: Python can
+    import it as a namespace package, and setuptools warns at every install that it would be
+    left out unless it is listed."""
     import tomllib
     from conftest import REPO
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     listed = set(config["tool"]["setuptools"]["packages"])
     found = {"tracekit", "tracekit.parsers"}
-    for init in (REPO / "tracekit").rglob("__init__.py"):
-        rel = init.parent.relative_to(REPO)
-        found.add(".".join(rel.parts))
+    for folder in [REPO / "tracekit", *(REPO / "tracekit").rglob("*")]:
+        if folder.is_dir() and folder.name != "__pycache__" and any(f.is_file() for f in folder.iterdir()):
+            found.add(".".join(folder.relative_to(REPO).parts))
     assert listed == found
