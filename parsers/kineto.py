@@ -94,7 +94,20 @@ class _Dim3(msgspec.Struct, array_like=True, frozen=True, gc=False):
 _NO_DIM = _Dim3(0, 0, 0)
 
 
-class _GpuArgs(msgspec.Struct, gc=False):
+class _CollectiveArgs(msgspec.Struct, gc=False):
+    """The collective's args, written both on its kernel (GPU side) and on its
+    ``record_param_comms`` operator (CPU side)."""
+
+    collective: Num = msgspec.field(default=None, name="Collective name")
+    pg_name: Num = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Process Group Ranks")
+    group_size: Num = msgspec.field(default=None, name="Group size")
+    coll_seq: Num = msgspec.field(default=None, name="Seq")
+    coll_seq_v2: Num = msgspec.field(default=None, name="seq")
+    msg_elems: Num = msgspec.field(default=None, name="In msg nelems")
+
+
+class _GpuArgs(_CollectiveArgs, gc=False):
     """Args of kernels, copies, memsets and sync rows."""
 
     external_id: Num = msgspec.field(default=None, name="External id")
@@ -112,13 +125,6 @@ class _GpuArgs(msgspec.Struct, gc=False):
     sync_kind: Num = msgspec.field(default=None, name="cuda_sync_kind")
     wait_on_stream: Num = None
     wait_corr: Num = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
-    collective: Num = msgspec.field(default=None, name="Collective name")
-    pg_name: Num = msgspec.field(default=None, name="Process Group Name")
-    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Process Group Ranks")
-    group_size: Num = msgspec.field(default=None, name="Group size")
-    coll_seq: Num = msgspec.field(default=None, name="Seq")
-    coll_seq_v2: Num = msgspec.field(default=None, name="seq")
-    msg_elems: Num = msgspec.field(default=None, name="In msg nelems")
 
 
 class _LaunchArgs(msgspec.Struct, gc=False):
@@ -129,7 +135,7 @@ class _LaunchArgs(msgspec.Struct, gc=False):
     correlation: Num = None
 
 
-class _OpArgs(msgspec.Struct, gc=False):
+class _OpArgs(_CollectiveArgs, gc=False):
     """Args of CPU operators and annotations."""
 
     external_id: Num = msgspec.field(default=None, name="External id")
@@ -138,13 +144,6 @@ class _OpArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
-    collective: Num = msgspec.field(default=None, name="Collective name")
-    pg_name: Num = msgspec.field(default=None, name="Process Group Name")
-    pg_ranks: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Process Group Ranks")
-    group_size: Num = msgspec.field(default=None, name="Group size")
-    coll_seq: Num = msgspec.field(default=None, name="Seq")
-    coll_seq_v2: Num = msgspec.field(default=None, name="seq")
-    msg_elems: Num = msgspec.field(default=None, name="In msg nelems")
 
 
 class _PyArgs(msgspec.Struct, gc=False):
