@@ -182,6 +182,7 @@ def test_every_truncation_of_a_chunk_is_refused_or_exact() -> None:
 
 @needs_native
 def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)  # a suite run with the fallback forced
     trace = tmp_path / "t.json"
     trace.write_bytes(b'{"traceEvents":[' + SCANNED["grid and block"][1:-1] + b"]}")
     calls = []
