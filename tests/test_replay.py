@@ -123,8 +123,19 @@ def test_diagnosis_states_an_intermittent_cause_by_its_mean_saving(name: str, tm
     # the report says the cost is a mean over steps that a stall hits only sometimes
     from tracekit.report.text import render_text
 
-    line = next(x for x in render_text(d).splitlines() if x.strip().startswith(f"{f.ms_per_step:,.2f} ms per step"))
+    text = render_text(d)
+    line = next(x for x in text.splitlines() if x.strip().startswith(f"{f.ms_per_step:,.2f} ms per step"))
     assert "mean over the steady steps" in line
+    # and states the mean step once fixed, in the text and the HTML report alike
+    from tracekit.report.html import render_html
+
+    mean_ms = f"{f.evidence['intermittent']['predicted_mean_step_ms']:,.2f} ms"
+    median_ms = f"the median step becomes {f.predicted_step_ms:,.2f} ms"
+    assert f"    predicted mean step if fixed: {mean_ms} (from " in text
+    assert median_ms in text
+    html = render_html(d)
+    assert f"<p>Predicted mean step if fixed: <b>{mean_ms}</b> (from " in html
+    assert median_ms + ")</p>" in html
 
 
 @pytest.mark.parametrize("name", ["healthy", "warmup"])

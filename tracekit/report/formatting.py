@@ -280,12 +280,27 @@ __all__ = [
     "fmt_num",
     "fmt_pct",
     "headline",
+    "intermittent_prediction",
     "job_evidence_text",
     "job_label",
     "job_lines",
     "path_label",
     "scale_ns",
 ]
+
+
+def intermittent_prediction(f: Finding, number: Callable[[str], str] = str) -> str | None:
+    """The prediction line of a cause in only some steps ("predicted mean step if fixed: ..."),
+    priced by the mean step it removes (docs/analysis.md); None for any other finding.
+    ``number`` dresses the predicted figure (the HTML report bolds it)."""
+    ev = f.evidence.get("intermittent")
+    if not ev:
+        return None
+    figure = number(f"{ev['predicted_mean_step_ms']:,.2f} ms")
+    return (
+        f"predicted mean step if fixed: {figure} (from {ev['mean_step_ms']:,.2f} ms; "
+        f"the median step becomes {f.predicted_step_ms:,.2f} ms)"
+    )
 
 
 def intermittent_note(ev: Mapping[str, float]) -> str:

@@ -29,6 +29,7 @@ from .formatting import (
     fmt_num,
     fmt_pct,
     headline,
+    intermittent_prediction,
     job_evidence_text,
     job_label,
     job_lines,
@@ -362,12 +363,9 @@ def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evide
         f'<h3>{i}. {_e(f.title)} <span class="kind">{_e(f.kind)}</span></h3>',
         f'<p class="cost">{_e(cost)}</p>',
     ]
-    intermittent = f.evidence.get("intermittent")
+    intermittent = intermittent_prediction(f, number=lambda figure: f"<b>{figure}</b>")
     if intermittent:
-        parts.append(
-            f"<p>Predicted mean step if fixed: <b>{intermittent['predicted_mean_step_ms']:,.2f} ms</b> "
-            f"(from {intermittent['mean_step_ms']:,.2f} ms; the median step becomes {f.predicted_step_ms:,.2f} ms)</p>"
-        )
+        parts.append(f"<p>{intermittent[0].upper()}{intermittent[1:]}</p>")
     elif f.predicted_step_ms is not None:
         parts.append(f"<p>Predicted step time if fixed: <b>{f.predicted_step_ms:,.2f} ms</b></p>")
     if f.modelled_fix:

@@ -17,6 +17,7 @@ from .formatting import (
     fmt_num,
     fmt_pct,
     headline,
+    intermittent_prediction,
     job_evidence_text,
     job_label,
     job_lines,
@@ -81,13 +82,9 @@ def render_text(d: Diagnosis) -> str:
         for i, f in enumerate(d.findings, 1):
             out.append(f" {i}. {f.title} [{f.kind}]")
             out.append("    " + finding_cost(f))
-            intermittent = f.evidence.get("intermittent")
+            intermittent = intermittent_prediction(f)
             if intermittent:
-                # a cause in only some steps is priced by the mean step it removes (analysis.md)
-                out.append(
-                    f"    predicted mean step if fixed: {intermittent['predicted_mean_step_ms']:,.2f} ms "
-                    f"(from {intermittent['mean_step_ms']:,.2f} ms; the median step becomes {f.predicted_step_ms:,.2f} ms)"
-                )
+                out.append("    " + intermittent)
             elif f.predicted_step_ms is not None:
                 out.append(f"    predicted step time if fixed: {f.predicted_step_ms:,.2f} ms{_saving(s, f.predicted_step_ms)}")
             if f.modelled_fix:
