@@ -186,7 +186,7 @@ static unsigned char *mem_grow(unsigned char *data, size_t old_cap, size_t cap) 
     return out;
 }
 
-static int buf_reserve(Buf *b, size_t extra) {
+static int buf_grow(Buf *b, size_t extra) {
     if (extra > SIZE_MAX / 4 - b->len) return -1;
     size_t need = b->len + extra;
     if (need <= b->cap) return 0;
@@ -199,17 +199,23 @@ static int buf_reserve(Buf *b, size_t extra) {
     return 0;
 }
 
-static int buf_put(Buf *b, const void *src, size_t n) {
+/* room for `extra` more bytes (the common case, room already there, inline) */
+static inline int buf_reserve(Buf *b, size_t extra) {
+    if (extra <= b->cap - b->len) return 0;
+    return buf_grow(b, extra);
+}
+
+static inline int buf_put(Buf *b, const void *src, size_t n) {
     if (buf_reserve(b, n) < 0) return -1;
     if (n) memcpy(b->p + b->len, src, n);
     b->len += n;
     return 0;
 }
 
-static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
+static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
 
 /* set bit `row` of a bitmap, growing it (zeroed) as needed */
-static int bit_set(Buf *b, size_t row) {
+static inline int bit_set(Buf *b, size_t row) {
     size_t byte = row >> 3;
     if (byte >= b->len) {
         if (buf_reserve(b, byte + 1 - b->len) < 0) return -1;
@@ -287,6 +293,20 @@ static int read_hex4(const unsigned char *p, const unsigned char *end, unsigned 
     return 0;
 }
 
+/* PLAIN[c]: byte c stands for itself inside a JSON string and needs no check (0x20-0x7F but '"' and '\\') */
+#define PL16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+#define NO16 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const unsigned char PLAIN[256] = {
+    NO16, NO16,                                                  /* 0x00-0x1F: control */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,              /* 0x20-0x2F: '"' */
+    PL16, PL16,                                                  /* 0x30-0x4F */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,              /* 0x50-0x5F: '\\' */
+    PL16, PL16,                                                  /* 0x60-0x7F */
+    NO16, NO16, NO16, NO16, NO16, NO16, NO16, NO16,              /* 0x80-0xFF: UTF-8, checked */
+};
+#undef PL16
+#undef NO16
+
 /* Length of a valid UTF-8 sequence at p (first byte >= 0x80), or 0 when invalid. */
 static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
     unsigned c = p[0];
@@ -314,6 +334,8 @@ static int scan_string(Scan *sc, Val *v) {
     const unsigned char *p = sc->p + 1, *end = sc->end;
     int esc = 0;
     while (1) {
+        /* the usual bytes (printable ASCII but the quote and the backslash) in one tight loop */
+        while (p < end && PLAIN[*p]) p++;
         if (p >= end) SYNTAX(sc);
         unsigned c = *p;
         if (c == '"') break;
@@ -681,8 +703,13 @@ static int scan_field(Scan *sc, int kind, Val *v) {
 }
 
 static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
+    if (n == 0) return -1; /* no key is empty */
     for (const KeyDef *k = keys; k->key != NULL; k++) {
-        if (k->len == n && memcmp(k->key, s, n) == 0) return k->col;
+        /* length and first byte first: most candidates stop there, without a call */
+        if (k->len != n || (unsigned char)k->key[0] != s[0]) continue;
+        size_t j = 1;
+        while (j < n && (unsigned char)k->key[j] == s[j]) j++;
+        if (j == n) return k->col;
     }
     return -1;
 }
