@@ -227,7 +227,7 @@ static inline int bit_set(Buf *b, size_t row) {
 
 typedef struct {
     Buf val;    /* int64 (INT, TIME, DIM), float64 (FLOAT), int64 offsets (STR, RAW, RANKS) */
-    Buf fval;   /* TIME: the value as float64 */
+    Buf fval;   /* TIME: the value as float64, written from the first float of the chunk on */
     Buf data;   /* string bytes (STR, RAW, RANKS; INT: labels) */
     Buf loff;   /* INT: label offsets, filled lazily */
     Buf valid;  /* bitmap of the main value */
@@ -813,15 +813,38 @@ static unsigned char *slot(Buf *b, size_t row, size_t width) {
 /* Offsets of a string column filled up to (not including) `row`: rows without a value
  * are empty strings (null in the bitmap). */
 static int fill_offsets(Buf *off, size_t row, size_t data_len) {
-    if (off->len == 0 && buf_i64(off, 0) < 0) return FAIL;
-    while (off->len / 8 < row + 1)
-        if (buf_i64(off, (int64_t)data_len) < 0) return FAIL;
+    size_t need = (row + 1) * 8;
+    if (off->len >= need) return 0;
+    if (buf_reserve(off, need - off->len) < 0) return FAIL;
+    /* the first offset is 0; the others repeat data_len.  Bytes past len are zero (buffers
+     * grow zeroed), so a column with no text yet writes nothing: its pages are never
+     * touched (a column null in the whole chunk costs no memory traffic) */
+    if (data_len != 0) {
+        int64_t v = (int64_t)data_len;
+        for (size_t k = off->len ? off->len : 8; k < need; k += 8) memcpy(off->p + k, &v, 8);
+    }
+    off->len = need;
     return 0;
 }
 
 static int put_text(Buf *data, const Val *v) {
     if (v->type == V_STR && v->esc) return unescape_into(data, v->s, v->n);
     return buf_put(data, v->s, v->n);
+}
+
+/* The first float of a time column at `row`: the float64 copies of the integers before it
+ * (scan_number gives an integer's float as (double)i; a null row stays 0.0, as zeroed). */
+static int float_copies(Col *col, size_t row) {
+    if (row == 0) return 0;
+    if (slot(&col->fval, row - 1, 8) == NULL) return FAIL;
+    size_t have = col->val.len / 8 < row ? col->val.len / 8 : row;
+    for (size_t k = 0; k < have; k++) {
+        int64_t i;
+        memcpy(&i, col->val.p + k * 8, 8);
+        double d = (double)i;
+        memcpy(col->fval.p + k * 8, &d, 8);
+    }
+    return 0;
 }
 
 /* Write the values of one event (columns in `mask`); every other column is null there. */
@@ -859,8 +882,11 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
                 if (v->type != V_INT && v->type != V_FLOAT) break;
                 if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
                 if (v->type == V_INT) memcpy(dst, &v->i, 8);
-                if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
-                memcpy(dst, &v->d, 8);
+                if (v->type == V_FLOAT && col->nfloat == 0 && float_copies(col, row) < 0) return FAIL;
+                if (v->type == V_FLOAT || col->nfloat) { /* float64 copies only once a float came */
+                    if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
+                    memcpy(dst, &v->d, 8);
+                }
                 if (bit_set(&col->valid, row) < 0) return FAIL;
                 col->nvalid++;
                 if (v->type == V_FLOAT) col->nfloat++;
@@ -896,7 +922,7 @@ static int finish_columns(Out *out) {
             if (fill_offsets(&col->val, rows, col->data.len) < 0) return FAIL;
         } else if (rows) {
             if (slot(&col->val, rows - 1, 8) == NULL) return FAIL;
-            if (kind == K_TIME && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
+            if (kind == K_TIME && col->nfloat && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
             if (kind == K_INT && col->nlabels && fill_offsets(&col->loff, rows, col->data.len) < 0) return FAIL;
         }
         /* bitmaps cover every row; every buffer exists (Arrow wants real pointers) */
