@@ -810,26 +810,36 @@ static unsigned char *slot(Buf *b, size_t row, size_t width) {
     return b->p + row * width;
 }
 
-/* Offsets of a string column filled up to (not including) `row`: rows without a value
- * are empty strings (null in the bitmap). */
-static int fill_offsets(Buf *off, size_t row, size_t data_len) {
-    size_t need = (row + 1) * 8;
-    if (off->len >= need) return 0;
-    if (buf_reserve(off, need - off->len) < 0) return FAIL;
-    /* the first offset is 0; the others repeat data_len.  Bytes past len are zero (buffers
-     * grow zeroed), so a column with no text yet writes nothing: its pages are never
-     * touched (a column null in the whole chunk costs no memory traffic) */
-    if (data_len != 0) {
-        int64_t v = (int64_t)data_len;
-        for (size_t k = off->len ? off->len : 8; k < need; k += 8) memcpy(off->p + k, &v, 8);
-    }
-    off->len = need;
-    return 0;
-}
-
 static int put_text(Buf *data, const Val *v) {
     if (v->type == V_STR && v->esc) return unescape_into(data, v->s, v->n);
     return buf_put(data, v->s, v->n);
+}
+
+/* The text of `v` as row `row` of a string-view column (Arrow's "vu", polars' own string
+ * layout, so polars takes it without converting): a 16-byte view per row, the text inline
+ * when it has at most 12 bytes, else its first 4 bytes, buffer 0 and its offset in `data`.
+ * Rows without a value stay zero views (empty; null in the bitmap), never written. */
+static int put_view(Buf *views, Buf *data, size_t row, const Val *v) {
+    unsigned char *dst = slot(views, row, 16);
+    if (dst == NULL) return FAIL;
+    size_t start = data->len;
+    if (put_text(data, v) < 0) return FAIL;
+    size_t n = data->len - start;
+    if (n > INT32_MAX || start > INT32_MAX) return FAIL; /* views address 2 GiB: the msgspec path */
+    int32_t word = (int32_t)n;
+    memcpy(dst, &word, 4);
+    if (n <= 12) {
+        memcpy(dst + 4, data->p + start, n);
+        memset(data->p + start, 0, n); /* not kept in the data buffer */
+        data->len = start;
+    } else {
+        memcpy(dst + 4, data->p + start, 4);
+        word = 0;
+        memcpy(dst + 8, &word, 4);
+        word = (int32_t)start;
+        memcpy(dst + 12, &word, 4);
+    }
+    return 0;
 }
 
 /* The first float of a time column at `row`: the float64 copies of the integers before it
@@ -862,8 +872,7 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
             case K_RAW:
             case K_RANKS:
                 if (v->type != V_STR && v->type != V_RAW) break;
-                if (fill_offsets(&col->val, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
-                if (buf_i64(&col->val, (int64_t)col->data.len) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
+                if (put_view(&col->val, &col->data, row, v) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
                 col->nvalid++;
                 break;
             case K_INT:
@@ -873,8 +882,7 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
                     if (bit_set(&col->valid, row) < 0) return FAIL;
                     col->nvalid++;
                 } else if (v->type == V_STR) {
-                    if (fill_offsets(&col->loff, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
-                    if (buf_i64(&col->loff, (int64_t)col->data.len) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
+                    if (put_view(&col->loff, &col->data, row, v) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
                     col->nlabels++;
                 }
                 break;
@@ -919,11 +927,11 @@ static int finish_columns(Out *out) {
         Col *col = &out->cols[c];
         int kind = COLS[c].kind;
         if (kind == K_STR || kind == K_RAW || kind == K_RANKS) {
-            if (fill_offsets(&col->val, rows, col->data.len) < 0) return FAIL;
+            if (rows && slot(&col->val, rows - 1, 16) == NULL) return FAIL;
         } else if (rows) {
             if (slot(&col->val, rows - 1, 8) == NULL) return FAIL;
             if (kind == K_TIME && col->nfloat && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
-            if (kind == K_INT && col->nlabels && fill_offsets(&col->loff, rows, col->data.len) < 0) return FAIL;
+            if (kind == K_INT && col->nlabels && slot(&col->loff, rows - 1, 16) == NULL) return FAIL;
         }
         /* bitmaps cover every row; every buffer exists (Arrow wants real pointers) */
         size_t bits = (rows + 7) / 8;
@@ -1104,14 +1112,14 @@ struct ArrowArray {
 
 /* The buffers of one exported column, owned by its Arrow array once exported. */
 typedef struct {
-    const void *bufs[3];
-    void *own[3];
+    const void *bufs[4];
+    void *own[4];
 } ColPriv;
 
 static void release_array(struct ArrowArray *a) {
     ColPriv *cp = (ColPriv *)a->private_data;
     if (cp != NULL) {
-        for (int k = 0; k < 3; k++) mem_free(cp->own[k]);
+        for (int k = 0; k < 4; k++) mem_free(cp->own[k]);
         free(cp);
     }
     a->release = NULL;
@@ -1144,14 +1152,14 @@ static void array_capsule_free(PyObject *cap) {
  * point into their data) holds that column's memory only. */
 typedef struct {
     PyObject_HEAD
-    const char *format; /* static: "l" int64, "g" float64, "U" large utf8 */
+    const char *format; /* static: "l" int64, "g" float64, "vu" utf8 views */
     int64_t rows, nulls;
     int n_buffers;
-    void *own[3]; /* validity (or NULL), values/offsets, string data; NULL once exported */
+    void *own[4]; /* validity (or NULL), values/views, string data, its size; NULL once exported */
 } Column;
 
 static void column_dealloc(Column *self) {
-    for (int k = 0; k < 3; k++) mem_free(self->own[k]);
+    for (int k = 0; k < 4; k++) mem_free(self->own[k]);
     PyObject_Free(self);
 }
 
@@ -1180,7 +1188,7 @@ static PyObject *column_arrow_c_array(Column *self, PyObject *args, PyObject *kw
     schema->name = "";
     schema->flags = ARROW_FLAG_NULLABLE;
     schema->release = release_schema;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         cp->bufs[k] = self->own[k];
         cp->own[k] = self->own[k];
         self->own[k] = NULL;
@@ -1223,14 +1231,26 @@ static PyTypeObject ColumnType = {
     .tp_methods = column_methods,
 };
 
-/* A Column taking the buffers out of `out` (valid only when there are nulls). */
+/* A Column taking the buffers out of `out` (valid only when there are nulls).  With a
+ * data buffer `b2` it is a string-view column: Arrow's fourth buffer then holds the
+ * size of its one data buffer. */
 static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Buf *valid, Buf *b1, Buf *b2) {
+    unsigned char *sizes = NULL;
+    if (b2 != NULL) {
+        sizes = mem_grow(NULL, 0, 8);
+        if (sizes == NULL) return PyErr_NoMemory();
+        int64_t size = (int64_t)b2->len;
+        memcpy(sizes, &size, 8);
+    }
     Column *col = PyObject_New(Column, &ColumnType);
-    if (col == NULL) return NULL;
+    if (col == NULL) {
+        mem_free(sizes);
+        return NULL;
+    }
     col->format = format;
     col->rows = rows;
     col->nulls = nulls;
-    col->n_buffers = b2 != NULL ? 3 : 2;
+    col->n_buffers = b2 != NULL ? 4 : 2;
     Buf *take[3] = {nulls ? valid : NULL, b1, b2};
     for (int k = 0; k < 3; k++) {
         col->own[k] = NULL;
@@ -1239,6 +1259,7 @@ static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Bu
         take[k]->p = NULL;
         take[k]->len = take[k]->cap = 0;
     }
+    col->own[3] = sizes;
     return (PyObject *)col;
 }
 
@@ -1250,7 +1271,7 @@ static PyObject *column_entry(Out *out, int c) {
     int kind = COLS[c].kind;
     PyObject *main = NULL, *label = NULL;
     if (kind == K_STR || kind == K_RAW || kind == K_RANKS)
-        main = take_column("U", rows, nulls, &col->valid, &col->val, &col->data);
+        main = take_column("vu", rows, nulls, &col->valid, &col->val, &col->data);
     else if (kind == K_TIME)
         main = take_column(col->nfloat ? "g" : "l", rows, nulls, &col->valid, col->nfloat ? &col->fval : &col->val, NULL);
     else if (kind == K_FLOAT)
@@ -1259,7 +1280,7 @@ static PyObject *column_entry(Out *out, int c) {
         main = take_column("l", rows, nulls, &col->valid, &col->val, NULL);
     if (main == NULL) return NULL;
     if (kind == K_INT && col->nlabels) {
-        label = take_column("U", rows, rows - (int64_t)col->nlabels, &col->lvalid, &col->loff, &col->data);
+        label = take_column("vu", rows, rows - (int64_t)col->nlabels, &col->lvalid, &col->loff, &col->data);
         if (label == NULL) {
             Py_DECREF(main);
             return NULL;
