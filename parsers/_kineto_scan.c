@@ -829,9 +829,11 @@ static int put_view(Buf *views, Buf *data, size_t row, const Val *v) {
     int32_t word = (int32_t)n;
     memcpy(dst, &word, 4);
     if (n <= 12) {
-        memcpy(dst + 4, data->p + start, n);
-        memset(data->p + start, 0, n); /* not kept in the data buffer */
-        data->len = start;
+        if (n != 0) { /* an empty text may come before the data buffer exists */
+            memcpy(dst + 4, data->p + start, n);
+            memset(data->p + start, 0, n); /* not kept in the data buffer */
+            data->len = start;
+        }
     } else {
         memcpy(dst + 4, data->p + start, 4);
         word = 0;
