@@ -530,7 +530,8 @@ static int scan_number(Scan *sc, Val *v) {
         /* exact operands, one correctly rounded operation */
         d = (double)mant;
         d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
-    } else {
+        if (neg) d = -d;
+    } else { /* strtod reads the sign itself */
         char tmp[128];
         size_t len = (size_t)(p - start);
         if (len >= sizeof tmp) return FAIL;
@@ -540,7 +541,6 @@ static int scan_number(Scan *sc, Val *v) {
         d = strtod(tmp, &stop);
         if (stop != tmp + len) return FAIL;
     }
-    if (neg) d = -d;
     if (!(d - d == 0)) return FAIL; /* not finite */
     v->type = V_FLOAT;
     v->d = d;
