@@ -285,46 +285,51 @@ class ReadAhead:
 
 
 class Prefetch(Generic[T]):
-    """Runs an iterator in a background thread, ``depth`` items ahead of its consumer.
+    """Runs an iterator in a background thread, ahead of its consumer.
 
     The items arrive in the iterator's order.  Native work that releases the GIL (the
     Kineto scanner, zlib, polars' queries) in the producer overlaps with the consumer's
-    work on the previous item, so a two-stage parse uses two cores; at most ``depth``
-    finished items wait in between (bounded memory).  An exception raised by the iterator
-    is re-raised in the consumer, after the items produced before it.  Closing (or leaving
-    the ``with`` block early) stops the producer after its current item and waits for it.
+    work on the previous item, so a two-stage parse uses two cores.  At most ``depth``
+    items exist at once, counting the one the consumer holds and the one being produced
+    (the producer starts an item only when fewer are out; the consumer gives its item back
+    by asking for the next one), so the memory of the pipeline stays bounded.  An exception
+    raised by the iterator is re-raised in the consumer, after the items produced before it.
+    Closing (or leaving the ``with`` block early) stops the producer after its current item
+    and waits for it.
     """
 
-    def __init__(self, produce: Callable[[], Iterator[T]], depth: int = 1):
-        self._queue: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=depth)
+    def __init__(self, produce: Callable[[], Iterator[T]], depth: int = 2):
+        self._queue: queue.Queue[tuple[int, Any]] = queue.Queue()
+        self._slots = threading.Semaphore(max(1, depth))
         self._stop = threading.Event()
         self._produce = produce
         self._thread = threading.Thread(target=self._run, name="tracekit-prefetch", daemon=True)
         self._thread.start()
 
-    def _put(self, item: tuple[int, Any]) -> bool:
+    def _slot(self) -> bool:
+        """Wait for room for one more item; False once the consumer has closed."""
         while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
+            if self._slots.acquire(timeout=0.05):
                 return True
-            except queue.Full:
-                continue
         return False
 
     def _run(self) -> None:
         items = self._produce()
         try:
-            for item in items:
-                if not self._put((_ITEM, item)):
+            while self._slot():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    self._queue.put((_END, None))
                     return
+                self._queue.put((_ITEM, item))
+                del item
         except BaseException as exc:  # handed to the consumer, raised there
-            self._put((_ERROR, exc))
-            return
+            self._queue.put((_ERROR, exc))
         finally:
             close = getattr(items, "close", None)
             if close is not None:  # a generator stopped early: its with-blocks exit here
                 close()
-        self._put((_END, None))
 
     def __iter__(self) -> Iterator[T]:
         while True:
@@ -334,12 +339,14 @@ class Prefetch(Generic[T]):
             if kind == _ERROR:
                 raise value
             yield value
+            del value
+            self._slots.release()  # the consumer is done with that item
 
     def close(self) -> None:
         self._stop.set()
-        while self._thread.is_alive():
-            with contextlib.suppress(queue.Empty):
-                self._queue.get(timeout=0.05)
+        self._thread.join()
+        while not self._queue.empty():  # items nobody will consume
+            self._queue.get_nowait()
 
     def __enter__(self) -> Prefetch[T]:
         return self
