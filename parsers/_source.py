@@ -344,7 +344,9 @@ class Prefetch(Generic[T]):
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join()
+        # the producer stops at its next item and closes its iterator itself; the wait is
+        # bounded so that an interrupt (Ctrl-C, a caller's alarm) is never held up by it
+        self._thread.join(timeout=CLOSE_WAIT_SECONDS)
         while not self._queue.empty():  # items nobody will consume
             self._queue.get_nowait()
 
@@ -356,3 +358,5 @@ class Prefetch(Generic[T]):
 
 
 _ITEM, _ERROR, _END = range(3)
+#: how long closing a Prefetch waits for its producer to finish the item in hand
+CLOSE_WAIT_SECONDS = 5.0

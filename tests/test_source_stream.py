@@ -137,3 +137,22 @@ def test_prefetch_stops_the_producer_when_the_consumer_leaves_early() -> None:
                 break
     assert closed.is_set()
     assert len(produced) <= 3 + 3  # at most a few items ahead of the consumer
+
+
+def test_prefetch_close_does_not_wait_for_a_stuck_producer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracekit.parsers._source as source
+
+    monkeypatch.setattr(source, "CLOSE_WAIT_SECONDS", 0.2)
+    release = threading.Event()
+
+    def produce() -> Iterator[int]:
+        yield 1
+        release.wait(10)  # an item that takes long (a huge chunk, a slow disk)
+        yield 2
+
+    prefetch = Prefetch(produce)
+    assert next(iter(prefetch)) == 1
+    prefetch.close()  # returns although the producer is still busy
+    release.set()
+    prefetch._thread.join(5)
+    assert not prefetch._thread.is_alive()  # it stopped on its own at the next item
