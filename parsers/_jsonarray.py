@@ -96,7 +96,9 @@ def iter_event_chunks(
     chunk, or raises ``ValueError`` when the text is not valid; the chunker uses that
     to find safe cut points and the last complete event of a truncated file.
     """
-    buf, eof = _read(stream, 1 << 20, state)
+    # the first read asks for a whole chunk: a read-ahead stream then hands over its first
+    # block as it is, and every later block stays whole too (no re-slicing copies)
+    buf, eof = _read(stream, chunk_bytes, state)
     buf = _strip_bom(buf)
     # --- find the start of the events array
     lead = buf.lstrip(_WS)
@@ -122,7 +124,7 @@ def iter_event_chunks(
     # buf[0] is always the '[' that opens the next chunk; cutting at a ',' between two
     # events turns that comma into ']' for the decode, then into the next chunk's '['.
     work = bytearray(b"[")
-    work += buf[start:]
+    work += memoryview(buf)[start:]
     del buf
 
     # --- stream whole-event chunks

@@ -186,7 +186,7 @@ static unsigned char *mem_grow(unsigned char *data, size_t old_cap, size_t cap) 
     return out;
 }
 
-static int buf_reserve(Buf *b, size_t extra) {
+static int buf_grow(Buf *b, size_t extra) {
     if (extra > SIZE_MAX / 4 - b->len) return -1;
     size_t need = b->len + extra;
     if (need <= b->cap) return 0;
@@ -199,17 +199,23 @@ static int buf_reserve(Buf *b, size_t extra) {
     return 0;
 }
 
-static int buf_put(Buf *b, const void *src, size_t n) {
+/* room for `extra` more bytes (the common case, room already there, inline) */
+static inline int buf_reserve(Buf *b, size_t extra) {
+    if (extra <= b->cap - b->len) return 0;
+    return buf_grow(b, extra);
+}
+
+static inline int buf_put(Buf *b, const void *src, size_t n) {
     if (buf_reserve(b, n) < 0) return -1;
     if (n) memcpy(b->p + b->len, src, n);
     b->len += n;
     return 0;
 }
 
-static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
+static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
 
 /* set bit `row` of a bitmap, growing it (zeroed) as needed */
-static int bit_set(Buf *b, size_t row) {
+static inline int bit_set(Buf *b, size_t row) {
     size_t byte = row >> 3;
     if (byte >= b->len) {
         if (buf_reserve(b, byte + 1 - b->len) < 0) return -1;
@@ -221,7 +227,7 @@ static int bit_set(Buf *b, size_t row) {
 
 typedef struct {
     Buf val;    /* int64 (INT, TIME, DIM), float64 (FLOAT), int64 offsets (STR, RAW, RANKS) */
-    Buf fval;   /* TIME: the value as float64 */
+    Buf fval;   /* TIME: the value as float64, written from the first float of the chunk on */
     Buf data;   /* string bytes (STR, RAW, RANKS; INT: labels) */
     Buf loff;   /* INT: label offsets, filled lazily */
     Buf valid;  /* bitmap of the main value */
@@ -287,6 +293,20 @@ static int read_hex4(const unsigned char *p, const unsigned char *end, unsigned 
     return 0;
 }
 
+/* PLAIN[c]: byte c stands for itself inside a JSON string and needs no check (0x20-0x7F but '"' and '\\') */
+#define PL16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+#define NO16 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const unsigned char PLAIN[256] = {
+    NO16, NO16,                                                  /* 0x00-0x1F: control */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,              /* 0x20-0x2F: '"' */
+    PL16, PL16,                                                  /* 0x30-0x4F */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,              /* 0x50-0x5F: '\\' */
+    PL16, PL16,                                                  /* 0x60-0x7F */
+    NO16, NO16, NO16, NO16, NO16, NO16, NO16, NO16,              /* 0x80-0xFF: UTF-8, checked */
+};
+#undef PL16
+#undef NO16
+
 /* Length of a valid UTF-8 sequence at p (first byte >= 0x80), or 0 when invalid. */
 static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
     unsigned c = p[0];
@@ -314,6 +334,8 @@ static int scan_string(Scan *sc, Val *v) {
     const unsigned char *p = sc->p + 1, *end = sc->end;
     int esc = 0;
     while (1) {
+        /* the usual bytes (printable ASCII but the quote and the backslash) in one tight loop */
+        while (p < end && PLAIN[*p]) p++;
         if (p >= end) SYNTAX(sc);
         unsigned c = *p;
         if (c == '"') break;
@@ -508,7 +530,8 @@ static int scan_number(Scan *sc, Val *v) {
         /* exact operands, one correctly rounded operation */
         d = (double)mant;
         d = exp10 < 0 ? d / POW10[-exp10] : d * POW10[exp10];
-    } else {
+        if (neg) d = -d;
+    } else { /* strtod reads the sign itself */
         char tmp[128];
         size_t len = (size_t)(p - start);
         if (len >= sizeof tmp) return FAIL;
@@ -518,7 +541,6 @@ static int scan_number(Scan *sc, Val *v) {
         d = strtod(tmp, &stop);
         if (stop != tmp + len) return FAIL;
     }
-    if (neg) d = -d;
     if (!(d - d == 0)) return FAIL; /* not finite */
     v->type = V_FLOAT;
     v->d = d;
@@ -681,8 +703,13 @@ static int scan_field(Scan *sc, int kind, Val *v) {
 }
 
 static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
+    if (n == 0) return -1; /* no key is empty */
     for (const KeyDef *k = keys; k->key != NULL; k++) {
-        if (k->len == n && memcmp(k->key, s, n) == 0) return k->col;
+        /* length and first byte first: most candidates stop there, without a call */
+        if (k->len != n || (unsigned char)k->key[0] != s[0]) continue;
+        size_t j = 1;
+        while (j < n && (unsigned char)k->key[j] == s[j]) j++;
+        if (j == n) return k->col;
     }
     return -1;
 }
@@ -783,18 +810,53 @@ static unsigned char *slot(Buf *b, size_t row, size_t width) {
     return b->p + row * width;
 }
 
-/* Offsets of a string column filled up to (not including) `row`: rows without a value
- * are empty strings (null in the bitmap). */
-static int fill_offsets(Buf *off, size_t row, size_t data_len) {
-    if (off->len == 0 && buf_i64(off, 0) < 0) return FAIL;
-    while (off->len / 8 < row + 1)
-        if (buf_i64(off, (int64_t)data_len) < 0) return FAIL;
-    return 0;
-}
-
 static int put_text(Buf *data, const Val *v) {
     if (v->type == V_STR && v->esc) return unescape_into(data, v->s, v->n);
     return buf_put(data, v->s, v->n);
+}
+
+/* The text of `v` as row `row` of a string-view column (Arrow's "vu", polars' own string
+ * layout, so polars takes it without converting): a 16-byte view per row, the text inline
+ * when it has at most 12 bytes, else its first 4 bytes, buffer 0 and its offset in `data`.
+ * Rows without a value stay zero views (empty; null in the bitmap), never written. */
+static int put_view(Buf *views, Buf *data, size_t row, const Val *v) {
+    unsigned char *dst = slot(views, row, 16);
+    if (dst == NULL) return FAIL;
+    size_t start = data->len;
+    if (put_text(data, v) < 0) return FAIL;
+    size_t n = data->len - start;
+    if (n > INT32_MAX || start > INT32_MAX) return FAIL; /* views address 2 GiB: the msgspec path */
+    int32_t word = (int32_t)n;
+    memcpy(dst, &word, 4);
+    if (n <= 12) {
+        if (n != 0) { /* an empty text may come before the data buffer exists */
+            memcpy(dst + 4, data->p + start, n);
+            memset(data->p + start, 0, n); /* not kept in the data buffer */
+            data->len = start;
+        }
+    } else {
+        memcpy(dst + 4, data->p + start, 4);
+        word = 0;
+        memcpy(dst + 8, &word, 4);
+        word = (int32_t)start;
+        memcpy(dst + 12, &word, 4);
+    }
+    return 0;
+}
+
+/* The first float of a time column at `row`: the float64 copies of the integers before it
+ * (scan_number gives an integer's float as (double)i; a null row stays 0.0, as zeroed). */
+static int float_copies(Col *col, size_t row) {
+    if (row == 0) return 0;
+    if (slot(&col->fval, row - 1, 8) == NULL) return FAIL;
+    size_t have = col->val.len / 8 < row ? col->val.len / 8 : row;
+    for (size_t k = 0; k < have; k++) {
+        int64_t i;
+        memcpy(&i, col->val.p + k * 8, 8);
+        double d = (double)i;
+        memcpy(col->fval.p + k * 8, &d, 8);
+    }
+    return 0;
 }
 
 /* Write the values of one event (columns in `mask`); every other column is null there. */
@@ -812,8 +874,7 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
             case K_RAW:
             case K_RANKS:
                 if (v->type != V_STR && v->type != V_RAW) break;
-                if (fill_offsets(&col->val, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
-                if (buf_i64(&col->val, (int64_t)col->data.len) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
+                if (put_view(&col->val, &col->data, row, v) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
                 col->nvalid++;
                 break;
             case K_INT:
@@ -823,8 +884,7 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
                     if (bit_set(&col->valid, row) < 0) return FAIL;
                     col->nvalid++;
                 } else if (v->type == V_STR) {
-                    if (fill_offsets(&col->loff, row, col->data.len) < 0 || put_text(&col->data, v) < 0) return FAIL;
-                    if (buf_i64(&col->loff, (int64_t)col->data.len) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
+                    if (put_view(&col->loff, &col->data, row, v) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
                     col->nlabels++;
                 }
                 break;
@@ -832,8 +892,11 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
                 if (v->type != V_INT && v->type != V_FLOAT) break;
                 if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
                 if (v->type == V_INT) memcpy(dst, &v->i, 8);
-                if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
-                memcpy(dst, &v->d, 8);
+                if (v->type == V_FLOAT && col->nfloat == 0 && float_copies(col, row) < 0) return FAIL;
+                if (v->type == V_FLOAT || col->nfloat) { /* float64 copies only once a float came */
+                    if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
+                    memcpy(dst, &v->d, 8);
+                }
                 if (bit_set(&col->valid, row) < 0) return FAIL;
                 col->nvalid++;
                 if (v->type == V_FLOAT) col->nfloat++;
@@ -866,11 +929,11 @@ static int finish_columns(Out *out) {
         Col *col = &out->cols[c];
         int kind = COLS[c].kind;
         if (kind == K_STR || kind == K_RAW || kind == K_RANKS) {
-            if (fill_offsets(&col->val, rows, col->data.len) < 0) return FAIL;
+            if (rows && slot(&col->val, rows - 1, 16) == NULL) return FAIL;
         } else if (rows) {
             if (slot(&col->val, rows - 1, 8) == NULL) return FAIL;
-            if (kind == K_TIME && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
-            if (kind == K_INT && col->nlabels && fill_offsets(&col->loff, rows, col->data.len) < 0) return FAIL;
+            if (kind == K_TIME && col->nfloat && slot(&col->fval, rows - 1, 8) == NULL) return FAIL;
+            if (kind == K_INT && col->nlabels && slot(&col->loff, rows - 1, 16) == NULL) return FAIL;
         }
         /* bitmaps cover every row; every buffer exists (Arrow wants real pointers) */
         size_t bits = (rows + 7) / 8;
@@ -1051,14 +1114,14 @@ struct ArrowArray {
 
 /* The buffers of one exported column, owned by its Arrow array once exported. */
 typedef struct {
-    const void *bufs[3];
-    void *own[3];
+    const void *bufs[4];
+    void *own[4];
 } ColPriv;
 
 static void release_array(struct ArrowArray *a) {
     ColPriv *cp = (ColPriv *)a->private_data;
     if (cp != NULL) {
-        for (int k = 0; k < 3; k++) mem_free(cp->own[k]);
+        for (int k = 0; k < 4; k++) mem_free(cp->own[k]);
         free(cp);
     }
     a->release = NULL;
@@ -1091,14 +1154,14 @@ static void array_capsule_free(PyObject *cap) {
  * point into their data) holds that column's memory only. */
 typedef struct {
     PyObject_HEAD
-    const char *format; /* static: "l" int64, "g" float64, "U" large utf8 */
+    const char *format; /* static: "l" int64, "g" float64, "vu" utf8 views */
     int64_t rows, nulls;
     int n_buffers;
-    void *own[3]; /* validity (or NULL), values/offsets, string data; NULL once exported */
+    void *own[4]; /* validity (or NULL), values/views, string data, its size; NULL once exported */
 } Column;
 
 static void column_dealloc(Column *self) {
-    for (int k = 0; k < 3; k++) mem_free(self->own[k]);
+    for (int k = 0; k < 4; k++) mem_free(self->own[k]);
     PyObject_Free(self);
 }
 
@@ -1127,7 +1190,7 @@ static PyObject *column_arrow_c_array(Column *self, PyObject *args, PyObject *kw
     schema->name = "";
     schema->flags = ARROW_FLAG_NULLABLE;
     schema->release = release_schema;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         cp->bufs[k] = self->own[k];
         cp->own[k] = self->own[k];
         self->own[k] = NULL;
@@ -1170,14 +1233,26 @@ static PyTypeObject ColumnType = {
     .tp_methods = column_methods,
 };
 
-/* A Column taking the buffers out of `out` (valid only when there are nulls). */
+/* A Column taking the buffers out of `out` (valid only when there are nulls).  With a
+ * data buffer `b2` it is a string-view column: Arrow's fourth buffer then holds the
+ * size of its one data buffer. */
 static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Buf *valid, Buf *b1, Buf *b2) {
+    unsigned char *sizes = NULL;
+    if (b2 != NULL) {
+        sizes = mem_grow(NULL, 0, 8);
+        if (sizes == NULL) return PyErr_NoMemory();
+        int64_t size = (int64_t)b2->len;
+        memcpy(sizes, &size, 8);
+    }
     Column *col = PyObject_New(Column, &ColumnType);
-    if (col == NULL) return NULL;
+    if (col == NULL) {
+        mem_free(sizes);
+        return NULL;
+    }
     col->format = format;
     col->rows = rows;
     col->nulls = nulls;
-    col->n_buffers = b2 != NULL ? 3 : 2;
+    col->n_buffers = b2 != NULL ? 4 : 2;
     Buf *take[3] = {nulls ? valid : NULL, b1, b2};
     for (int k = 0; k < 3; k++) {
         col->own[k] = NULL;
@@ -1186,6 +1261,7 @@ static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Bu
         take[k]->p = NULL;
         take[k]->len = take[k]->cap = 0;
     }
+    col->own[3] = sizes;
     return (PyObject *)col;
 }
 
@@ -1197,7 +1273,7 @@ static PyObject *column_entry(Out *out, int c) {
     int kind = COLS[c].kind;
     PyObject *main = NULL, *label = NULL;
     if (kind == K_STR || kind == K_RAW || kind == K_RANKS)
-        main = take_column("U", rows, nulls, &col->valid, &col->val, &col->data);
+        main = take_column("vu", rows, nulls, &col->valid, &col->val, &col->data);
     else if (kind == K_TIME)
         main = take_column(col->nfloat ? "g" : "l", rows, nulls, &col->valid, col->nfloat ? &col->fval : &col->val, NULL);
     else if (kind == K_FLOAT)
@@ -1206,7 +1282,7 @@ static PyObject *column_entry(Out *out, int c) {
         main = take_column("l", rows, nulls, &col->valid, &col->val, NULL);
     if (main == NULL) return NULL;
     if (kind == K_INT && col->nlabels) {
-        label = take_column("U", rows, rows - (int64_t)col->nlabels, &col->lvalid, &col->loff, &col->data);
+        label = take_column("vu", rows, rows - (int64_t)col->nlabels, &col->lvalid, &col->loff, &col->data);
         if (label == NULL) {
             Py_DECREF(main);
             return NULL;

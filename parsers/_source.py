@@ -11,9 +11,10 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
 
@@ -21,6 +22,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Default cap on decompressed bytes (a gzip bomb guard); TRACEKIT_MAX_BYTES overrides it.
 DEFAULT_MAX_BYTES = 64 * 1024**3
+
+T = TypeVar("T")
 
 
 def max_decompressed_bytes() -> int:
@@ -144,8 +147,11 @@ class GzipStream:
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             n = 1 << 62
-        out = bytearray()
-        while len(out) < n and not self._eof:
+        # the pieces zlib hands back, joined only when there is more than one (usually one
+        # call fills the whole request: no copy)
+        pieces: list[bytes] = []
+        got = 0
+        while got < n and not self._eof:
             data = self._d.unconsumed_tail or self._carry or self._fh.read(1 << 20)
             self._carry = b""
             if not data:
@@ -154,11 +160,14 @@ class GzipStream:
                 self._eof = True
                 break
             try:
-                out += self._d.decompress(data, n - len(out))
+                piece = self._d.decompress(data, n - got)
             except zlib.error as exc:
                 self.damage = f"the compressed data is damaged ({exc})"
                 self._eof = True
                 break
+            if piece:
+                pieces.append(piece)
+                got += len(piece)
             if self._d.eof:
                 rest = self._d.unused_data
                 if rest.lstrip(b"\0"):
@@ -168,14 +177,14 @@ class GzipStream:
                     self._eof = not self._fh.peek(1) if hasattr(self._fh, "peek") else True
                     if not self._eof:
                         self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        self._count += len(out)
+        self._count += got
         if self._count > self._limit:
             raise TraceTooLargeError(
                 f"decompressed size exceeds the limit of {self._limit:,} bytes (possible gzip bomb)",
                 path=self._path,
                 hint="raise the limit with TRACEKIT_MAX_BYTES=<bytes> if the file is genuine",
             )
-        return bytes(out)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def close(self) -> None:
         self._fh.close()
@@ -243,25 +252,23 @@ class ReadAhead:
         return data
 
     def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes: what is left of the current block, or the next block, never
+        more than one block at a time (a short read; b"" only at the end of the data).
+        A whole block is handed over as it came from the reader thread, without a copy."""
         if n is None or n < 0:
             n = 1 << 62
-        if not self._pending and not self._done:
-            # the usual call asks for one whole block: hand it over without a copy
+        if not self._pending:
+            if self._done:
+                return b""
             data = self._next_block()
-            if not data or len(data) == n:
+            if len(data) <= n:
                 return data
             self._pending = data
-        out = bytearray(self._pending)
-        self._pending = b""
-        while len(out) < n and not self._done:
-            data = self._next_block()
-            if not data:
-                break
-            out += data
-        if len(out) > n:
-            self._pending = bytes(out[n:])
-            del out[n:]
-        return bytes(out)
+        if len(self._pending) <= n:
+            data, self._pending = self._pending, b""
+            return data
+        data, self._pending = self._pending[:n], self._pending[n:]
+        return data
 
     def close(self) -> None:
         self._stop.set()
@@ -275,3 +282,81 @@ class ReadAhead:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Prefetch(Generic[T]):
+    """Runs an iterator in a background thread, ahead of its consumer.
+
+    The items arrive in the iterator's order.  Native work that releases the GIL (the
+    Kineto scanner, zlib, polars' queries) in the producer overlaps with the consumer's
+    work on the previous item, so a two-stage parse uses two cores.  At most ``depth``
+    items exist at once, counting the one the consumer holds and the one being produced
+    (the producer starts an item only when fewer are out; the consumer gives its item back
+    by asking for the next one), so the memory of the pipeline stays bounded.  An exception
+    raised by the iterator is re-raised in the consumer, after the items produced before it.
+    Closing (or leaving the ``with`` block early) stops the producer after its current item
+    and waits for it.
+    """
+
+    def __init__(self, produce: Callable[[], Iterator[T]], depth: int = 2):
+        self._queue: queue.Queue[tuple[int, Any]] = queue.Queue()
+        self._slots = threading.Semaphore(max(1, depth))
+        self._stop = threading.Event()
+        self._produce = produce
+        self._thread = threading.Thread(target=self._run, name="tracekit-prefetch", daemon=True)
+        self._thread.start()
+
+    def _slot(self) -> bool:
+        """Wait for room for one more item; False once the consumer has closed."""
+        while not self._stop.is_set():
+            if self._slots.acquire(timeout=0.05):
+                return True
+        return False
+
+    def _run(self) -> None:
+        items = self._produce()
+        try:
+            while self._slot():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    self._queue.put((_END, None))
+                    return
+                self._queue.put((_ITEM, item))
+                del item
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._queue.put((_ERROR, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:  # a generator stopped early: its with-blocks exit here
+                close()
+
+    def __iter__(self) -> Iterator[T]:
+        while True:
+            kind, value = self._queue.get()
+            if kind == _END:
+                return
+            if kind == _ERROR:
+                raise value
+            yield value
+            del value
+            self._slots.release()  # the consumer is done with that item
+
+    def close(self) -> None:
+        self._stop.set()
+        # the producer stops at its next item and closes its iterator itself; the wait is
+        # bounded so that an interrupt (Ctrl-C, a caller's alarm) is never held up by it
+        self._thread.join(timeout=CLOSE_WAIT_SECONDS)
+        while not self._queue.empty():  # items nobody will consume
+            self._queue.get_nowait()
+
+    def __enter__(self) -> Prefetch[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_ITEM, _ERROR, _END = range(3)
+#: how long closing a Prefetch waits for its producer to finish the item in hand
+CLOSE_WAIT_SECONDS = 5.0

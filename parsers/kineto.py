@@ -28,7 +28,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Union
@@ -59,7 +59,7 @@ from tracekit.schema import (
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
-from ._source import ProgressSink, ReadAhead, check_path, open_stream
+from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream
 
 try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
     from . import _kineto_scan
@@ -323,9 +323,15 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
         return frame, counters
 
-    try:
+    def scanned() -> Iterator[tuple[pl.DataFrame, list[dict[str, Any]]]]:
         with ReadAhead(open_stream(p, progress=progress), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
-            for frame, counters in iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes):  # type: ignore[arg-type]
+            yield from iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
+
+    try:
+        # three threads: the reader (file, gunzip), the chunker and scanner (Prefetch), and
+        # this one cutting each scanned chunk by table; chunks arrive in file order
+        with Prefetch(scanned) as chunks:
+            for frame, counters in chunks:
                 parts.add(frame)
                 counter_rows.extend(counters)
                 del frame

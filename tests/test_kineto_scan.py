@@ -56,6 +56,13 @@ SCANNED = {
     "python frames": b'[{"ph":"X","cat":"python_function","ts":1,"args":{"Python id":3,"Python parent id":1}}]',
     "args of other groups ignored": b'[{"ph":"X","cat":"cuda_runtime","ts":1,"args":{"stream":"not an int here"}},'
     b'{"ph":"f","ts":1,"args":[1,2]}]',
+    "negative floats beyond the fast path": b'[{"ph":"X","ts":-3.922337203685477580825,"dur":-1e-30},'
+    b'{"ph":"X","ts":-9007199254740993.5,"dur":-1.5e300,"cat":"kernel","args":{"est. achieved occupancy %":-2e-40}}]',
+    "first float after ints and nulls": b'[{"ph":"X"},{"ph":"X","ts":5,"dur":null},{"ph":"X","ts":null},'
+    b'{"ph":"X","ts":-7,"dur":3},{"ph":"X","ts":2.5,"dur":1},{"ph":"X","ts":9,"dur":0.5}]',
+    "texts around the inline view limit": b'[{"ph":"X","cat":"","name":"","ts":1},{"ph":"X","cat":"cpu_op",'
+    b'"name":"twelve bytes","ts":2},{"ph":"X","name":"thirteen byte","pid":"123456789012","tid":"1234567890123"},'
+    rb'{"ph":"X","name":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9","ts":3},{"ph":"X"}]',
     "pretty printed": b'[\n  {\n    "ph": "X", "cat": "kernel",\n    "ts": 1.0,\n    "args": {\n      "device": 0\n    }\n  }\n]',
 }
 
