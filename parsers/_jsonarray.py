@@ -322,11 +322,13 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
 
 
 def _may_close_events(buf: bytes, pos: int) -> bool:
-    """Whether the ``]`` at ``pos`` can close an array of events: after an object or ``[``."""
+    """Whether the ``]`` at ``pos`` can close an array of events: after an object, after
+    ``[``, or first in ``buf`` (which starts just after the events array's own ``[``: an empty
+    array of events)."""
     i = pos - 1
     while i >= 0 and buf[i] in _WS:
         i -= 1
-    return i >= 0 and buf[i] in (0x7D, 0x5B)  # '}' or '['
+    return i < 0 or buf[i] in (0x7D, 0x5B)  # nothing before it, '}' or '['
 
 
 def _trailer_ok(trailer: bytes, bare: bool) -> bool:

@@ -51,3 +51,20 @@ def test_log_lines_after_the_events_are_not_damage(tmp_path: Path) -> None:
     tables = tracekit.read_trace(path, cache=False)
     assert tables.info.warnings == ()
     assert tables.events.height == 5
+
+
+def test_an_empty_events_array_is_an_empty_trace(tmp_path: Path) -> None:
+    # ``"traceEvents": []`` is closed: an empty trace, not one "truncated before its first
+    # complete event" (the bracket right after the array's own "[" closes it)
+    for i, text in enumerate(
+        [
+            '{"traceEvents": [], "schemaVersion": 1}',
+            '{"traceEvents":[ \n ],"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}',
+            '{"schemaVersion": 1, "traceEvents": []}',
+        ]
+    ):
+        path = tmp_path / f"empty{i}.json"
+        path.write_text(text)
+        tables = tracekit.read_trace(path, cache=False)
+        assert tables.events.height == 0
+        assert tables.info.warnings == ()
