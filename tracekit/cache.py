@@ -33,22 +33,27 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import polars as pl
 
 from ._version import __version__
 from .progress import Progress
-from .schema import SCHEMA_VERSION, TABLES, TraceInfo, TraceTables
+from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
 _MARKER = "complete"
+#: the layout of an entry; part of every key, so an entry of another layout is never read
+CACHE_FORMAT = 2
 #: a file's identity is remembered only when its last change is older than this (ns)
 SETTLE_NS = 2_000_000_000
 #: the stat fields that make up a file's identity
@@ -81,7 +86,7 @@ def file_digest(path: str | Path, prefix: bytes = b"", *, progress: Progress | N
 
 def content_key(path: str | Path, *, progress: Progress | None = None) -> str:
     """A hash of the file's bytes, the schema version and the tracekit version."""
-    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode(), progress=progress)
+    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION} cache {CACHE_FORMAT}\n".encode(), progress=progress)
 
 
 def entry_dir(key: str, root: Path | None = None) -> Path:
@@ -97,7 +102,7 @@ def _stat_file(path: str | Path, root: Path | None) -> tuple[str, Path]:
     where = os.path.abspath(path)
     # versions in the name: another tracekit (another key for the same bytes) never reads
     # this record, and never overwrites it
-    named = f"tracekit {__version__} schema {SCHEMA_VERSION}\n{where}"
+    named = f"tracekit {__version__} schema {SCHEMA_VERSION} cache {CACHE_FORMAT}\n{where}"
     name = hashlib.blake2b(named.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
     return where, (root or cache_dir()) / "stat" / name[:2] / name
 
@@ -146,8 +151,227 @@ def remember(path: str | Path, before: os.stat_result, key: str, root: Path | No
     return True
 
 
-def _read_table(entry: Path, name: str) -> pl.DataFrame:
-    return pl.read_parquet(entry / f"{name}.parquet", parallel="none")
+#: the one file of an entry: every table's Arrow buffers behind a JSON header
+_TABLES_FILE = "tables.tkc"
+_MAGIC = b"TKCOLS1\n"
+_ALIGN = 64
+_MAX_HEADER = 64 * 1024 * 1024
+
+
+class _Damaged(Exception):
+    """A cache file that cannot be read back (the entry is dropped and rebuilt)."""
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _native() -> ModuleType | None:
+    """The memory-mapping reader (tracekit/_colmap.c), or None: not built, or
+    ``TRACEKIT_PURE_PYTHON=1`` asks for the pyarrow path (same tables)."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("tracekit._colmap")
+    except ImportError:
+        return None
+
+
+# Arrow C Data Interface format strings of the column types the canonical tables use
+_FORMATS = {
+    "int8": "c", "uint8": "C", "int16": "s", "uint16": "S", "int32": "i", "uint32": "I",
+    "int64": "l", "uint64": "L", "float": "f", "double": "g", "bool": "b", "string_view": "vu", "string": "u", "large_string": "U",
+}  # fmt: skip
+
+
+def _metadata_blob(pairs: list[list[str]]) -> bytes:
+    """Arrow's binary field metadata: int32 count, then int32 length + bytes per key and value."""
+    out = [len(pairs).to_bytes(4, sys.byteorder, signed=True)]
+    for pair in pairs:
+        for text in pair:
+            raw = text.encode("utf-8", "surrogateescape")
+            out += [len(raw).to_bytes(4, sys.byteorder, signed=True), raw]
+    return b"".join(out)
+
+
+def _write_tables(path: Path, tables: TraceTables) -> None:
+    """Write every table of ``tables`` (and its info) as one cache file: a JSON header naming
+    each column's Arrow format, length, null count and buffers, then the buffers, aligned.
+    Columns that hold only nulls are left out (the reader restores them)."""
+    import pyarrow as pa  # only when storing: a parse costs far more than this import
+
+    buffers: list[Any] = []
+    at = 0
+
+    def place(buf: Any) -> list[int] | None:
+        nonlocal at
+        if buf is None:
+            return None
+        spot = [at, buf.size]
+        buffers.append((at, buf))
+        at = _align(at + buf.size)
+        return spot
+
+    def column(name: str, arr: Any, field: Any) -> dict[str, Any]:
+        if arr.offset != 0:
+            raise _Damaged(f"column {name} is a slice")
+        typ = arr.type
+        meta = [[k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")] for k, v in (field.metadata or {}).items()] if field is not None else []
+        flags = (2 if field is None or field.nullable else 0)
+        dictionary = None
+        if pa.types.is_dictionary(typ):
+            fmt = _FORMATS.get(str(typ.index_type))
+            flags |= 1 if typ.ordered else 0
+            dictionary = column("", arr.dictionary, None)
+            bufs = arr.buffers()[:2]
+        else:
+            fmt = _FORMATS.get(str(typ))
+            bufs = arr.buffers()
+        if fmt is None:
+            raise _Damaged(f"column {name}: no cache layout for Arrow type {typ}")
+        return {
+            "name": name, "format": fmt, "metadata": meta, "flags": flags, "length": len(arr),
+            "null_count": arr.null_count, "buffers": [place(b) for b in bufs], "dictionary": dictionary,
+        }  # fmt: skip
+
+    described = []
+    for schema in TABLES:
+        frame = tables.table(schema.name)
+        first = frame.columns[:1]
+        kept = frame.select([c for c in frame.columns if c in first or frame.get_column(c).null_count() < frame.height])
+        arrow = kept.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
+        cols = []
+        for i, name in enumerate(arrow.column_names):
+            chunks = arrow.column(i).chunks
+            arr = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+            cols.append(column(name, arr, arrow.schema.field(i)))
+        described.append({"name": schema.name, "rows": frame.height, "columns": cols})
+    header = json.dumps({"byteorder": sys.byteorder, "info": tables.info.to_json(), "tables": described}).encode("utf-8")
+    start = _align(16 + len(header))
+    with open(path, "wb") as fh:
+        fh.write(_MAGIC + len(header).to_bytes(8, "little") + header)
+        fh.write(b"\0" * (start - 16 - len(header)))
+        written = 0
+        for offset, buf in buffers:
+            fh.write(b"\0" * (offset - written))
+            fh.write(buf)
+            written = offset + buf.size
+        fh.write(b"\0" * (_align(written) - written))
+
+
+def _read_header(path: Path) -> tuple[dict[str, Any], int]:
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+        if len(head) != 16 or head[:8] != _MAGIC:
+            raise _Damaged("not a tracekit cache file")
+        size = int.from_bytes(head[8:], "little")
+        if size > _MAX_HEADER:
+            raise _Damaged("header too large")
+        raw = fh.read(size)
+    if len(raw) != size:
+        raise _Damaged("header cut short")
+    header = json.loads(raw)
+    if not isinstance(header, dict) or not isinstance(header.get("tables"), list):
+        raise _Damaged("header without tables")
+    if header.get("byteorder") != sys.byteorder:
+        raise _Damaged("written on a machine of the other byte order")
+    return header, _align(16 + size)
+
+
+def _spec(col: dict[str, Any], start: int) -> tuple[Any, ...]:
+    """A header's column as the native reader takes it (buffer offsets made absolute)."""
+    buffers = tuple(None if b is None else (start + int(b[0]), int(b[1])) for b in col["buffers"])
+    dictionary = col["dictionary"]
+    return (
+        str(col["name"]).encode("utf-8", "surrogateescape"),
+        str(col["format"]).encode("ascii"),
+        _metadata_blob(col["metadata"]) if col["metadata"] else None,
+        int(col["flags"]),
+        int(col["length"]),
+        int(col["null_count"]),
+        0,
+        buffers,
+        None if dictionary is None else _spec(dictionary, start),
+    )
+
+
+class _ArrowArray:
+    """One exported struct array, for polars' PyCapsule import (used once)."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, pair: tuple[object, object]) -> None:
+        self._pair = pair
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._pair
+
+
+def _arrow_array(col: dict[str, Any], whole: Any, start: int) -> Any:
+    """The pure-Python reader's column: a pyarrow array over the mapped file, fully validated."""
+    import pyarrow as pa
+
+    types = {
+        "c": pa.int8(), "C": pa.uint8(), "s": pa.int16(), "S": pa.uint16(), "i": pa.int32(), "I": pa.uint32(),
+        "l": pa.int64(), "L": pa.uint64(), "f": pa.float32(), "g": pa.float64(), "b": pa.bool_(),
+        "vu": pa.string_view(), "u": pa.string(), "U": pa.large_string(),
+    }  # fmt: skip
+    typ = types.get(str(col["format"]))
+    if typ is None:
+        raise _Damaged(f"unknown column format {col['format']!r}")
+    bufs = [None if b is None else whole.slice(start + int(b[0]), int(b[1])) for b in col["buffers"]]
+    if any(b is not None and int(v[0]) + start + int(v[1]) > whole.size for b, v in zip(bufs, col["buffers"], strict=True)):
+        raise _Damaged("a buffer lies outside the file")
+    arr = pa.Array.from_buffers(typ, int(col["length"]), bufs, null_count=int(col["null_count"]))
+    arr.validate(full=True)
+    if col["dictionary"] is not None:
+        arr = pa.DictionaryArray.from_arrays(arr, _arrow_array(col["dictionary"], whole, start), ordered=bool(int(col["flags"]) & 1))
+        arr.validate(full=True)
+    return arr
+
+
+def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
+    header, start = _read_header(path)
+    info = TraceInfo.from_json(header["info"])
+    described = {t["name"]: t for t in header["tables"]}
+    if set(described) != {s.name for s in TABLES}:
+        raise _Damaged("the tables are not the canonical ones")
+    native = _native()
+    frames: dict[str, pl.DataFrame] = {}
+    if native is not None:
+        specs = [(int(described[s.name]["rows"]), [_spec(c, start) for c in described[s.name]["columns"]]) for s in TABLES]
+        for schema, pair in zip(TABLES, native.map_tables(str(path), specs), strict=True):
+            frames[schema.name] = pl.DataFrame(_ArrowArray(pair))
+    else:
+        import pyarrow as pa
+
+        whole = pa.memory_map(str(path)).read_buffer()
+        for schema in TABLES:
+            table = described[schema.name]
+            cols = table["columns"]
+            fields = [pa.field(str(c["name"]), _arrow_array(c, whole, start).type, nullable=bool(int(c["flags"]) & 2), metadata=dict(c["metadata"]) or None) for c in cols]
+            arrays = [_arrow_array(c, whole, start) for c in cols]
+            frames[schema.name] = pl.DataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)))
+    for schema in TABLES:
+        rows = int(described[schema.name]["rows"])
+        frame = frames[schema.name]
+        if frame.height != rows:
+            raise _Damaged(f"table {schema.name}: {frame.height} rows, the header says {rows}")
+        frames[schema.name] = _restore(schema, frame, rows)
+    return info, frames
+
+
+def _restore(schema: TableSchema, frame: pl.DataFrame, rows: int) -> pl.DataFrame:
+    """``frame`` with the all-null columns the writer left out put back, in schema order
+    (each a constant column: no memory is filled for it until something needs it)."""
+    if frame.width == len(schema.columns):
+        return schema.conform(frame)
+    present = set(frame.columns)
+    columns = [
+        frame.get_column(c.name) if c.name in present else pl.Series(c.name, [None], dtype=c.dtype).new_from_index(0, rows)
+        for c in schema.columns
+    ]
+    return schema.conform(pl.DataFrame(columns))
 
 
 def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | None:
@@ -156,11 +380,7 @@ def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | 
     if not (entry / _MARKER).exists():
         return None
     try:
-        info = TraceInfo.from_json((entry / "info.json").read_text(encoding="utf-8"))
-        # the events table is most of the work: it is decoded beside the other six
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-cache") as pool:
-            futures = {s.name: pool.submit(_read_table, entry, s.name) for s in TABLES}
-            frames = {s.name: s.conform(futures[s.name].result()) for s in TABLES}
+        info, frames = _read_tables(entry / _TABLES_FILE)
     except Exception:
         shutil.rmtree(entry, ignore_errors=True)
         return None
@@ -194,10 +414,10 @@ def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
         return True
 
     def write(tmp: Path) -> None:
-        tables.write_parquet(tmp, compression="uncompressed", statistics=False, null_columns=False)
+        _write_tables(tmp / _TABLES_FILE, tables)
         (tmp / _MARKER).write_text(__version__ + "\n", encoding="utf-8")
 
-    return write_entry(entry, write)
+    return write_entry(entry, write, (OSError, _Damaged))
 
 
 def clear(root: Path | None = None) -> int:

@@ -1,0 +1,169 @@
+"""The cache's one-file entries (tracekit/cache.py): read back identical on both readers
+(the memory-mapping native one, tracekit/_colmap.c, and the pyarrow fallback), and a damaged
+or hostile file is dropped and parsed again, never trusted and never a crash."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import SAMPLE_TRACES
+from polars.testing import assert_frame_equal
+
+import tracekit
+from tracekit import cache as tk_cache
+from tracekit.parsers import parse
+from tracekit.schema import TABLES, TraceTables
+
+NATIVE = tk_cache._native() is not None
+READERS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")), "python"]
+TRACES = ["synthetic/healthy.kineto.json", "synthetic/dataloader_stall.nsys.sqlite"]
+
+
+@pytest.fixture(params=READERS)
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
+    return str(request.param)
+
+
+def _stored(name: str) -> tuple[Path, TraceTables, Path]:
+    path = SAMPLE_TRACES / name
+    tables = parse(path)
+    key = tk_cache.content_key(path)
+    assert tk_cache.store(key, tables)
+    return path, tables, tk_cache.entry_dir(key) / "tables.tkc"
+
+
+def _same(a: TraceTables, b: TraceTables) -> None:
+    for schema in TABLES:
+        assert b.table(schema.name).schema == schema.polars_schema
+        assert_frame_equal(a.table(schema.name), b.table(schema.name), check_exact=True)
+    assert a.info == b.info
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_cached_tables_read_back_identical(name: str, reader: str) -> None:
+    path, tables, _ = _stored(name)
+    back = tk_cache.load(tk_cache.content_key(path), path)
+    assert back is not None
+    _same(tables, back)
+
+
+def test_cached_tables_outlive_their_entry(reader: str) -> None:
+    """The native reader maps the file: the tables stay valid after the entry is deleted."""
+    path, tables, _ = _stored(TRACES[0])
+    back = tk_cache.load(tk_cache.content_key(path), path)
+    assert back is not None
+    assert tk_cache.clear() == 1
+    gc.collect()
+    assert back.events.filter(pl.col("kind") == "kernel").height == tables.events.filter(pl.col("kind") == "kernel").height
+    assert back.events["name"].to_list() == tables.events["name"].to_list()
+
+
+def _header(file: Path) -> tuple[dict[str, Any], int]:
+    return tk_cache._read_header(file)
+
+
+def _rewrite_header(file: Path, change: Any) -> None:
+    """Apply ``change`` to the file's header, keeping the buffers where they are."""
+    raw = file.read_bytes()
+    header, start = _header(file)
+    change(header)
+    text = json.dumps(header).encode()
+    assert tk_cache._align(16 + len(text)) == start, "the edit must keep the header's padded size"
+    file.write_bytes(raw[:8] + len(text).to_bytes(8, "little") + text + b"\0" * (start - 16 - len(text)) + raw[start:])
+
+
+def _column(header: dict[str, Any], table: str, name: str) -> dict[str, Any]:
+    (t,) = [t for t in header["tables"] if t["name"] == table]
+    (c,) = [c for c in t["columns"] if c["name"] == name]
+    return c
+
+
+def _poke(file: Path, offset: int, data: bytes) -> None:
+    with open(file, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def _damage_cases() -> dict[str, Any]:
+    def header_edit(fn: Any) -> Any:
+        return lambda file: _rewrite_header(file, fn)
+
+    def buffer_far(h: dict[str, Any]) -> None:
+        _column(h, "events", "start_ns")["buffers"][1][0] = 10**12
+
+    def buffer_long(h: dict[str, Any]) -> None:
+        _column(h, "events", "start_ns")["buffers"][1][1] = 10**12
+
+    def nulls_wrong(h: dict[str, Any]) -> None:
+        c = _column(h, "events", "event_id")
+        c["null_count"] = 1  # no validity bitmap, or one that counts no null
+
+    def rows_wrong(h: dict[str, Any]) -> None:
+        for c in h["tables"][0]["columns"]:
+            c["length"] += 1
+
+    def views_bad(file: Path) -> None:
+        header, start = _header(file)
+        views = _column(header, "events", "name")["buffers"][1]
+        # first view: a 200-byte string in data buffer 7 (there is no such buffer)
+        _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (7).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+
+    def view_past_end(file: Path) -> None:
+        header, start = _header(file)
+        views = _column(header, "events", "name")["buffers"][1]
+        _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (0).to_bytes(4, "little") + (2**31 - 300).to_bytes(4, "little"))
+
+    def index_bad(file: Path) -> None:
+        header, start = _header(file)
+        indices = _column(header, "events", "kind")["buffers"][1]
+        _poke(file, start + indices[0], b"\xff")
+
+    def truncated(file: Path) -> None:
+        with open(file, "r+b") as fh:
+            fh.truncate(file.stat().st_size // 2)
+
+    return {
+        "garbage": lambda file: file.write_bytes(b"not a cache file at all"),
+        "empty": lambda file: file.write_bytes(b""),
+        "header cut": lambda file: file.write_bytes(file.read_bytes()[:40]),
+        "truncated": truncated,
+        "buffer outside the file": header_edit(buffer_far),
+        "buffer longer than the file": header_edit(buffer_long),
+        "null count": header_edit(nulls_wrong),
+        "row count": header_edit(rows_wrong),
+        "format": header_edit(lambda h: _column(h, "events", "start_ns").update(format="+l")),
+        "views into no buffer": views_bad,
+        "view past its buffer": view_past_end,
+        "dictionary index": index_bad,
+    }
+
+
+@pytest.mark.parametrize("case", list(_damage_cases()))
+def test_a_damaged_cache_file_is_dropped_and_parsed_again(case: str, reader: str) -> None:
+    path = SAMPLE_TRACES / TRACES[0]
+    first = tracekit.read_trace(path)
+    key = tk_cache.content_key(path)
+    file = tk_cache.entry_dir(key) / "tables.tkc"
+    _damage_cases()[case](file)
+    assert tk_cache.load(key, path) is None
+    assert not file.parent.exists()  # dropped
+    again = tracekit.read_trace(path)  # parsed and stored again
+    _same(first, again)
+    assert file.exists()
+
+
+def test_the_layout_version_is_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of another layout (the Parquet folders before this one) is never read."""
+    path = SAMPLE_TRACES / TRACES[0]
+    key = tk_cache.content_key(path)
+    monkeypatch.setattr(tk_cache, "CACHE_FORMAT", tk_cache.CACHE_FORMAT + 1)
+    assert tk_cache.content_key(path) != key
