@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,35 @@ def _damage_cases() -> dict[str, Any]:
         views = _column(header, "events", "name")["buffers"][1]
         _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (0).to_bytes(4, "little") + (2**31 - 300).to_bytes(4, "little"))
 
+    def _long_view(file: Path) -> tuple[int, int, int, int]:
+        """(view's file offset, string length, its data's file offset, row) of the first long name."""
+        header, start = _header(file)
+        col = _column(header, "events", "name")
+        views = start + col["buffers"][1][0]
+        raw = file.read_bytes()
+        for i in range(col["length"]):
+            size, _, index, offset = struct.unpack_from("<i4sii", raw, views + 16 * i)
+            if size > 12:
+                return views + 16 * i, size, start + col["buffers"][2 + index][0] + offset, i
+        raise AssertionError("no long name in the sample")
+
+    def not_utf8(file: Path) -> None:
+        _, _, data, _ = _long_view(file)
+        _poke(file, data + 5, b"\xff\xfe")
+
+    def split_character(file: Path) -> None:
+        _, size, data, _ = _long_view(file)
+        # the buffer stays UTF-8, but the string now ends on the first byte of "é"
+        _poke(file, data + size - 1, "é".encode())
+
+    def prefix_bad(file: Path) -> None:
+        view, _, _, _ = _long_view(file)
+        _poke(file, view + 4, b"\x00\x01\x02\x03")
+
+    def inline_not_utf8(file: Path) -> None:
+        view, _, _, _ = _long_view(file)
+        _poke(file, view, (4).to_bytes(4, "little") + b"a\xffbc")
+
     def index_bad(file: Path) -> None:
         header, start = _header(file)
         indices = _column(header, "events", "kind")["buffers"][1]
@@ -144,6 +174,10 @@ def _damage_cases() -> dict[str, Any]:
         "views into no buffer": views_bad,
         "view past its buffer": view_past_end,
         "dictionary index": index_bad,
+        "string not UTF-8": not_utf8,
+        "inline string not UTF-8": inline_not_utf8,
+        "view prefix": prefix_bad,
+        "string ends inside a character": split_character,
     }
 
 

@@ -262,6 +262,49 @@ static const char *check_buffers(const Col *c, const uint8_t *base, uint64_t siz
     return NULL;
 }
 
+/* 1 when data[0, n) is well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): polars takes a string column's bytes as valid UTF-8 without looking */
+static int utf8_ok(const uint8_t *data, uint64_t n) {
+    uint64_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) { /* eight ASCII bytes at a time */
+            uint64_t word;
+            memcpy(&word, data + i, 8);
+            if ((word & 0x8080808080808080ULL) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t b = data[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        uint64_t need;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            if (b == 0xE0) lo = 0xA0;
+            if (b == 0xED) hi = 0x9F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            if (b == 0xF0) lo = 0x90;
+            if (b == 0xF4) hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if (n - i - 1 < need) return 0;
+        if (data[i + 1] < lo || data[i + 1] > hi) return 0;
+        for (uint64_t k = 2; k <= need; k++) {
+            if ((data[i + k] & 0xC0) != 0x80) return 0;
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
 static int64_t read_index(const uint8_t *p, char format) {
     switch (format) {
         case 'c': { int8_t v; memcpy(&v, p, 1); return v; }
@@ -318,19 +361,56 @@ static const char *check_col(const Col *c, const uint8_t *base, uint64_t size) {
             prev = (uint64_t)o;
         }
         if (prev > c->buf_size[2]) return "string offsets point past their data";
+        /* the data between the first and last offsets must be UTF-8, and every offset a
+         * character boundary (then each string is UTF-8) */
+        const uint8_t *chars = base + c->buf_off[2];
+        for (uint64_t i = (uint64_t)c->offset; i <= end; i++) {
+            int64_t o;
+            if (c->width == 4) {
+                int32_t o32;
+                memcpy(&o32, data + 4 * i, 4);
+                o = o32;
+            } else {
+                memcpy(&o, data + 8 * i, 8);
+            }
+            if ((uint64_t)o < c->buf_size[2] && (chars[o] & 0xC0) == 0x80) return "a string starts inside a character";
+        }
+        int64_t first;
+        if (c->width == 4) {
+            int32_t o32;
+            memcpy(&o32, data + 4 * (uint64_t)c->offset, 4);
+            first = o32;
+        } else {
+            memcpy(&first, data + 8 * (uint64_t)c->offset, 8);
+        }
+        if (!utf8_ok(chars + first, prev - (uint64_t)first)) return "strings that are not UTF-8";
     } else { /* VIEWS: 16 bytes each; a long string's view is (len, prefix, buffer index, offset) */
         if (dsize / 16 < end) return "view buffer too short";
         int64_t n_data = c->n_buffers - 2;
+        int utf8 = strcmp(c->format, "vu") == 0; /* "vz": binary, any bytes */
         for (uint64_t i = (uint64_t)c->offset; i < end; i++) {
             const uint8_t *v = data + 16 * i;
             int32_t len, idx, off;
             memcpy(&len, v, 4);
             if (len < 0) return "negative string length";
-            if (len <= 12) continue;
+            if (len <= 12) { /* inline: the string is in the view */
+                if (utf8 && !utf8_ok(v + 4, (uint64_t)len)) return "strings that are not UTF-8";
+                continue;
+            }
             memcpy(&idx, v + 8, 4);
             memcpy(&off, v + 12, 4);
             if (idx < 0 || idx >= n_data || off < 0) return "string view points outside its buffers";
-            if ((uint64_t)off + (uint64_t)len > c->buf_size[2 + idx]) return "string view points past its buffer";
+            uint64_t bsize = c->buf_size[2 + idx];
+            if ((uint64_t)off + (uint64_t)len > bsize) return "string view points past its buffer";
+            const uint8_t *str = base + c->buf_off[2 + idx] + off;
+            if (memcmp(str, v + 4, 4) != 0) return "string view's prefix is not its string's";
+            /* each data buffer is checked whole below: a string that starts and ends on
+             * character boundaries of a UTF-8 buffer is UTF-8 */
+            if (utf8 && ((str[0] & 0xC0) == 0x80 || ((uint64_t)off + (uint64_t)len < bsize && (str[len] & 0xC0) == 0x80)))
+                return "a string starts or ends inside a character";
+        }
+        for (int64_t k = 0; utf8 && k < n_data; k++) {
+            if (!utf8_ok(base + c->buf_off[2 + k], c->buf_size[2 + k])) return "strings that are not UTF-8";
         }
     }
     if (c->dictionary != NULL) {
