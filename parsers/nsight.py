@@ -406,7 +406,10 @@ class _Db:
             ).fetchone()
             if indexed is not None:
                 return None
-            row = self.con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {_quote(table)}").fetchone()
+            # one aggregate per query: SQLite answers MIN(rowid) or MAX(rowid) alone from the
+            # b-tree's ends, but scans every row for both in one SELECT (0.1 s on 1 M rows)
+            name = _quote(table)
+            row = self.con.execute(f"SELECT (SELECT MIN(rowid) FROM {name}), (SELECT MAX(rowid) FROM {name})").fetchone()
         except sqlite3.Error:
             return None
         if row is None or not isinstance(row[0], int) or not isinstance(row[1], int):
