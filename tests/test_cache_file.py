@@ -50,11 +50,38 @@ def _same(a: TraceTables, b: TraceTables) -> None:
 
 
 @pytest.mark.parametrize("name", TRACES)
-def test_cached_tables_read_back_identical(name: str, reader: str) -> None:
+def test_cached_tables_read_back_identical(name: str, reader: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written by either writer (the native one stores each distinct string once), read back
+    the same by either reader."""
     path, tables, _ = _stored(name)
-    back = tk_cache.load(tk_cache.content_key(path), path)
-    assert back is not None
-    _same(tables, back)
+    for value in ("native", "python"):
+        if value == "native" and not NATIVE:
+            continue
+        if value == "python":
+            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+        else:
+            monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
+        back = tk_cache.load(tk_cache.content_key(path), path)
+        assert back is not None, (reader, value)
+        _same(tables, back)
+
+
+@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+def test_distinct_strings_are_stored_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SAMPLE_TRACES / TRACES[0]
+    tables = parse(path)
+    names = tables.events["name"]
+    long_bytes = names.filter(names.str.len_bytes() > 12).unique().str.len_bytes().sum()
+    sizes = {}
+    for reader in ("native", "python"):
+        if reader == "python":
+            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+        folder = tk_cache.cache_dir() / reader
+        folder.mkdir(parents=True)
+        tk_cache._write_tables(folder / "tables.tkc", tables)
+        header, _ = tk_cache._read_header(folder / "tables.tkc")
+        sizes[reader] = sum(b[1] for b in _column(header, "events", "name")["buffers"][2:])
+    assert sizes["native"] == long_bytes < sizes["python"]
 
 
 def test_cached_tables_outlive_their_entry(reader: str) -> None:

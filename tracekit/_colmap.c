@@ -806,7 +806,178 @@ done:
     return result;
 }
 
+/* ---- writing: one copy of each distinct long string */
+#define DATA_LIMIT ((uint64_t)1 << 30) /* a data buffer never passes 1 GiB (views hold int32 offsets) */
+
+typedef struct {
+    uint8_t *data;
+    uint64_t size, cap;
+} Out;
+
+static int out_append(Out *o, const uint8_t *src, uint64_t n) {
+    if (o->size + n > o->cap) {
+        uint64_t cap = o->cap ? o->cap : 65536;
+        while (cap < o->size + n) cap *= 2;
+        uint8_t *grown = realloc(o->data, cap);
+        if (grown == NULL) return -1;
+        o->data = grown;
+        o->cap = cap;
+    }
+    memcpy(o->data + o->size, src, n);
+    o->size += n;
+    return 0;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, uint64_t n) {
+    uint64_t h = 1469598103934665603ULL ^ n; /* FNV-1a */
+    for (uint64_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* compact_views(views, data_buffers) -> (views, [data buffer, ...])
+ * views: the 16-byte views of a string column (offset 0); data_buffers: its data buffers.
+ * Returns views whose long strings point into new data buffers that hold each distinct
+ * string once (the column reads back the same).  Every view is checked as map_tables does. */
+static PyObject *compact_views(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer views;
+    PyObject *datas_obj;
+    if (!PyArg_ParseTuple(args, "y*O", &views, &datas_obj)) return NULL;
+    PyObject *result = NULL, *datas = NULL;
+    Py_buffer *bufs = NULL;
+    Py_ssize_t nbufs = 0, got = 0;
+    uint8_t *newviews = NULL;
+    uint64_t *slots = NULL; /* (index of the first row with that string) + 1, or 0 */
+    Out *outs = NULL;
+    Py_ssize_t nouts = 0;
+    const char *err = NULL;
+    int nomem = 0;
+    if (views.len % 16 != 0) {
+        PyErr_SetString(PyExc_ValueError, "views must be 16 bytes each");
+        goto done;
+    }
+    datas = PySequence_Fast(datas_obj, "data buffers must be a sequence");
+    if (datas == NULL) goto done;
+    nbufs = PySequence_Fast_GET_SIZE(datas);
+    bufs = calloc((size_t)(nbufs > 0 ? nbufs : 1), sizeof(Py_buffer));
+    if (bufs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < nbufs; got++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(datas, got), &bufs[got], PyBUF_SIMPLE) < 0) goto done;
+    }
+    uint64_t n = (uint64_t)views.len / 16;
+    uint64_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    newviews = malloc(n ? n * 16 : 1);
+    slots = calloc(cap, sizeof(uint64_t));
+    outs = calloc(1, sizeof(Out));
+    if (newviews == NULL || slots == NULL || outs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    nouts = 1;
+    Py_BEGIN_ALLOW_THREADS
+    const uint8_t *vin = views.buf;
+    for (uint64_t i = 0; i < n && err == NULL && !nomem; i++) {
+        const uint8_t *v = vin + 16 * i;
+        uint8_t *w = newviews + 16 * i;
+        int32_t len, idx, off;
+        memcpy(w, v, 16);
+        memcpy(&len, v, 4);
+        if (len < 0) {
+            err = "negative string length";
+            break;
+        }
+        if (len <= 12) continue;
+        memcpy(&idx, v + 8, 4);
+        memcpy(&off, v + 12, 4);
+        if (idx < 0 || idx >= nbufs || off < 0 || (uint64_t)off + (uint64_t)len > (uint64_t)bufs[idx].len) {
+            err = "string view points outside its buffers";
+            break;
+        }
+        const uint8_t *str = (const uint8_t *)bufs[idx].buf + off;
+        uint64_t slot = hash_bytes(str, (uint64_t)len) & (cap - 1);
+        for (;;) {
+            if (slots[slot] == 0) { /* first time: copy it out */
+                Out *o = &outs[nouts - 1];
+                if (o->size + (uint64_t)len > DATA_LIMIT) {
+                    Out *grown = realloc(outs, (size_t)(nouts + 1) * sizeof(Out));
+                    if (grown == NULL) {
+                        nomem = 1;
+                        break;
+                    }
+                    outs = grown;
+                    memset(&outs[nouts], 0, sizeof(Out));
+                    nouts++;
+                    o = &outs[nouts - 1];
+                }
+                int32_t nidx = (int32_t)(nouts - 1), noff = (int32_t)o->size;
+                if (out_append(o, str, (uint64_t)len) < 0) {
+                    nomem = 1;
+                    break;
+                }
+                memcpy(w + 8, &nidx, 4);
+                memcpy(w + 12, &noff, 4);
+                slots[slot] = i + 1;
+                break;
+            }
+            const uint8_t *seen = newviews + 16 * (slots[slot] - 1);
+            int32_t slen, sidx, soff;
+            memcpy(&slen, seen, 4);
+            memcpy(&sidx, seen + 8, 4);
+            memcpy(&soff, seen + 12, 4);
+            if (slen == len && memcmp(outs[sidx].data + soff, str, (size_t)len) == 0) {
+                memcpy(w + 8, seen + 8, 8);
+                break;
+            }
+            slot = (slot + 1) & (cap - 1);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (err != NULL) {
+        PyErr_SetString(PyExc_ValueError, err);
+        goto done;
+    }
+    PyObject *list = PyList_New(nouts);
+    if (list == NULL) goto done;
+    for (Py_ssize_t k = 0; k < nouts; k++) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)outs[k].data, (Py_ssize_t)outs[k].size);
+        if (b == NULL) {
+            Py_DECREF(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, k, b);
+    }
+    PyObject *vb = PyBytes_FromStringAndSize((const char *)newviews, (Py_ssize_t)(n * 16));
+    if (vb == NULL) {
+        Py_DECREF(list);
+        goto done;
+    }
+    result = PyTuple_Pack(2, vb, list);
+    Py_DECREF(vb);
+    Py_DECREF(list);
+done:
+    for (Py_ssize_t k = 0; outs && k < nouts; k++) free(outs[k].data);
+    free(outs);
+    free(slots);
+    free(newviews);
+    for (Py_ssize_t k = 0; k < got; k++) PyBuffer_Release(&bufs[k]);
+    free(bufs);
+    Py_XDECREF(datas);
+    PyBuffer_Release(&views);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"compact_views", compact_views, METH_VARARGS,
+     "compact_views(views, data_buffers) -> (views, [data, ...]): a string column's views, "
+     "each distinct long string stored once."},
     {"map_tables", map_tables, METH_VARARGS,
      "map_tables(path, tables) -> [(schema capsule, array capsule)]: the tables of a cache file, "
      "memory-mapped and checked, as Arrow C Data Interface struct arrays."},

@@ -203,13 +203,16 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
     buffers: list[Any] = []
     at = 0
 
+    native = _native()
+
     def place(buf: Any) -> list[int] | None:
         nonlocal at
         if buf is None:
             return None
-        spot = [at, buf.size]
+        size = memoryview(buf).nbytes
+        spot = [at, size]
         buffers.append((at, buf))
-        at = _align(at + buf.size)
+        at = _align(at + size)
         return spot
 
     def column(name: str, arr: Any, field: Any) -> dict[str, Any]:
@@ -227,6 +230,11 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
         else:
             fmt = _FORMATS.get(str(typ))
             bufs = arr.buffers()
+            if fmt == "vu" and native is not None and len(bufs) > 2:
+                # each distinct long string once (a parsed column holds a copy per row):
+                # a smaller file, and fewer bytes for the reader to check
+                views, data = native.compact_views(memoryview(bufs[1])[: 16 * len(arr)], bufs[2:])
+                bufs = [bufs[0], views, *data]
         if fmt is None:
             raise _Damaged(f"column {name}: no cache layout for Arrow type {typ}")
         return {
@@ -255,7 +263,7 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
         for offset, buf in buffers:
             fh.write(b"\0" * (offset - written))
             fh.write(buf)
-            written = offset + buf.size
+            written = offset + memoryview(buf).nbytes
         fh.write(b"\0" * (_align(written) - written))
 
 
