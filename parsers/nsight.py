@@ -815,6 +815,8 @@ class _Reader:
 
     def _runtime(self) -> pl.DataFrame:
         parts = []
+        # the version suffix is stripped once per distinct string, not once per call
+        names = self.strings.with_columns(pl.col("value").str.replace(r"_v\d+$", ""))
         for table, default in _API_TABLES:
             frame = self._fetch(table, _API_SPEC, _API_WHERE)
             if not frame.height:
@@ -829,14 +831,15 @@ class _Reader:
                 )
             else:
                 kind = pl.lit(default.value)
-            parts.append(self._name(frame, "name_id", "raw_name").with_columns(kind.alias("kind")))
+            named = frame.join(names.rename({"id": "name_id", "value": "name"}), on="name_id", how="left", maintain_order="left")
+            parts.append(named.with_columns(kind.alias("kind")))
         if not parts:
             return pl.DataFrame()
         frame = pl.concat(parts, how="vertical_relaxed")
         frame = self._intervals(frame, "CUDA API")
         return frame.select(
             pl.col("kind").cast(EVENT_KIND),
-            pl.col("raw_name").str.replace(r"_v\d+$", "").alias("name"),
+            "name",
             _pid("gtid").alias("pid"),
             _tid("gtid").alias("tid"),
             "start_ns",
