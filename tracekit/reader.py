@@ -26,7 +26,7 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     Args:
         path: a Kineto trace (``.json``, ``.json.gz``), an Nsight Systems export
             (``.sqlite``) or report (``.nsys-rep``, needs ``nsys`` on PATH).
-        cache: use the content-keyed Parquet cache (see :mod:`tracekit.cache`): the
+        cache: use the content-keyed cache (see :mod:`tracekit.cache`): the
             second read of the same bytes skips parsing.
         format: force a reader (``kineto``, ``nsys``, ``nsys-rep``) instead of sniffing.
         progress: told each phase (``hashing``, ``loading cached tables``, ``reading``,
