@@ -356,6 +356,8 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
     described = {t["name"]: t for t in header["tables"]}
     if set(described) != {s.name for s in TABLES}:
         raise _Damaged("the tables are not the canonical ones")
+    for schema in TABLES:
+        _check_columns(schema, described[schema.name].get("columns"))
     native = _native()
     frames: dict[str, pl.DataFrame] = {}
     if native is not None:
@@ -369,8 +371,11 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
         for schema in TABLES:
             table = described[schema.name]
             cols = table["columns"]
-            fields = [pa.field(str(c["name"]), _arrow_array(c, whole, start).type, nullable=bool(int(c["flags"]) & 2), metadata=dict(c["metadata"]) or None) for c in cols]
             arrays = [_arrow_array(c, whole, start) for c in cols]
+            fields = [
+                pa.field(str(c["name"]), a.type, nullable=bool(int(c["flags"]) & 2), metadata=dict(c["metadata"]) or None)
+                for c, a in zip(cols, arrays, strict=True)
+            ]
             frames[schema.name] = pl.DataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)))
     for schema in TABLES:
         rows = int(described[schema.name]["rows"])
@@ -381,12 +386,43 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
     return info, frames
 
 
+def _field_metadata(dtype: pl.DataType) -> list[list[str]]:
+    """The Arrow field metadata polars exports for a column of ``dtype``: for an Enum its
+    categories (``length;text`` each), which polars reads back to rebuild the Enum."""
+    if isinstance(dtype, pl.Enum):
+        return [["_PL_ENUM_VALUES2", "".join(f"{len(c)};{c}" for c in dtype.categories.to_list())]]
+    return []
+
+
+def _check_columns(schema: TableSchema, cols: Any) -> None:
+    """The header's columns of one table are columns of its schema, each once, described
+    as the writer describes that dtype: polars parses some of this (an Enum's categories)
+    and must never be handed a damaged description."""
+    if not isinstance(cols, list) or not cols:
+        raise _Damaged(f"table {schema.name}: no columns")
+    dtypes = {c.name: c.dtype for c in schema.columns}
+    seen = set()
+    for col in cols:
+        name = col["name"]
+        if name not in dtypes or name in seen:
+            raise _Damaged(f"table {schema.name}: unexpected column {name!r}")
+        seen.add(name)
+        enum = isinstance(dtypes[name], pl.Enum)
+        if col["metadata"] != _field_metadata(dtypes[name]) or (col["dictionary"] is not None) != enum:
+            raise _Damaged(f"table {schema.name}: column {name} is not described as a {dtypes[name]}")
+        if col["flags"] not in (0, 1, 2, 3) or (col["dictionary"] is not None and col["dictionary"]["metadata"]):
+            raise _Damaged(f"table {schema.name}: column {name} has unknown flags")
+
+
 def _restore(schema: TableSchema, frame: pl.DataFrame, rows: int) -> pl.DataFrame:
     """``frame`` with the all-null columns the writer left out put back, in schema order
     (each a constant column: no memory is filled for it until something needs it)."""
+    present = frame.schema
+    for c in schema.columns:
+        if c.name in present and present[c.name] != c.dtype:
+            raise _Damaged(f"table {schema.name}: column {c.name} reads back as {present[c.name]}, not {c.dtype}")
     if frame.width == len(schema.columns):
         return schema.conform(frame)
-    present = set(frame.columns)
     columns = [
         frame.get_column(c.name) if c.name in present else pl.Series(c.name, [None], dtype=c.dtype).new_from_index(0, rows)
         for c in schema.columns
@@ -401,7 +437,7 @@ def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | 
         return None
     try:
         info, frames = _read_tables(entry / _TABLES_FILE)
-    except Exception:
+    except (Exception, pl.exceptions.PanicException):  # polars' import panics on what it cannot take
         shutil.rmtree(entry, ignore_errors=True)
         return None
     return TraceTables(info=info.with_changes(path=str(path)), **frames)
