@@ -251,7 +251,9 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
             raise _Damaged(f"column {name}: no cache layout for Arrow type {typ}")
         return {
             "name": name, "format": fmt, "metadata": meta, "flags": flags, "length": len(arr),
-            "null_count": arr.null_count, "buffers": [place(b) for b in bufs], "dictionary": dictionary,
+            # a missing value buffer (an empty array may have none) is stored as an empty one
+            "null_count": arr.null_count, "buffers": [place(b if b is not None or i == 0 else b"") for i, b in enumerate(bufs)],
+            "dictionary": dictionary,
         }  # fmt: skip
 
     described = []
