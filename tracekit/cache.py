@@ -171,7 +171,8 @@ _MAX_HEADER = 64 * 1024 * 1024
 
 
 class _Damaged(Exception):
-    """A cache file that cannot be read back (the entry is dropped and rebuilt)."""
+    """A cache file that cannot be read back (the entry is dropped and rebuilt), or tables
+    that cannot be written as one (the trace is then not cached)."""
 
 
 def _align(n: int) -> int:
