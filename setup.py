@@ -16,6 +16,8 @@ setup(
         # the critical path's longest paths of every step graph (tracekit/analysis/critical_path.py)
         Extension("tracekit.analysis._dag", ["tracekit/analysis/_dag.c"], extra_compile_args=_FLAGS, optional=True),
         # the replay's longest-path sweeps and Kahn's order (tracekit/analysis/sweep.py)
+        # the cache's tables memory-mapped and handed to polars without a copy (tracekit/cache.py)
+        Extension("tracekit._colmap", ["tracekit/_colmap.c"], extra_compile_args=_FLAGS, optional=True),
         Extension("tracekit.analysis._sweep", ["tracekit/analysis/_sweep.c"], extra_compile_args=_FLAGS, optional=True),
     ]
 )

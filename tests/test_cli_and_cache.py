@@ -146,7 +146,7 @@ def test_damaged_cache_entry_is_rebuilt(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.json", _events(2))
     tracekit.read_trace(path)
     entry = tk_cache.entry_dir(tk_cache.content_key(path))
-    (entry / "events.parquet").write_bytes(b"not parquet")
+    (entry / "tables.tkc").write_bytes(b"not a cache file")
     assert tracekit.read_trace(path).events.height == 2
     assert tracekit.read_trace(path).events.height == 2
 

@@ -112,14 +112,19 @@ def test_cache_entry_written_atomically(tmp_path: Path, monkeypatch: pytest.Monk
     tables = parse(path)
     key = tk_cache.content_key(path)
 
-    def crash(self: object, directory: object, **options: object) -> None:
+    real_write = tk_cache._write_tables
+
+    def crash(file: Path, tables: object) -> None:
+        real_write(file, tables)  # type: ignore[arg-type]
+        with open(file, "r+b") as fh:  # half written when the disk filled up
+            fh.truncate(file.stat().st_size // 2)
         raise OSError("disk full")
 
     with monkeypatch.context() as m:
-        m.setattr(type(tables), "write_parquet", crash)
+        m.setattr(tk_cache, "_write_tables", crash)
         assert tk_cache.store(key, tables) is False
     assert tk_cache.load(key, path) is None
-    assert not list((tk_cache.cache_dir() / "traces").rglob("events.parquet"))
+    assert not list((tk_cache.cache_dir() / "traces").rglob("tables.tkc"))
 
 
 def test_no_code_execution_from_trace_content() -> None:
@@ -244,7 +249,7 @@ def test_export_and_annotate_write_only_what_was_asked(tmp_path: Path, monkeypat
     assert sorted(p.name for p in (out / "tables").iterdir()) == sorted([f"{n}.parquet" for n in TABLE_NAMES] + ["info.json"])
     cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file()]
     assert cached
-    pattern = r"traces/[0-9a-f]{2}/[0-9a-f]{40}/(\w+\.parquet|info\.json|complete)|stat/[0-9a-f]{2}/[0-9a-f]{40}"
+    pattern = r"traces/[0-9a-f]{2}/[0-9a-f]{40}/(tables\.tkc|complete)|stat/[0-9a-f]{2}/[0-9a-f]{40}"
     assert all(re.fullmatch(pattern, c) for c in cached), cached
 
 

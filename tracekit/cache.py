@@ -1,11 +1,11 @@
-"""The content-keyed Parquet cache of parsed traces.
+"""The content-keyed cache of parsed traces.
 
-A parsed trace is stored as the Parquet files of :meth:`TraceTables.write_parquet` in a
-folder named after a hash of the file's *content* (plus the schema and tracekit
-versions), so a changed file can never be served from a stale entry, and a copied or
-renamed file is still a hit.  Entries are written to a temporary folder and renamed into
-place, so a crash or a concurrent run never leaves a half-written entry; the cache can
-be deleted at any time and is rebuilt on demand.
+A parsed trace is stored as one file, ``tables.tkc``, in a folder named after a hash of the
+file's *content* (plus the schema, tracekit and cache-layout versions), so a changed file
+can never be served from a stale entry, and a copied or renamed file is still a hit.
+Entries are written to a temporary folder and renamed into place, so a crash or a
+concurrent run never leaves a half-written entry; the cache can be deleted at any time and
+is rebuilt on demand.
 
 Hashing a large file costs about a second per GB, so a second open of the same file at the
 same path does not hash it again: ``stat/`` remembers, for each path, the file's identity
@@ -19,11 +19,23 @@ modification time.  An identity is only remembered for a file whose last change 
 :data:`SETTLE_NS` old when it is hashed, and only when the file did not change while it was
 being hashed, so a change in the same clock tick as the remembered one cannot go unseen.
 
-Entries are written as uncompressed Parquet (dictionary and run-length encoded), which
-decodes about twice as fast as zstd at a few times the size (a fraction of the trace's own
-size), without the columns that hold only nulls (restored on reading: decoding them cost
-as much as a real column, and a fresh process pays a page fault for every 4 KiB it
-fills), and the tables of an entry are decoded in two threads.
+The file holds every table's columns as uncompressed Arrow buffers (64-byte aligned) behind
+a JSON header that gives each column's Arrow format, length, null count and buffer
+offsets, and the trace's :class:`TraceInfo`.  Reading maps the file and hands the buffers
+to polars through the Arrow C Data Interface without decoding or copying them
+(``tracekit._colmap``, a small C extension): a second open costs a few milliseconds (about
+20 ms for a 300 MB trace: the checks below read bitmaps, string views and codes), and a
+page of a column is read from the page cache only when an analysis first touches it.
+Entries are never rewritten in place (a new entry is a new file renamed into place, and
+clearing the cache unlinks files), so a mapped file does not change under its reader.  Every buffer is checked first (it lies inside the file and
+is long enough for its column, validity bitmaps count the stated nulls, string views stay
+inside their data, strings are UTF-8, dictionary codes are in range), so a damaged or
+hostile file is dropped and parsed again, never trusted.  Without the extension (no
+compiler, or ``TRACEKIT_PURE_PYTHON=1``) pyarrow reads the same file, fully validated,
+into the same tables.  Columns that hold only nulls are not stored (they come back as
+constant null columns), and the native writer stores each distinct long string once.
+The files are larger than Parquet (0.4-0.5x the trace's JSON; the uncompressed Parquet
+entries were about 0.12x), the price of reading without decoding.
 
 Location: ``$TRACEKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/tracekit``, else
 ``~/.cache/tracekit``.
@@ -33,22 +45,27 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import polars as pl
 
 from ._version import __version__
 from .progress import Progress
-from .schema import SCHEMA_VERSION, TABLES, TraceInfo, TraceTables
+from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
 _MARKER = "complete"
+#: the layout of an entry; part of every key, so an entry of another layout is never read
+CACHE_FORMAT = 2
 #: a file's identity is remembered only when its last change is older than this (ns)
 SETTLE_NS = 2_000_000_000
 #: the stat fields that make up a file's identity
@@ -81,7 +98,7 @@ def file_digest(path: str | Path, prefix: bytes = b"", *, progress: Progress | N
 
 def content_key(path: str | Path, *, progress: Progress | None = None) -> str:
     """A hash of the file's bytes, the schema version and the tracekit version."""
-    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION}\n".encode(), progress=progress)
+    return file_digest(path, f"tracekit {__version__} schema {SCHEMA_VERSION} cache {CACHE_FORMAT}\n".encode(), progress=progress)
 
 
 def entry_dir(key: str, root: Path | None = None) -> Path:
@@ -97,7 +114,7 @@ def _stat_file(path: str | Path, root: Path | None) -> tuple[str, Path]:
     where = os.path.abspath(path)
     # versions in the name: another tracekit (another key for the same bytes) never reads
     # this record, and never overwrites it
-    named = f"tracekit {__version__} schema {SCHEMA_VERSION}\n{where}"
+    named = f"tracekit {__version__} schema {SCHEMA_VERSION} cache {CACHE_FORMAT}\n{where}"
     name = hashlib.blake2b(named.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
     return where, (root or cache_dir()) / "stat" / name[:2] / name
 
@@ -146,8 +163,274 @@ def remember(path: str | Path, before: os.stat_result, key: str, root: Path | No
     return True
 
 
-def _read_table(entry: Path, name: str) -> pl.DataFrame:
-    return pl.read_parquet(entry / f"{name}.parquet", parallel="none")
+#: the one file of an entry: every table's Arrow buffers behind a JSON header
+_TABLES_FILE = "tables.tkc"
+_MAGIC = b"TKCOLS1\n"
+_ALIGN = 64
+_MAX_HEADER = 64 * 1024 * 1024
+
+
+class _Damaged(Exception):
+    """A cache file that cannot be read back (the entry is dropped and rebuilt), or tables
+    that cannot be written as one (the trace is then not cached)."""
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _native() -> ModuleType | None:
+    """The memory-mapping reader (tracekit/_colmap.c), or None: not built, or
+    ``TRACEKIT_PURE_PYTHON=1`` asks for the pyarrow path (same tables)."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "").strip() not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("tracekit._colmap")
+    except ImportError:
+        return None
+
+
+# Arrow C Data Interface format strings of the column types the canonical tables use
+_FORMATS = {
+    "int8": "c", "uint8": "C", "int16": "s", "uint16": "S", "int32": "i", "uint32": "I",
+    "int64": "l", "uint64": "L", "float": "f", "double": "g", "bool": "b", "string_view": "vu", "string": "u", "large_string": "U",
+}  # fmt: skip
+
+
+def _metadata_blob(pairs: list[list[str]]) -> bytes:
+    """Arrow's binary field metadata: int32 count, then int32 length + bytes per key and value."""
+    out = [len(pairs).to_bytes(4, sys.byteorder, signed=True)]
+    for pair in pairs:
+        for text in pair:
+            raw = text.encode("utf-8", "surrogateescape")
+            out += [len(raw).to_bytes(4, sys.byteorder, signed=True), raw]
+    return b"".join(out)
+
+
+def _write_tables(path: Path, tables: TraceTables) -> None:
+    """Write every table of ``tables`` (and its info) as one cache file: a JSON header naming
+    each column's Arrow format, length, null count and buffers, then the buffers, aligned.
+    Columns that hold only nulls are left out (the reader restores them)."""
+    import pyarrow as pa  # only when storing: a parse costs far more than this import
+
+    buffers: list[Any] = []
+    at = 0
+
+    native = _native()
+
+    def place(buf: Any) -> list[int] | None:
+        nonlocal at
+        if buf is None:
+            return None
+        size = memoryview(buf).nbytes
+        spot = [at, size]
+        buffers.append((at, buf))
+        at = _align(at + size)
+        return spot
+
+    def column(name: str, arr: Any, field: Any) -> dict[str, Any]:
+        if arr.offset != 0:
+            raise _Damaged(f"column {name} is a slice")
+        typ = arr.type
+        meta = [[k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")] for k, v in (field.metadata or {}).items()] if field is not None else []
+        flags = (2 if field is None or field.nullable else 0)
+        dictionary = None
+        if pa.types.is_dictionary(typ):
+            fmt = _FORMATS.get(str(typ.index_type))
+            flags |= 1 if typ.ordered else 0
+            dictionary = column("", arr.dictionary, None)
+            bufs = arr.buffers()[:2]
+        else:
+            fmt = _FORMATS.get(str(typ))
+            bufs = arr.buffers()
+            if fmt == "vu" and native is not None and len(bufs) > 2:
+                # each distinct long string once (a parsed column holds a copy per row):
+                # a smaller file, and fewer bytes for the reader to check
+                views, data = native.compact_views(memoryview(bufs[1])[: 16 * len(arr)], bufs[2:])
+                bufs = [bufs[0], views, *data]
+        if fmt is None:
+            raise _Damaged(f"column {name}: no cache layout for Arrow type {typ}")
+        return {
+            "name": name, "format": fmt, "metadata": meta, "flags": flags, "length": len(arr),
+            # a missing value buffer (an empty array may have none) is stored as an empty one
+            "null_count": arr.null_count, "buffers": [place(b if b is not None or i == 0 else b"") for i, b in enumerate(bufs)],
+            "dictionary": dictionary,
+        }  # fmt: skip
+
+    described = []
+    for schema in TABLES:
+        frame = tables.table(schema.name)
+        first = frame.columns[:1]
+        kept = frame.select([c for c in frame.columns if c in first or frame.get_column(c).null_count() < frame.height])
+        arrow = kept.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
+        cols = []
+        for i, name in enumerate(arrow.column_names):
+            chunks = arrow.column(i).chunks
+            arr = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+            cols.append(column(name, arr, arrow.schema.field(i)))
+        described.append({"name": schema.name, "rows": frame.height, "columns": cols})
+    header = json.dumps({"byteorder": sys.byteorder, "info": tables.info.to_json(), "tables": described}).encode("utf-8")
+    start = _align(16 + len(header))
+    with open(path, "wb") as fh:
+        fh.write(_MAGIC + len(header).to_bytes(8, "little") + header)
+        fh.write(b"\0" * (start - 16 - len(header)))
+        written = 0
+        for offset, buf in buffers:
+            fh.write(b"\0" * (offset - written))
+            fh.write(buf)
+            written = offset + memoryview(buf).nbytes
+        fh.write(b"\0" * (_align(written) - written))
+
+
+def _read_header(path: Path) -> tuple[dict[str, Any], int]:
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+        if len(head) != 16 or head[:8] != _MAGIC:
+            raise _Damaged("not a tracekit cache file")
+        size = int.from_bytes(head[8:], "little")
+        if size > _MAX_HEADER:
+            raise _Damaged("header too large")
+        raw = fh.read(size)
+    if len(raw) != size:
+        raise _Damaged("header cut short")
+    header = json.loads(raw)
+    if not isinstance(header, dict) or not isinstance(header.get("tables"), list):
+        raise _Damaged("header without tables")
+    if header.get("byteorder") != sys.byteorder:
+        raise _Damaged("written on a machine of the other byte order")
+    return header, _align(16 + size)
+
+
+def _spec(col: dict[str, Any], start: int) -> tuple[Any, ...]:
+    """A header's column as the native reader takes it (buffer offsets made absolute)."""
+    buffers = tuple(None if b is None else (start + int(b[0]), int(b[1])) for b in col["buffers"])
+    dictionary = col["dictionary"]
+    return (
+        str(col["name"]).encode("utf-8", "surrogateescape"),
+        str(col["format"]).encode("ascii"),
+        _metadata_blob(col["metadata"]) if col["metadata"] else None,
+        int(col["flags"]),
+        int(col["length"]),
+        int(col["null_count"]),
+        0,
+        buffers,
+        None if dictionary is None else _spec(dictionary, start),
+    )
+
+
+class _ArrowArray:
+    """One exported struct array, for polars' PyCapsule import (used once)."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, pair: tuple[object, object]) -> None:
+        self._pair = pair
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._pair
+
+
+def _arrow_array(col: dict[str, Any], whole: Any, start: int) -> Any:
+    """The pure-Python reader's column: a pyarrow array over the mapped file, fully validated."""
+    import pyarrow as pa
+
+    types = {
+        "c": pa.int8(), "C": pa.uint8(), "s": pa.int16(), "S": pa.uint16(), "i": pa.int32(), "I": pa.uint32(),
+        "l": pa.int64(), "L": pa.uint64(), "f": pa.float32(), "g": pa.float64(), "b": pa.bool_(),
+        "vu": pa.string_view(), "u": pa.string(), "U": pa.large_string(),
+    }  # fmt: skip
+    typ = types.get(str(col["format"]))
+    if typ is None:
+        raise _Damaged(f"unknown column format {col['format']!r}")
+    bufs = [None if b is None else whole.slice(start + int(b[0]), int(b[1])) for b in col["buffers"]]
+    if any(b is not None and int(v[0]) + start + int(v[1]) > whole.size for b, v in zip(bufs, col["buffers"], strict=True)):
+        raise _Damaged("a buffer lies outside the file")
+    arr = pa.Array.from_buffers(typ, int(col["length"]), bufs, null_count=int(col["null_count"]))
+    arr.validate(full=True)
+    if col["dictionary"] is not None:
+        arr = pa.DictionaryArray.from_arrays(arr, _arrow_array(col["dictionary"], whole, start), ordered=bool(int(col["flags"]) & 1))
+        arr.validate(full=True)
+    return arr
+
+
+def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
+    header, start = _read_header(path)
+    info = TraceInfo.from_json(header["info"])
+    described = {t["name"]: t for t in header["tables"]}
+    if set(described) != {s.name for s in TABLES}:
+        raise _Damaged("the tables are not the canonical ones")
+    for schema in TABLES:
+        _check_columns(schema, described[schema.name].get("columns"))
+    native = _native()
+    frames: dict[str, pl.DataFrame] = {}
+    if native is not None:
+        specs = [(int(described[s.name]["rows"]), [_spec(c, start) for c in described[s.name]["columns"]]) for s in TABLES]
+        for schema, pair in zip(TABLES, native.map_tables(str(path), specs), strict=True):
+            frames[schema.name] = pl.DataFrame(_ArrowArray(pair))
+    else:
+        import pyarrow as pa
+
+        whole = pa.memory_map(str(path)).read_buffer()
+        for schema in TABLES:
+            table = described[schema.name]
+            cols = table["columns"]
+            arrays = [_arrow_array(c, whole, start) for c in cols]
+            fields = [
+                pa.field(str(c["name"]), a.type, nullable=bool(int(c["flags"]) & 2), metadata=dict(c["metadata"]) or None)
+                for c, a in zip(cols, arrays, strict=True)
+            ]
+            frames[schema.name] = pl.DataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)))
+    for schema in TABLES:
+        rows = int(described[schema.name]["rows"])
+        frame = frames[schema.name]
+        if frame.height != rows:
+            raise _Damaged(f"table {schema.name}: {frame.height} rows, the header says {rows}")
+        frames[schema.name] = _restore(schema, frame, rows)
+    return info, frames
+
+
+def _field_metadata(dtype: pl.DataType) -> list[list[str]]:
+    """The Arrow field metadata polars exports for a column of ``dtype``: for an Enum its
+    categories (``length;text`` each), which polars reads back to rebuild the Enum."""
+    if isinstance(dtype, pl.Enum):
+        return [["_PL_ENUM_VALUES2", "".join(f"{len(c)};{c}" for c in dtype.categories.to_list())]]
+    return []
+
+
+def _check_columns(schema: TableSchema, cols: Any) -> None:
+    """The header's columns of one table are columns of its schema, each once, described
+    as the writer describes that dtype: polars parses some of this (an Enum's categories)
+    and must never be handed a damaged description."""
+    if not isinstance(cols, list) or not cols:
+        raise _Damaged(f"table {schema.name}: no columns")
+    dtypes = {c.name: c.dtype for c in schema.columns}
+    seen = set()
+    for col in cols:
+        name = col["name"]
+        if name not in dtypes or name in seen:
+            raise _Damaged(f"table {schema.name}: unexpected column {name!r}")
+        seen.add(name)
+        enum = isinstance(dtypes[name], pl.Enum)
+        if col["metadata"] != _field_metadata(dtypes[name]) or (col["dictionary"] is not None) != enum:
+            raise _Damaged(f"table {schema.name}: column {name} is not described as a {dtypes[name]}")
+        if col["flags"] not in (0, 1, 2, 3) or (col["dictionary"] is not None and col["dictionary"]["metadata"]):
+            raise _Damaged(f"table {schema.name}: column {name} has unknown flags")
+
+
+def _restore(schema: TableSchema, frame: pl.DataFrame, rows: int) -> pl.DataFrame:
+    """``frame`` with the all-null columns the writer left out put back, in schema order
+    (each a constant column: no memory is filled for it until something needs it)."""
+    present = frame.schema
+    for c in schema.columns:
+        if c.name in present and present[c.name] != c.dtype:
+            raise _Damaged(f"table {schema.name}: column {c.name} reads back as {present[c.name]}, not {c.dtype}")
+    if frame.width == len(schema.columns):
+        return schema.conform(frame)
+    columns = [
+        frame.get_column(c.name) if c.name in present else pl.Series(c.name, [None], dtype=c.dtype).new_from_index(0, rows)
+        for c in schema.columns
+    ]
+    return schema.conform(pl.DataFrame(columns))
 
 
 def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | None:
@@ -156,12 +439,8 @@ def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | 
     if not (entry / _MARKER).exists():
         return None
     try:
-        info = TraceInfo.from_json((entry / "info.json").read_text(encoding="utf-8"))
-        # the events table is most of the work: it is decoded beside the other six
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-cache") as pool:
-            futures = {s.name: pool.submit(_read_table, entry, s.name) for s in TABLES}
-            frames = {s.name: s.conform(futures[s.name].result()) for s in TABLES}
-    except Exception:
+        info, frames = _read_tables(entry / _TABLES_FILE)
+    except (Exception, pl.exceptions.PanicException):  # polars' import panics on what it cannot take
         shutil.rmtree(entry, ignore_errors=True)
         return None
     return TraceTables(info=info.with_changes(path=str(path)), **frames)
@@ -194,10 +473,10 @@ def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
         return True
 
     def write(tmp: Path) -> None:
-        tables.write_parquet(tmp, compression="uncompressed", statistics=False, null_columns=False)
+        _write_tables(tmp / _TABLES_FILE, tables)
         (tmp / _MARKER).write_text(__version__ + "\n", encoding="utf-8")
 
-    return write_entry(entry, write)
+    return write_entry(entry, write, (OSError, _Damaged))
 
 
 def clear(root: Path | None = None) -> int:

@@ -11,6 +11,7 @@ True
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from . import cache as _cache
@@ -25,7 +26,7 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     Args:
         path: a Kineto trace (``.json``, ``.json.gz``), an Nsight Systems export
             (``.sqlite``) or report (``.nsys-rep``, needs ``nsys`` on PATH).
-        cache: use the content-keyed Parquet cache (see :mod:`tracekit.cache`): the
+        cache: use the content-keyed cache (see :mod:`tracekit.cache`): the
             second read of the same bytes skips parsing.
         format: force a reader (``kineto``, ``nsys``, ``nsys-rep``) instead of sniffing.
         progress: told each phase (``hashing``, ``loading cached tables``, ``reading``,
@@ -48,11 +49,17 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
         tracekit.errors.TraceNotFoundError: sample_traces/missing.json: no such file
     """
     p = Path(path)
-    fmt = format or detect_format(p)
     if not cache:
-        tables: TraceTables = parse(p, format=fmt, work_dir=None, progress=progress)
+        tables: TraceTables = parse(p, format=format or detect_format(p), work_dir=None, progress=progress)
         return tables
-    before = os.stat(p)
+    try:
+        before = os.stat(p)
+    except OSError:
+        before = None
+    if before is None or not stat.S_ISREG(before.st_mode):
+        # not a regular file: the reader names the problem (missing, a folder, ...)
+        direct: TraceTables = parse(p, format=format or detect_format(p), work_dir=None, progress=progress)
+        return direct
     # the same file at the same path, unchanged since it was hashed: its key without hashing
     key = _cache.known_key(p, before)
     if key is not None:
@@ -61,6 +68,8 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
         hit = _cache.load(key, p)
         if hit is not None:
             return hit
+    # only now: a cached file was a trace when it was stored (its key is of its bytes)
+    fmt = format or detect_format(p)
     if progress is not None:
         progress.phase("hashing", total=before.st_size)
     key = _cache.content_key(p, progress=progress)

@@ -20,7 +20,7 @@ Conventions (they hold for every parser):
   order of events in the input file.
 
 :class:`TraceTables` bundles one trace's tables with its :class:`TraceInfo`; it is what
-``tracekit.read_trace`` returns and what the Parquet cache stores.
+``tracekit.read_trace`` returns and what the cache stores.
 """
 
 from __future__ import annotations

@@ -1,0 +1,270 @@
+"""The cache's one-file entries (tracekit/cache.py): read back identical on both readers
+(the memory-mapping native one, tracekit/_colmap.c, and the pyarrow fallback), and a damaged
+or hostile file is dropped and parsed again, never trusted and never a crash."""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import SAMPLE_TRACES
+from polars.testing import assert_frame_equal
+
+from tracekit import cache as tk_cache
+from tracekit.parsers import parse
+from tracekit.schema import TABLES, TraceTables
+
+NATIVE = tk_cache._native() is not None
+READERS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")), "python"]
+TRACES = ["synthetic/healthy.kineto.json", "synthetic/dataloader_stall.nsys.sqlite"]
+
+
+@pytest.fixture(params=READERS)
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
+    return str(request.param)
+
+
+def _stored(name: str) -> tuple[Path, TraceTables, Path]:
+    path = SAMPLE_TRACES / name
+    tables = parse(path)
+    key = tk_cache.content_key(path)
+    assert tk_cache.store(key, tables)
+    return path, tables, tk_cache.entry_dir(key) / "tables.tkc"
+
+
+def _same(a: TraceTables, b: TraceTables) -> None:
+    for schema in TABLES:
+        assert b.table(schema.name).schema == schema.polars_schema
+        assert_frame_equal(a.table(schema.name), b.table(schema.name), check_exact=True)
+    assert a.info == b.info
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_cached_tables_read_back_identical(name: str, reader: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written by either writer (the native one stores each distinct string once), read back
+    the same by either reader."""
+    path, tables, _ = _stored(name)
+    for value in ("native", "python"):
+        if value == "native" and not NATIVE:
+            continue
+        if value == "python":
+            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+        else:
+            monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
+        back = tk_cache.load(tk_cache.content_key(path), path)
+        assert back is not None, (reader, value)
+        _same(tables, back)
+
+
+@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+def test_distinct_strings_are_stored_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SAMPLE_TRACES / TRACES[0]
+    tables = parse(path)
+    names = tables.events["name"]
+    long_bytes = names.filter(names.str.len_bytes() > 12).unique().str.len_bytes().sum()
+    sizes = {}
+    for reader in ("native", "python"):
+        if reader == "python":
+            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+        folder = tk_cache.cache_dir() / reader
+        folder.mkdir(parents=True)
+        tk_cache._write_tables(folder / "tables.tkc", tables)
+        header, _ = tk_cache._read_header(folder / "tables.tkc")
+        sizes[reader] = sum(b[1] for b in _column(header, "events", "name")["buffers"][2:])
+    assert sizes["native"] == long_bytes < sizes["python"]
+
+
+def test_cached_tables_outlive_their_entry(reader: str) -> None:
+    """The native reader maps the file: the tables stay valid after the entry is deleted."""
+    path, tables, _ = _stored(TRACES[0])
+    back = tk_cache.load(tk_cache.content_key(path), path)
+    assert back is not None
+    assert tk_cache.clear() == 1
+    gc.collect()
+    assert back.events.filter(pl.col("kind") == "kernel").height == tables.events.filter(pl.col("kind") == "kernel").height
+    assert back.events["name"].to_list() == tables.events["name"].to_list()
+
+
+def _header(file: Path) -> tuple[dict[str, Any], int]:
+    return tk_cache._read_header(file)
+
+
+def _rewrite_header(file: Path, change: Any) -> None:
+    """Apply ``change`` to the file's header, keeping the buffers where they are."""
+    raw = file.read_bytes()
+    header, start = _header(file)
+    change(header)
+    size = int.from_bytes(raw[8:16], "little")
+    text = json.dumps(header).encode()
+    text += b" " * (size - len(text))  # JSON may end in blanks: the buffers stay where they are
+    assert tk_cache._align(16 + len(text)) == start, "the edit must keep the header's padded size"
+    file.write_bytes(raw[:8] + len(text).to_bytes(8, "little") + text + b"\0" * (start - 16 - len(text)) + raw[start:])
+
+
+def _column(header: dict[str, Any], table: str, name: str) -> dict[str, Any]:
+    (t,) = [t for t in header["tables"] if t["name"] == table]
+    (c,) = [c for c in t["columns"] if c["name"] == name]
+    return c
+
+
+def _poke(file: Path, offset: int, data: bytes) -> None:
+    with open(file, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def _damage_cases() -> dict[str, Any]:
+    def header_edit(fn: Any) -> Any:
+        return lambda file: _rewrite_header(file, fn)
+
+    def buffer_far(h: dict[str, Any]) -> None:
+        _column(h, "events", "start_ns")["buffers"][1][0] = 10**12
+
+    def buffer_long(h: dict[str, Any]) -> None:
+        _column(h, "events", "start_ns")["buffers"][1][1] = 10**12
+
+    def nulls_wrong(h: dict[str, Any]) -> None:
+        c = _column(h, "events", "event_id")
+        c["null_count"] = 1  # no validity bitmap, or one that counts no null
+
+    def rows_wrong(h: dict[str, Any]) -> None:
+        for c in h["tables"][0]["columns"]:
+            c["length"] += 1
+
+    def views_bad(file: Path) -> None:
+        header, start = _header(file)
+        views = _column(header, "events", "name")["buffers"][1]
+        # first view: a 200-byte string in data buffer 7 (there is no such buffer)
+        _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (7).to_bytes(4, "little") + (0).to_bytes(4, "little"))
+
+    def view_past_end(file: Path) -> None:
+        header, start = _header(file)
+        views = _column(header, "events", "name")["buffers"][1]
+        _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (0).to_bytes(4, "little") + (2**31 - 300).to_bytes(4, "little"))
+
+    def _long_view(file: Path) -> tuple[int, int, int, int]:
+        """(view's file offset, string length, its data's file offset, row) of the first long name."""
+        header, start = _header(file)
+        col = _column(header, "events", "name")
+        views = start + col["buffers"][1][0]
+        raw = file.read_bytes()
+        for i in range(col["length"]):
+            size, _, index, offset = struct.unpack_from("<i4sii", raw, views + 16 * i)
+            if size > 12:
+                return views + 16 * i, size, start + col["buffers"][2 + index][0] + offset, i
+        raise AssertionError("no long name in the sample")
+
+    def not_utf8(file: Path) -> None:
+        _, _, data, _ = _long_view(file)
+        _poke(file, data + 5, b"\xff\xfe")
+
+    def split_character(file: Path) -> None:
+        _, size, data, _ = _long_view(file)
+        # the buffer stays UTF-8, but the string now ends on the first byte of "é"
+        _poke(file, data + size - 1, "é".encode())
+
+    def prefix_bad(file: Path) -> None:
+        view, _, _, _ = _long_view(file)
+        _poke(file, view + 4, b"\x00\x01\x02\x03")
+
+    def inline_not_utf8(file: Path) -> None:
+        view, _, _, _ = _long_view(file)
+        _poke(file, view, (4).to_bytes(4, "little") + b"a\xffbc")
+
+    def index_bad(file: Path) -> None:
+        header, start = _header(file)
+        indices = _column(header, "events", "kind")["buffers"][1]
+        _poke(file, start + indices[0], b"\xff")
+
+    def truncated(file: Path) -> None:
+        with open(file, "r+b") as fh:
+            fh.truncate(file.stat().st_size // 2)
+
+    return {
+        "garbage": lambda file: file.write_bytes(b"not a cache file at all"),
+        "empty": lambda file: file.write_bytes(b""),
+        "header cut": lambda file: file.write_bytes(file.read_bytes()[:40]),
+        "truncated": truncated,
+        "buffer outside the file": header_edit(buffer_far),
+        "buffer longer than the file": header_edit(buffer_long),
+        "null count": header_edit(nulls_wrong),
+        "row count": header_edit(rows_wrong),
+        "format": header_edit(lambda h: _column(h, "events", "start_ns").update(format="+l")),
+        "another dtype": header_edit(lambda h: _column(h, "events", "start_ns").update(format="L")),
+        "enum categories": header_edit(lambda h: _column(h, "events", "kind").update(metadata=[["_PL_ENUM_VALUES2", "x;y"]])),
+        "column name": header_edit(lambda h: _column(h, "events", "start_ns").update(name="end_ns")),
+        "views into no buffer": views_bad,
+        "view past its buffer": view_past_end,
+        "dictionary index": index_bad,
+        "string not UTF-8": not_utf8,
+        "inline string not UTF-8": inline_not_utf8,
+        "view prefix": prefix_bad,
+        "string ends inside a character": split_character,
+    }
+
+
+@pytest.fixture(scope="module")
+def kineto_tables() -> TraceTables:
+    return parse(SAMPLE_TRACES / TRACES[0])
+
+
+@pytest.mark.parametrize("case", list(_damage_cases()))
+def test_a_damaged_cache_file_is_dropped(case: str, reader: str, kineto_tables: TraceTables) -> None:
+    path = SAMPLE_TRACES / TRACES[0]
+    key = tk_cache.content_key(path)
+    assert tk_cache.store(key, kineto_tables)
+    file = tk_cache.entry_dir(key) / "tables.tkc"
+    _damage_cases()[case](file)
+    assert tk_cache.load(key, path) is None
+    assert not file.parent.exists()  # dropped: the next read_trace parses and stores again
+    # (tests/test_cli_and_cache.py::test_damaged_cache_entry_is_rebuilt reads it through)
+
+
+def test_the_layout_version_is_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of another layout (the Parquet folders before this one) is never read."""
+    path = SAMPLE_TRACES / TRACES[0]
+    key = tk_cache.content_key(path)
+    monkeypatch.setattr(tk_cache, "CACHE_FORMAT", tk_cache.CACHE_FORMAT + 1)
+    assert tk_cache.content_key(path) != key
+
+
+def test_random_damage_never_crashes(reader: str) -> None:
+    """Bytes changed at random (mostly in the buffers, some in the header): each file is
+    either refused or read into tables that polars can use whole (numbers may differ, as in
+    any uncompressed format), never a crash or a panic."""
+    path = SAMPLE_TRACES / TRACES[1]
+    tables = parse(path)
+    file = tk_cache.cache_dir() / "fuzz.tkc"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tk_cache._write_tables(file, tables)
+    raw = file.read_bytes()
+    _, start = _header(file)
+    rng = random.Random(17)
+    outcomes = {"refused": 0, "read": 0}
+    for _ in range(40):
+        data = bytearray(raw)
+        for _ in range(rng.choice([1, 2, 8])):
+            data[rng.randrange(start, len(data)) if rng.random() < 0.7 else rng.randrange(16, start)] = rng.randrange(256)
+        file.write_bytes(bytes(data))
+        try:
+            _, frames = tk_cache._read_tables(file)
+        except Exception:
+            outcomes["refused"] += 1
+            continue
+        outcomes["read"] += 1
+        for frame in frames.values():
+            for column in frame.columns:
+                series = frame.get_column(column)
+                series.cast(pl.String).to_list() if not series.dtype.is_numeric() else series.sum()
+    assert outcomes["refused"], outcomes
+    assert outcomes["read"], outcomes
