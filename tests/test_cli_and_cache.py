@@ -134,6 +134,17 @@ def test_a_remembered_key_whose_entry_was_removed_parses_again(tmp_path: Path, m
     assert not (tk_cache.cache_dir() / "stat").exists()
 
 
+def test_clear_removes_the_nsight_exports_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a .nsys-rep is exported to SQLite under exports/<key>/ (tracekit/reader.py): cleared too
+    export = tk_cache.cache_dir() / "exports" / ("0" * 64) / "report.sqlite"
+    export.parent.mkdir(parents=True)
+    export.write_bytes(b"SQLite format 3\x00")
+    path = write_trace(tmp_path / "t.json", _events(2))
+    tracekit.read_trace(path)
+    assert tk_cache.clear() == 1
+    assert not (tk_cache.cache_dir() / "exports").exists()
+
+
 def test_cache_dir_follows_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "here"))
     assert tk_cache.cache_dir() == tmp_path / "here"

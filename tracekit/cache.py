@@ -480,10 +480,11 @@ def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
 
 
 def clear(root: Path | None = None) -> int:
-    """Delete every cached trace (and the remembered file identities); returns the number
-    of entries removed."""
+    """Delete every cached trace, the remembered file identities and the SQLite files
+    exported from Nsight reports (``exports/``); returns the number of entries removed."""
     top = root or cache_dir()
     shutil.rmtree(top / "stat", ignore_errors=True)
+    shutil.rmtree(top / "exports", ignore_errors=True)
     base = top / "traces"
     if not base.exists():
         return 0

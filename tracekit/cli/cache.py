@@ -20,7 +20,7 @@ def cache_path_cmd() -> None:
 
 @cache_group.command("clear")
 def cache_clear_cmd() -> None:
-    """Delete every cached trace (they are rebuilt on demand)."""
+    """Delete every cached trace and Nsight export (they are rebuilt on demand)."""
     from ..cache import cache_dir, clear
 
     n = clear()
