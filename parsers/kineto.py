@@ -283,6 +283,8 @@ _MEMORY_SOURCE_COLUMNS = [
     "start_ns", "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
     "mem_total_reserved",
 ]
+#: timed-part columns kept even when null on every row of a chunk (the whole-trace steps read them)
+_TIMED_KEPT = frozenset(("_order", "kind", "name", "pid", "tid", "start_ns", "dur_ns"))
 _LINK_TARGETS = [k.value for k in (EventKind.KERNEL, EventKind.MEMCPY, EventKind.MEMSET, EventKind.SYNC)]
 
 
@@ -854,7 +856,15 @@ class _Parts:
             .group_by("pid", pl.col("kind").is_in(LAUNCH_KINDS).alias("launch"))
             .len()
         )
-        self.timed.append(_event_columns(timed))
+        part = _event_columns(timed)
+        del timed
+        # a column null on every row of the chunk is not kept (most argument columns are, on
+        # most chunks: a quarter of the part's memory); the concatenation fills it back with
+        # nulls where another chunk has values, and the canonical sort writes a column that
+        # no chunk has as nulls, as it does for any all-null column
+        nulls = part.null_count().row(0)
+        empty = [c for c, k in zip(part.columns, nulls, strict=True) if k == part.height and c not in _TIMED_KEPT]
+        self.timed.append(part.drop(empty) if empty else part)
 
     def _number_labels(self, raw: pl.DataFrame) -> pl.DataFrame:
         """String pids/tids ("Spans", "stream 7") get temporary ids, numbered finally in
@@ -878,7 +888,7 @@ class _Parts:
 
     def take_timed(self) -> pl.DataFrame:
         """All timed events (the list is emptied so only the result holds them)."""
-        frame = pl.concat(self.timed, how="vertical_relaxed", rechunk=False)
+        frame = pl.concat(self.timed, how="diagonal_relaxed", rechunk=False)
         self.timed.clear()
         return frame
 
