@@ -238,6 +238,8 @@ def test_small_chunks_give_the_same_tables(tmp_path: Path) -> None:
     tiny = read_kineto(path, chunk_bytes=700)
     assert whole.events.equals(tiny.events)
     assert whole.links.equals(tiny.links)
+    assert whole.flows.equals(tiny.flows)
+    assert whole.threads.equals(tiny.threads)
 
 
 def test_nan_literals_and_wrong_types_are_tolerated(tmp_path: Path) -> None:
