@@ -801,6 +801,10 @@ class _Parts:
         self.unknown: list[pl.DataFrame] = []
         #: non-numeric pid/tid label → temporary id
         self.labels: dict[str, int] = {}
+        #: per chunk: its distinct event names; a timed part's ``name`` is an index into
+        #: their concatenation
+        self.names: list[pl.Series] = []
+        self.name_count = 0
 
     def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
@@ -856,7 +860,7 @@ class _Parts:
             .group_by("pid", pl.col("kind").is_in(LAUNCH_KINDS).alias("launch"))
             .len()
         )
-        part = _event_columns(timed)
+        part = self._encode_names(_event_columns(timed))
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -885,6 +889,30 @@ class _Parts:
     def final_label_ids(self) -> dict[int, int]:
         """Temporary id → final id: -1, -2, ... by sorted label."""
         return {self.labels[label]: -(i + 1) for i, label in enumerate(sorted(self.labels))}
+
+    def _encode_names(self, part: pl.DataFrame) -> pl.DataFrame:
+        """The part with its event names replaced by indices into the chunk's distinct names.
+
+        A chunk's names are mostly repeats, and a text column holds views into the text
+        buffers it was cut from: kept as text, every part (and the sorted events table after
+        it) would keep the scanner's whole name buffer of its chunk alive."""
+        names = part.get_column("name")
+        distinct = names.unique()
+        first = self.name_count
+        codes = pl.int_range(first, first + distinct.len(), dtype=pl.UInt32, eager=True)
+        self.names.append(distinct)
+        self.name_count += distinct.len()
+        # (the cast: an empty column keeps its text type through the replacement)
+        return part.with_columns(names.replace_strict(distinct, codes, return_dtype=pl.UInt32).cast(pl.UInt32))
+
+    def take_names(self) -> tuple[pl.Series, pl.Series]:
+        """The trace's distinct event names in sorted order, and for each index a timed
+        part's ``name`` holds, the position of its name in them (so sorting the indices
+        sorts the names)."""
+        every = pl.concat(self.names) if self.names else pl.Series("name", [], dtype=pl.String)
+        self.names.clear()
+        ordered = every.unique().sort()
+        return ordered, ordered.search_sorted(every).cast(pl.UInt32)
 
     def take_timed(self) -> pl.DataFrame:
         """All timed events (the list is emptied so only the result holds them)."""
@@ -958,9 +986,13 @@ def _build_tables(
 
     # the timed events are handed over without a name here, so the canonical sort can free
     # each source column as soon as its sorted copy exists
+    names, name_ranks = parts.take_names()
     keyed = finalize_events(
-        _final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns), keep=("_track_pid", "_track_tid")
+        _final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks),
+        keep=("_track_pid", "_track_tid"),
+        names=names,
     )
+    del names, name_ranks
     flows = _flows(flow_rows, keyed)
     del flow_rows
     events = keyed.drop("_track_pid", "_track_tid")
@@ -1111,10 +1143,12 @@ def _scatter(values: pl.Series, rows: pl.Series, n: int) -> pl.Series:
 
 
 def _final_event_columns(
-    timed: pl.DataFrame, ids: dict[int, int], main_pid: int | None, rank: int | None, base_ns: int
+    timed: pl.DataFrame, ids: dict[int, int], main_pid: int | None, rank: int | None, base_ns: int,
+    name_ranks: pl.Series,
 ) -> pl.DataFrame:
     """What needs the whole trace: final string ids, the main process on GPU rows (the
-    track's ids are kept for flow binding), the rank and the base time."""
+    track's ids are kept for flow binding), the rank, the base time, and each event's name
+    as its position among the trace's sorted distinct names (:meth:`_Parts.take_names`)."""
     on_gpu = pl.col("kind").is_in(GPU_KINDS)
     is_sync = pl.col("kind") == EventKind.SYNC.value
     timed = timed.with_columns(
@@ -1128,6 +1162,7 @@ def _final_event_columns(
         pl.when(on_gpu | is_sync).then(None).otherwise(tid).cast(pl.Int64).alias("tid"),
         pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
         pl.col("start_ns") + base_ns,
+        name_ranks.gather(timed.get_column("name")).alias("name"),
     )
 
 
