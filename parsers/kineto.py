@@ -55,6 +55,7 @@ from tracekit.schema import (
     EventKind,
     TraceInfo,
     TraceTables,
+    canonical_order,
     finalize_events,
 )
 
@@ -984,19 +985,20 @@ def _build_tables(
         listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
         warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
 
-    # the timed events are handed over without a name here, so the canonical sort can free
-    # each source column as soon as its sorted copy exists
     names, name_ranks = parts.take_names()
-    keyed = finalize_events(
-        _final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks),
-        keep=("_track_pid", "_track_tid"),
-        names=names,
-    )
-    del names, name_ranks
-    flows = _flows(flow_rows, keyed)
+    timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
+    del name_ranks
+    # the flows are bound before the canonical sort, to the event ids the sort will give,
+    # so their temporaries come and go while only the unsorted events exist
+    order = canonical_order(timed[0])
+    flows = _flows(flow_rows, _slices(timed[0], order))
     del flow_rows
-    events = keyed.drop("_track_pid", "_track_tid")
-    del keyed
+    for helper in ("_track_pid", "_track_tid"):
+        timed[0].drop_in_place(helper)
+    # the unsorted events are handed over with no other reference left to them, so the
+    # canonical sort can free each source column as soon as its sorted copy exists
+    events = finalize_events(timed.pop(), names=names, order=order)
+    del names, order
     links = _links(events, flows)
     events = _fill_sync_threads(events, links)
     counters = _counters(counter_rows, base_ns)
@@ -1206,6 +1208,17 @@ def _track_key(pid: str, tid: str, start: str) -> pl.Expr:
     """One 64-bit hash of (pid, tid, start): single-column joins and sets cost a fraction of
     multi-column ones on millions of rows; matches are checked on the real columns."""
     return pl.struct(pl.col(pid).alias("p"), pl.col(tid).alias("t"), pl.col(start).alias("s")).hash(seed=0)
+
+
+def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
+    """Every timed event's track, start and the event id the canonical sort will give it
+    (``order`` is :func:`canonical_order` of ``timed``)."""
+    event_id = pl.Series("event_id", [], dtype=pl.Int64).extend_constant(None, order.len())
+    if order.len():
+        event_id = event_id.scatter(order, pl.int_range(0, order.len(), dtype=pl.Int64, eager=True))
+    # from the columns alone: a ``select`` on the frame (many chunks a column) would first
+    # copy every column of it into one chunk
+    return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
 
 
 def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:

@@ -481,7 +481,22 @@ TABLE_NAMES = tuple(s.name for s in TABLES)
 _GATHER_BATCH = 4
 
 
-def finalize_events(events: pl.DataFrame, keep: Sequence[str] = (), names: pl.Series | None = None) -> pl.DataFrame:
+def canonical_order(events: pl.DataFrame) -> pl.Series:
+    """The row order :func:`finalize_events` sorts ``events`` into (row ``order[i]`` of the
+    input becomes event ``i``): by start, longest first, then kind, pid, tid, device,
+    stream, name and the input position ``_order``, where those columns exist."""
+    keys = ["start_ns", "dur_ns"]
+    descending = [False, True]
+    for extra in ("kind", "pid", "tid", "device", "stream", "name", "_order"):
+        if extra in events.columns:
+            keys.append(extra)
+            descending.append(False)
+    return _sort_order(events, keys, descending)
+
+
+def finalize_events(
+    events: pl.DataFrame, keep: Sequence[str] = (), names: pl.Series | None = None, order: pl.Series | None = None
+) -> pl.DataFrame:
     """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
 
     The input may carry any subset of the event columns plus a temporary ``_order``
@@ -496,23 +511,16 @@ def finalize_events(events: pl.DataFrame, keep: Sequence[str] = (), names: pl.Se
 
     ``names``: when given, the input's ``name`` column holds positions in ``names``, the
     distinct event names in sorted order (so the positions sort as the names do); the
-    output's ``name`` is gathered from it.
+    output's ``name`` is gathered from it.  ``order``: :func:`canonical_order` of ``events``
+    when the caller already has it.
     """
     # a shallow copy: dropping columns from it releases them only if the caller let go
     frame = events.clone()
     del events
     if "end_ns" in frame.columns:
         frame.drop_in_place("end_ns")
-    keys = ["start_ns", "dur_ns"]
-    descending = [False, True]
-    for extra in ("kind", "pid", "tid", "device", "stream", "name"):
-        if extra in frame.columns:
-            keys.append(extra)
-            descending.append(False)
-    if "_order" in frame.columns:
-        keys.append("_order")
-        descending.append(False)
-    order = _sort_order(frame, keys, descending)
+    if order is None:
+        order = canonical_order(frame)
     wanted = set(EVENTS.names) | set(keep)
     always = {"start_ns", "dur_ns", *keep}
     columns: dict[str, pl.Series] = {}
