@@ -1263,21 +1263,29 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     def first_end(ph: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col("ph") == ph).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
 
-    if ends["flow_id"].null_count() == 0:
-        # both ends of every flow in one grouping (a full join would pair a null id with nothing)
-        joined = (
-            ends.filter(pl.col("ph").is_in(["s", "f"]))
-            .group_by("flow_id", "flow_kind")
+    if ends["flow_id"].null_count():
+        joined = first_end("s", "src_event_id").join(
+            first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
+        )
+        return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
+    # both ends of every flow in one grouping (a full join would pair a null id with nothing),
+    # one flow kind at a time in the kind's sort order: each is grouped and sorted by the id
+    # alone (a two-column grouping and sort cost about twice as much)
+    pieces = []
+    for kind in FLOW_KIND.categories.to_list():
+        of_kind = ends.filter((pl.col("flow_kind") == kind) & pl.col("ph").is_in(["s", "f"]))
+        if of_kind.height == 0:
+            continue
+        pieces.append(
+            of_kind.group_by("flow_id")
             .agg(
                 pl.col("event_id").filter(pl.col("ph") == "s").first().alias("src_event_id"),
                 pl.col("event_id").filter(pl.col("ph") == "f").first().alias("dst_event_id"),
             )
+            .sort("flow_id")
+            .with_columns(pl.lit(kind).cast(FLOW_KIND).alias("flow_kind"))
         )
-    else:
-        joined = first_end("s", "src_event_id").join(
-            first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
-        )
-    return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
+    return FLOWS.conform(pl.concat(pieces) if pieces else FLOWS.empty())
 
 
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
