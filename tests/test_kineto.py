@@ -238,6 +238,8 @@ def test_small_chunks_give_the_same_tables(tmp_path: Path) -> None:
     tiny = read_kineto(path, chunk_bytes=700)
     assert whole.events.equals(tiny.events)
     assert whole.links.equals(tiny.links)
+    assert whole.flows.equals(tiny.flows)
+    assert whole.threads.equals(tiny.threads)
 
 
 def test_nan_literals_and_wrong_types_are_tolerated(tmp_path: Path) -> None:
@@ -456,6 +458,25 @@ def test_finalize_events_is_the_same_on_a_concatenation_of_many_frames() -> None
     assert got["memcpy_kind"].to_list() == [None, None, None, None, "HtoD"]
     assert got["tid"].null_count() == 5
     assert "_order" not in got.columns
+
+
+def test_finalize_events_with_name_positions_and_a_given_order() -> None:
+    """Names given as positions in the sorted distinct names (the Kineto parser's encoding)
+    sort and come out exactly as the names themselves, and an order from canonical_order
+    gives the same table as the one finalize_events computes."""
+    from tracekit.schema import canonical_order, finalize_events
+
+    text = pl.DataFrame({
+        "kind": ["cpu_op"] * 5, "name": ["zeta", "alpha", "mid", "alpha", ""], "start_ns": [3, 3, 3, 1, 3],
+        "dur_ns": [2, 2, 2, 1, 2], "pid": [1] * 5, "_order": [0, 1, 2, 3, 4],
+    })
+    want = finalize_events(text)
+    assert want["name"].to_list() == ["alpha", "", "alpha", "mid", "zeta"]
+    names = text["name"].unique().sort()
+    coded = text.with_columns(names.search_sorted(text["name"]).cast(pl.UInt32).alias("name"))
+    assert finalize_events(coded, names=names).equals(want)
+    assert finalize_events(coded, names=names, order=canonical_order(coded)).equals(want)
+    assert finalize_events(text, order=canonical_order(text)).equals(want)
 
 
 def test_collective_group_args_are_kept(tmp_path: Path) -> None:

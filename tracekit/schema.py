@@ -481,7 +481,22 @@ TABLE_NAMES = tuple(s.name for s in TABLES)
 _GATHER_BATCH = 4
 
 
-def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFrame:
+def canonical_order(events: pl.DataFrame) -> pl.Series:
+    """The row order :func:`finalize_events` sorts ``events`` into (row ``order[i]`` of the
+    input becomes event ``i``): by start, longest first, then kind, pid, tid, device,
+    stream, name and the input position ``_order``, where those columns exist."""
+    keys = ["start_ns", "dur_ns"]
+    descending = [False, True]
+    for extra in ("kind", "pid", "tid", "device", "stream", "name", "_order"):
+        if extra in events.columns:
+            keys.append(extra)
+            descending.append(False)
+    return _sort_order(events, keys, descending)
+
+
+def finalize_events(
+    events: pl.DataFrame, keep: Sequence[str] = (), names: pl.Series | None = None, order: pl.Series | None = None
+) -> pl.DataFrame:
     """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
 
     The input may carry any subset of the event columns plus a temporary ``_order``
@@ -493,40 +508,39 @@ def finalize_events(events: pl.DataFrame, keep: Sequence[str] = ()) -> pl.DataFr
     canonical order on its own, and the source column is released as soon as its sorted
     copy exists, so the peak is the input plus one column (not two tables) when the
     caller hands the frame over.
+
+    ``names``: when given, the input's ``name`` column holds positions in ``names``, the
+    distinct event names in sorted order (so the positions sort as the names do); the
+    output's ``name`` is gathered from it.  ``order``: :func:`canonical_order` of ``events``
+    when the caller already has it.
     """
     # a shallow copy: dropping columns from it releases them only if the caller let go
     frame = events.clone()
     del events
     if "end_ns" in frame.columns:
         frame.drop_in_place("end_ns")
-    keys = ["start_ns", "dur_ns"]
-    descending = [False, True]
-    for extra in ("kind", "pid", "tid", "device", "stream", "name"):
-        if extra in frame.columns:
-            keys.append(extra)
-            descending.append(False)
-    if "_order" in frame.columns:
-        keys.append("_order")
-        descending.append(False)
-    order = _sort_order(frame, keys, descending)
+    if order is None:
+        order = canonical_order(frame)
     wanted = set(EVENTS.names) | set(keep)
     always = {"start_ns", "dur_ns", *keep}
     columns: dict[str, pl.Series] = {}
     batch: list[pl.Series] = []
-    names = list(frame.columns)
-    for i, name in enumerate(names):
+    column_names = list(frame.columns)
+    for i, name in enumerate(column_names):
         source = frame.drop_in_place(name)
         if name in wanted and (name in always or source.null_count() < source.len()):
             # (an all-null column is not gathered: conform writes the null column)
             # gathering across chunks is slow for text (up to 25x a contiguous gather)
             batch.append(source.rechunk() if source.n_chunks() > 1 else source)
         del source
-        if batch and (len(batch) == _GATHER_BATCH or i == len(names) - 1):
+        if batch and (len(batch) == _GATHER_BATCH or i == len(column_names) - 1):
             # a few columns per query, so polars gathers them on its threads side by side
             # while at most that many sorted copies exist beside the input
             for gathered in pl.DataFrame(batch).select(pl.all().gather(order)).get_columns():
                 columns[gathered.name] = gathered
             batch.clear()
+    if names is not None and "name" in columns:
+        columns["name"] = names.gather(columns["name"]).alias("name")
     start, dur = columns["start_ns"], columns["dur_ns"]
     columns["end_ns"] = (start + dur).alias("end_ns")
     columns["event_id"] = pl.int_range(0, start.len(), dtype=pl.Int64, eager=True).alias("event_id")
