@@ -879,7 +879,22 @@ class _Parts:
 
     def _number_labels(self, raw: pl.DataFrame) -> pl.DataFrame:
         """String pids/tids ("Spans", "stream 7") get temporary ids, numbered finally in
-        :meth:`final_label_ids`."""
+        :meth:`final_label_ids`.  A numeric id in the temporary ids' range (at most -2**62:
+        only a hostile trace has one) is taken as a label too, by its decimal text, so no
+        trace's id is mistaken for a temporary one."""
+        reserved = [c for c in ("pid", "tid") if (raw[c] <= _TEMP_LABEL_BASE).any()]
+        if reserved:
+            raw = raw.with_columns(
+                e
+                for c in reserved
+                for e in (
+                    pl.when(pl.col(c) <= _TEMP_LABEL_BASE)
+                    .then(pl.col(c).cast(pl.String))
+                    .otherwise(pl.col(c + "_label"))
+                    .alias(c + "_label"),
+                    pl.when(pl.col(c) > _TEMP_LABEL_BASE).then(pl.col(c)).alias(c),
+                )
+            )
         labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique()
         if labels.len() == 0:
             return raw
@@ -955,7 +970,10 @@ def _final_ids(col: pl.Expr, ids: dict[int, int]) -> pl.Expr:
     Temporary ids are ``_TEMP_LABEL_BASE - k`` for k = 0, 1, ...: the final id is gathered
     at index k (half the cost of a hash ``replace`` on every row)."""
     finals = pl.Series([ids.get(_TEMP_LABEL_BASE - k) for k in range(len(ids))], dtype=pl.Int64)
-    index = pl.when(col <= _TEMP_LABEL_BASE).then(pl.lit(_TEMP_LABEL_BASE, dtype=pl.Int64) - col)
+    # only the ids handed out are temporary: a numeric id from the trace further down (a
+    # hostile pid of -2**63) stays what it is instead of indexing past ``finals``
+    temporary = (col <= _TEMP_LABEL_BASE) & (col > _TEMP_LABEL_BASE - len(ids))
+    index = pl.when(temporary).then(pl.lit(_TEMP_LABEL_BASE, dtype=pl.Int64) - col)
     return pl.coalesce(pl.lit(finals).gather(index), col)
 
 

@@ -515,3 +515,21 @@ def test_real_nccl_trace_keeps_process_groups() -> None:
     assert kernels["message_elements"].null_count() == 0
     # this vintage (PyTorch 2.0) records no sequence number
     assert kernels["collective_seq"].null_count() == 21
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_numeric_ids_in_the_temporary_label_range_are_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str
+) -> None:
+    # string pids/tids are numbered through temporary ids at -2**62 and below; a trace's own
+    # numeric id down there (the fuzzer's pid -2**63 crashed the parse) is read as a label
+    # too, and never mistaken for another label's temporary id
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", pure)
+    events = [
+        _x("cpu_op", "a", 10, 5, pid=-(2**63), tid=1),
+        _x("cpu_op", "b", 12, 5, pid="Spans", tid=-(2**62) - 1),
+        _x("cpu_op", "c", 13, 1, pid=7, tid="stream 7"),
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    # labels numbered -1, -2, ... in sorted order of their text
+    assert sorted(t.events.select("name", "pid", "tid").rows()) == [("a", -2, 1), ("b", -3, -1), ("c", 7, -4)]
