@@ -39,6 +39,38 @@ def test_union_merges_overlapping_and_touching() -> None:
     assert u.rows() == [(0, 0, 25), (1, 0, 100)]
 
 
+keyed_intervals = st.lists(
+    st.tuples(st.sampled_from([None, 1, 2]), st.sampled_from([None, 7, 8]), st.integers(-5, 60), st.integers(-3, 25)),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=keyed_intervals, nkeys=st.integers(0, 2))
+def test_union_equals_a_plain_merge_per_group(rows: list[tuple[int | None, int | None, int, int]], nkeys: int) -> None:
+    """Groups are told apart with nulls as a key value, in (by, start) order, one row per merged run."""
+    by = ["a", "b"][:nkeys]
+    frame = pl.DataFrame(
+        [(a, b, s, s + d) for a, b, s, d in rows], schema={"a": pl.Int32, "b": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+        orient="row",
+    )
+    groups: dict[tuple[int | None, ...], list[tuple[int, int]]] = {}
+    for a, b, s, d in rows:
+        if d > 0:
+            groups.setdefault((a, b)[:nkeys], []).append((s, s + d))
+    expected = []
+    # polars sorts nulls first
+    for key in sorted(groups, key=lambda k: tuple((v is not None, v or 0) for v in k)):
+        merged: list[list[int]] = []
+        for s, e in sorted(groups[key]):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        expected += [(*key, s, e) for s, e in merged]
+    assert union(frame, by).rows() == expected
+
+
 def test_covered_and_complement() -> None:
     u = union(pl.DataFrame({"d": [0, 0], "start_ns": [0, 20], "end_ns": [12, 25]}), ["d"])
     w = pl.DataFrame({"d": [0, 0], "step": [1, 2], "start_ns": [0, 15], "end_ns": [15, 40]})

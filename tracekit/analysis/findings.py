@@ -339,7 +339,7 @@ def _evidence(
 
 
 def _data_loading_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    names = x.events.filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
+    names = x.events.select("name", "dur_ns").filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
     top = (
         names.group_by("name")
         .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
@@ -381,7 +381,7 @@ def _sync_evidence(x: EvidenceInputs) -> dict[str, Any]:
 
 
 def _pageable_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    copies = x.events.filter(
+    copies = x.events.select("kind", "src_memory", "dst_memory", "bytes", "memcpy_kind").filter(
         (pl.col("kind") == EventKind.MEMCPY.value)
         & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
     )
@@ -410,7 +410,7 @@ def _communication_evidence(x: EvidenceInputs) -> dict[str, Any]:
 def _allocator_evidence(x: EvidenceInputs) -> dict[str, Any]:
     from . import patterns
 
-    calls = x.events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
+    calls = x.events.select("kind", "name", "dur_ns").filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
     top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
     return {"calls": [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
 
@@ -437,7 +437,8 @@ def _ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list
         return []
     from . import patterns
 
-    ops = events.filter(
+    # only the columns read below: the operators are a narrow copy, not every column of the events
+    ops = events.select("kind", "name", "pid", "tid", "start_ns", "end_ns").filter(
         pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value])
         & ~pl.col("name").str.contains(patterns.PROFILER_STEP)
         & ~pl.col("name").str.contains(patterns.USER_STEP)
@@ -451,11 +452,13 @@ def _ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list
         j = g.select(pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")).join_where(
             o.select("name", "start_ns", "end_ns"), pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs")
         )
+        # summed per thread (integer sums: the same totals), so the pairs of one thread at a time are alive
         parts.append(
             j.select(
                 "name", (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")).alias("overlap")
-            )
+            ).group_by("name").agg(pl.col("overlap").sum())
         )
+        del j
     if not parts:
         return []
     agg = (

@@ -28,16 +28,21 @@ def union(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     if f.height == 0:
         return f
     f = f.sort([*by, START])
+    # the rows of a group are consecutive: a group starts where any key differs from the row
+    # before (nulls equal), and is numbered by a running count (one integer key, not ``by``)
     prev_end = pl.col(END).cum_max().shift(1)
     if by:
-        prev_end = prev_end.over(by)
+        first = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in by]).fill_null(True)
+        f = f.with_columns(first.cast(pl.UInt32).cum_sum().alias("_group"))
+        prev_end = prev_end.over("_group")
+    # a run starts a group or begins after everything before it in the group ended; runs are
+    # consecutive rows in (by, start) order, so numbering them across groups is enough and the
+    # merged intervals come out in that order
     new_run = (prev_end.is_null() | (pl.col(START) > prev_end)).cast(pl.UInt32)
-    run = new_run.cum_sum()
-    if by:
-        run = run.over(by)
-    f = f.with_columns(run.alias("_run"))
-    out = f.group_by([*by, "_run"]).agg(pl.col(START).min(), pl.col(END).max()).drop("_run")
-    return out.sort([*by, START])
+    f = f.with_columns(new_run.cum_sum().alias("_run"))
+    return f.group_by("_run", maintain_order=True).agg(
+        *[pl.col(c).first() for c in by], pl.col(START).first(), pl.col(END).max()
+    ).drop("_run")
 
 
 def _with_cumulative(u: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:

@@ -115,7 +115,8 @@ def one_time_intervals(events: pl.DataFrame) -> pl.DataFrame:
         | (ranges & name.str.contains(patterns.WARMUP_RANGE))
     )
     # cheap filters first: only long API calls and host ranges reach the name patterns
-    candidates = events.filter(pl.col("tid").is_not_null() & (dur > 0) & ((api & (dur >= WARMUP_CALL_NS)) | ranges))
+    # (and only the columns read here: the candidates are not a copy of every column)
+    candidates = events.select("kind", "rank", "pid", "tid", "name", "start_ns", "end_ns", "dur_ns").filter(pl.col("tid").is_not_null() & (dur > 0) & ((api & (dur >= WARMUP_CALL_NS)) | ranges))
     return candidates.filter(pick).select("rank", "pid", "tid", "name", "start_ns", "end_ns", "dur_ns")
 
 
@@ -131,7 +132,7 @@ def find_warmup(events: pl.DataFrame, steps: Steps) -> tuple[Steps, WarmUp]:
         return Steps(frame=frame, sources=steps.sources), no_warmup()
     u = union(onetime, ["rank"]) if onetime.height else onetime.select("rank", "start_ns", "end_ns")
     named = onetime.filter(pl.col("name").str.contains(patterns.WARMUP_RANGE))
-    gpu_starts = events.filter(pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]))
+    gpu_starts = events.select("kind", "rank", "start_ns").filter(pl.col("kind").is_in([EventKind.KERNEL.value, EventKind.MEMCPY.value, EventKind.MEMSET.value]))
     parts = []
     for (rank,), f in frame.partition_by(["rank"], as_dict=True, maintain_order=True).items():
         mine = u.filter(pl.col("rank") == rank)

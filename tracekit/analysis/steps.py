@@ -37,6 +37,10 @@ STEPS_SCHEMA = {
 }
 
 
+#: the columns of the events table the step finders read
+_FINDER_COLUMNS = ["kind", "name", "rank", "tid", "start_ns", "dur_ns", "end_ns"]
+
+
 @dataclass(frozen=True)
 class Steps:
     """Step windows of every rank and where they came from."""
@@ -53,8 +57,12 @@ def find_steps(events: pl.DataFrame, links: pl.DataFrame | None = None) -> Steps
     sources: dict[int, str] = {}
     ranks = sorted(int(r) for r in events["rank"].unique().drop_nulls().to_list()) or [0]
     gpu_end = _launched_gpu_end(events, links)
+    # the finders read only these columns: a rank's rows are never a copy of the whole table,
+    # and a single-rank trace's are the table itself
+    narrow = events.select(_FINDER_COLUMNS)
+    single = len(ranks) == 1 and narrow["rank"].null_count() == 0 and narrow["rank"].n_unique() <= 1
     for rank in ranks:
-        ev = events.filter(pl.col("rank") == rank)
+        ev = narrow if single else narrow.filter(pl.col("rank") == rank)
         for source, finder in (
             ("profiler_step", _profiler_steps),
             ("user_step", _user_steps),
