@@ -97,7 +97,7 @@ def test_path_tiles_every_synthetic_step(name: str, fmt: str) -> None:
         assert int(seg["dur_ns"].sum()) == w["wall_ns"]
         assert seg["start_ns"][0] == w["start_ns"]
         assert (seg["start_ns"].tail(-1) == seg["end_ns"].head(-1)).all(), "consecutive stretches must touch"
-        assert set(seg["track"].str.slice(0, 3).to_list()) <= {"cpu", "gpu"}
+        assert set(seg["track"].cast(pl.String).str.slice(0, 3).to_list()) <= {"cpu", "gpu"}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -97,6 +97,11 @@ class EdgeKind(str, Enum):
     WINDOW = "window"  #: step start / end, and GPU work launched before the step
 
 
+#: a segment's cause (one of the critical-path causes) and edge kind, as enums; its track as a
+#: categorical (a few hundred distinct threads and streams over millions of segments)
+CAUSE_DTYPE = pl.Enum(list(CP_CAUSES))
+EDGE_KIND_DTYPE = pl.Enum([k.value for k in EdgeKind])
+
 #: the columns of :attr:`CriticalPath.segments`
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -105,10 +110,10 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "start_ns": pl.Int64(),
     "end_ns": pl.Int64(),
     "dur_ns": pl.Int64(),
-    "track": pl.String(),
+    "track": pl.Categorical(),
     "event_id": pl.Int64(),
-    "edge_kind": pl.String(),
-    "cause": pl.String(),
+    "edge_kind": EDGE_KIND_DTYPE,
+    "cause": CAUSE_DTYPE,
     "inferred": pl.Boolean(),
 }
 
@@ -163,6 +168,7 @@ class CriticalPath:
     """The critical path of every step of a trace, its breakdown, and the graphs for what-ifs."""
 
     #: rank, step, seq, start_ns, end_ns, dur_ns, track, event_id, edge_kind, cause, inferred
+    #: (:data:`SEGMENT_SCHEMA`: ``track`` categorical, ``edge_kind`` and ``cause`` enums)
     segments: pl.DataFrame
     #: rank, step, cause, ns, share (of the path)
     breakdown: pl.DataFrame
@@ -255,6 +261,8 @@ def critical_path(
     # each group's breakdown is summed from its own segments (its steps are in no other group),
     # so the whole trace's segments are never grouped at once
     breakdown_parts: list[pl.DataFrame] = []
+    # the what-ifs' path lengths, group by group: no weighted copy of every group's edges
+    length_parts: list[pl.DataFrame] = []
     first_node = first_run = 0
     last = len(groups) - 1
     for i, win in enumerate(groups):
@@ -276,12 +284,14 @@ def critical_path(
         segment_parts.append(segments)
         step_parts.append(step_rows)
         breakdown_parts.append(_breakdown(segments, step_rows))
+        if what_ifs:
+            length_parts.append(_scenario_lengths(compact, what_ifs))
     compact = _concat(compact_parts)
     segments = _concat(segment_parts)
     step_rows = _concat(step_parts)
     # each step's rows are in cause order within one part: a stable sort by step keeps it
     breakdown = _concat(breakdown_parts).sort(_WIN, maintain_order=True) if len(breakdown_parts) > 1 else breakdown_parts[0]
-    results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
+    results = tuple(_what_if_results(step_rows, _concat(length_parts), what_ifs)) if what_ifs else ()
     return CriticalPath(
         segments=segments,
         breakdown=breakdown,
@@ -311,6 +321,12 @@ def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf
     """Recompute every step's longest path under each what-if (one graph per step)."""
     if not what_ifs:
         return []
+    return _what_if_results(steps, _scenario_lengths(edges, what_ifs), what_ifs)
+
+
+def _scenario_lengths(edges: pl.DataFrame, what_ifs: Sequence[WhatIf]) -> pl.DataFrame:
+    """rank, step, ``_base`` (the longest path's length) and ``_s<i>`` (its length under the
+    i-th what-if) of every step of ``edges``."""
     cols = [f"_s{i}" for i in range(len(what_ifs))]
     # only the columns the graphs need, sorted once; each step is a zero-copy slice
     weighted = edges.select(
@@ -319,14 +335,19 @@ def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf
     ).sort(["rank", "step", "_prio", "dst", "src"])
     attrs = ["w", *cols]
     rows = _step_lengths(weighted, attrs)
+    return pl.DataFrame(
+        [(r, s, *ls) for r, s, ls in rows],
+        schema={"rank": pl.Int32, "step": pl.Int64, "_base": pl.Int64, **{c: pl.Int64 for c in cols}},
+        orient="row",
+    )
+
+
+def _what_if_results(steps: pl.DataFrame, lengths: pl.DataFrame, what_ifs: Sequence[WhatIf]) -> list[WhatIfResult]:
+    """Each what-if's result from the steps' path lengths (:func:`_scenario_lengths`)."""
     out = []
     info = steps.select("rank", "step", "complete", "wall_ns", "path_ns")
     for i, wi in enumerate(what_ifs):
-        frame = pl.DataFrame(
-            [(r, s, ls[0], ls[i + 1]) for r, s, ls in rows],
-            schema={"rank": pl.Int32, "step": pl.Int64, "_base": pl.Int64, "predicted_path_ns": pl.Int64},
-            orient="row",
-        )
+        frame = lengths.select(*_WIN, "_base", pl.col(f"_s{i}").alias("predicted_path_ns"))
         per_step = info.join(frame, on=_WIN, how="left").with_columns(
             (pl.col("wall_ns") - (pl.col("_base") - pl.col("predicted_path_ns"))).alias("predicted_step_ns")
         ).drop("_base").sort(_WIN)
@@ -1277,7 +1298,7 @@ def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFr
     seg = pl.concat([single, expanded.select(single.columns)], how="vertical_relaxed")
     seg = seg.filter(pl.col("w") != 0).sort([*_WIN, "seq", "_sub"]).with_columns(
         pl.int_range(pl.len()).over(_WIN).cast(pl.Int64).alias("seq"),
-        pl.col("tag").replace_strict(TAG_CAUSE, return_dtype=pl.String).alias("cause"),
+        pl.col("tag").replace_strict(TAG_CAUSE, return_dtype=CAUSE_DTYPE).alias("cause"),
     )
     seg = seg.select(
         "rank", "step", "seq", "start_ns", "end_ns", pl.col("w").alias("dur_ns"),
@@ -1426,6 +1447,7 @@ def _breakdown(segments: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if segments.height == 0:
         return pl.DataFrame(schema=BREAKDOWN_SCHEMA)
     b = segments.select(*_WIN, "cause", "dur_ns").group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
+    b = b.with_columns(pl.col("cause").cast(pl.String))
     b = b.join(steps.select(*_WIN, "path_ns"), on=_WIN).with_columns(
         (pl.col("ns") / pl.when(pl.col("path_ns") > 0).then(pl.col("path_ns")).otherwise(None)).fill_null(0.0).alias("share")
     )
