@@ -101,6 +101,10 @@ class EdgeKind(str, Enum):
 #: categorical (a few hundred distinct threads and streams over millions of segments)
 CAUSE_DTYPE = pl.Enum(list(CP_CAUSES))
 EDGE_KIND_DTYPE = pl.Enum([k.value for k in EdgeKind])
+#: an edge's tag (:data:`.whatif.TAGS`), as an enum
+TAG_DTYPE = pl.Enum(list(TAGS))
+#: the dtypes :attr:`CriticalPath.edges` holds in place of :data:`EDGE_SCHEMA`'s strings
+_COMPACT_DTYPES: dict[str, pl.DataType] = {"kind": EDGE_KIND_DTYPE, "tag": TAG_DTYPE, "track": pl.Categorical()}
 
 #: the columns of :attr:`CriticalPath.segments`
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
@@ -178,6 +182,7 @@ class CriticalPath:
     #: every step's (contracted) graph: rank, step, src, dst, w, kind, tag, removable, inferred,
     #: event_id, track (null for a host thread's stretches, which carry pid and tid instead),
     #: pid, tid, start_ns, end_ns, run, and w_<tag> for every tag of :data:`.whatif.TAGS`
+    #: (``kind`` and ``tag`` enums, ``track`` categorical)
     edges: pl.DataFrame
     #: what-ifs computed with the path (the findings', and any the caller asked for)
     what_ifs: tuple[WhatIfResult, ...] = ()
@@ -1289,7 +1294,9 @@ def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFr
     ).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)  # type: ignore[arg-type]
     if pairs.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), steps
-    path_edges = pairs.join(compact.drop(*_WIN), on=["src", "dst"], how="left", maintain_order="left").select("seq", *EDGE_SCHEMA, "run").with_columns(pl.col("seq").cast(pl.Int64))
+    path_edges = pairs.join(compact.drop(*_WIN), on=["src", "dst"], how="left", maintain_order="left").select("seq", *EDGE_SCHEMA, "run").with_columns(
+        pl.col("seq").cast(pl.Int64), *[pl.col(c).cast(pl.String) for c in _COMPACT_DTYPES]
+    )
     # a contracted run of a thread's stretches stands for its stretches, in time order
     single = path_edges.filter(pl.col("run").is_null()).with_columns(pl.lit(0, dtype=pl.Int64).alias("_sub")).drop("run")
     expanded = path_edges.filter(pl.col("run").is_not_null()).select("seq", "run").join(runs, on="run").with_columns(
@@ -1436,7 +1443,7 @@ def _contract(edges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     compact = compact.with_columns(pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio")).sort(
         ["rank", "step", "_prio", "dst", "src"]
     ).drop("_prio")
-    return compact, members
+    return compact.cast(_COMPACT_DTYPES), members  # type: ignore[arg-type]
 
 
 def _path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:
