@@ -181,8 +181,9 @@ class CriticalPath:
     steps: pl.DataFrame
     #: every step's (contracted) graph: rank, step, src, dst, w, kind, tag, removable, inferred,
     #: event_id, track (null for a host thread's stretches, which carry pid and tid instead),
-    #: pid, tid, start_ns, end_ns, run, and w_<tag> for every tag of :data:`.whatif.TAGS`
-    #: (``kind`` and ``tag`` enums, ``track`` categorical)
+    #: pid, tid, start_ns, end_ns, run, and w_<tag> for every tag of :data:`.whatif.TAGS` that
+    #: carries time on some edge (a tag without a column: zero everywhere; ``kind`` and ``tag``
+    #: enums, ``track`` categorical)
     edges: pl.DataFrame
     #: what-ifs computed with the path (the findings', and any the caller asked for)
     what_ifs: tuple[WhatIfResult, ...] = ()
@@ -291,7 +292,9 @@ def critical_path(
         breakdown_parts.append(_breakdown(segments, step_rows))
         if what_ifs:
             length_parts.append(_scenario_lengths(compact, what_ifs))
-    compact = _concat(compact_parts)
+        # a tag that carries no time in the group needs no column (most traces use a few tags)
+        compact_parts[-1] = _drop_zero_weights(compact)
+    compact = _concat_weights(compact_parts)
     segments = _concat(segment_parts)
     step_rows = _concat(step_parts)
     # each step's rows are in cause order within one part: a stable sort by step keeps it
@@ -305,6 +308,25 @@ def critical_path(
         what_ifs=results,
         notes=tuple(_notes(events, step_rows)),
     )
+
+
+def _drop_zero_weights(edges: pl.DataFrame) -> pl.DataFrame:
+    """``edges`` without the ``w_<tag>`` columns that are zero on every edge."""
+    weights = [c for c in edges.columns if c.startswith("w_")]
+    if edges.height == 0:
+        return edges.drop(weights)
+    nonzero = edges.select(*[(pl.col(c) != 0).any() for c in weights]).row(0)
+    return edges.drop([c for c, keep in zip(weights, nonzero, strict=True) if not keep])
+
+
+def _concat_weights(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The groups' edges in one frame, with a ``w_<tag>`` column (in tag order) for every tag
+    some group has one for: zero in the groups without it."""
+    wanted = [f"w_{t}" for t in TAGS if any(f"w_{t}" in p.columns for p in parts)]
+    cols = [c for c in parts[0].columns if not c.startswith("w_")] + wanted
+    return _concat([
+        p.select(*[pl.col(c) if c in p.columns else pl.lit(0, dtype=pl.Int64).alias(c) for c in cols]) for p in parts
+    ])
 
 
 def _concat(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -334,8 +356,9 @@ def _scenario_lengths(edges: pl.DataFrame, what_ifs: Sequence[WhatIf]) -> pl.Dat
     i-th what-if) of every step of ``edges``."""
     cols = [f"_s{i}" for i in range(len(what_ifs))]
     # only the columns the graphs need, sorted once; each step is a zero-copy slice
+    tags = [t for t in TAGS if f"w_{t}" in edges.columns]
     weighted = edges.select(
-        *_WIN, "src", "dst", "w", *[scenario_weights(wi).alias(c) for wi, c in zip(what_ifs, cols, strict=True)],
+        *_WIN, "src", "dst", "w", *[scenario_weights(wi, tags).alias(c) for wi, c in zip(what_ifs, cols, strict=True)],
         pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio"),
     ).sort(["rank", "step", "_prio", "dst", "src"])
     attrs = ["w", *cols]
