@@ -97,7 +97,7 @@ def test_path_tiles_every_synthetic_step(name: str, fmt: str) -> None:
         assert int(seg["dur_ns"].sum()) == w["wall_ns"]
         assert seg["start_ns"][0] == w["start_ns"]
         assert (seg["start_ns"].tail(-1) == seg["end_ns"].head(-1)).all(), "consecutive stretches must touch"
-        assert set(seg["track"].str.slice(0, 3).to_list()) <= {"cpu", "gpu"}
+        assert set(seg["track"].cast(pl.String).str.slice(0, 3).to_list()) <= {"cpu", "gpu"}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -742,3 +742,27 @@ def test_native_kernel_rejects_bad_buffers() -> None:
     # a cycle is reported, not solved
     _, _, status, _, _ = dag.longest_paths(array("q", [1, 2]), array("q", [2, 1]), [w], array("q", [0, 2]), True)
     assert list(memoryview(status).cast("q")) == [1]
+
+
+def test_result_frames_are_compact_and_answer_like_the_full_graph() -> None:
+    """The segments hold their declared dtypes (track categorical, edge kind and cause enums);
+    the edges keep a ``w_<tag>`` column only for tags that carry time, and a what-if over them
+    answers exactly as over the edges with every tag's column (the missing ones zero)."""
+    from tracekit.analysis.critical_path import SEGMENT_SCHEMA, evaluate
+    from tracekit.analysis.whatif import TAGS
+
+    _, cp, _ = _analyze(SYNTH / "dataloader_stall.kineto.json")
+    assert dict(cp.segments.schema) == SEGMENT_SCHEMA
+    assert set(cp.segments["cause"].cast(pl.String).unique()) <= set(SEGMENT_SCHEMA["cause"].categories)  # type: ignore[attr-defined]
+    kept = [c for c in cp.edges.columns if c.startswith("w_")]
+    assert kept
+    assert len(kept) < len(TAGS)
+    assert all(cp.edges[c].ne(0).any() for c in kept)
+    full = cp.edges.with_columns(
+        *[pl.lit(0, dtype=pl.Int64).alias(f"w_{t}") for t in TAGS if f"w_{t}" not in cp.edges.columns]
+    )
+    wis = [WhatIf.of({"data_loading": 0.0}), WhatIf.of({"kernels": 0.5, "launch_bound": 0.0})]
+    for ours, theirs in zip(evaluate(cp.edges, cp.steps, wis), evaluate(full, cp.steps, wis), strict=True):
+        assert ours.per_step.equals(theirs.per_step)
+        assert ours.predicted_step_ms == theirs.predicted_step_ms
+    assert cp.what_if({"data_loading": 0.0}).per_step["predicted_step_ns"].max() < cp.steps["wall_ns"].max()

@@ -97,6 +97,15 @@ class EdgeKind(str, Enum):
     WINDOW = "window"  #: step start / end, and GPU work launched before the step
 
 
+#: a segment's cause (one of the critical-path causes) and edge kind, as enums; its track as a
+#: categorical (a few hundred distinct threads and streams over millions of segments)
+CAUSE_DTYPE = pl.Enum(list(CP_CAUSES))
+EDGE_KIND_DTYPE = pl.Enum([k.value for k in EdgeKind])
+#: an edge's tag (:data:`.whatif.TAGS`), as an enum
+TAG_DTYPE = pl.Enum(list(TAGS))
+#: the dtypes :attr:`CriticalPath.edges` holds in place of :data:`EDGE_SCHEMA`'s strings
+_COMPACT_DTYPES: dict[str, pl.DataType] = {"kind": EDGE_KIND_DTYPE, "tag": TAG_DTYPE, "track": pl.Categorical()}
+
 #: the columns of :attr:`CriticalPath.segments`
 SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),
@@ -105,10 +114,10 @@ SEGMENT_SCHEMA: dict[str, pl.DataType] = {
     "start_ns": pl.Int64(),
     "end_ns": pl.Int64(),
     "dur_ns": pl.Int64(),
-    "track": pl.String(),
+    "track": pl.Categorical(),
     "event_id": pl.Int64(),
-    "edge_kind": pl.String(),
-    "cause": pl.String(),
+    "edge_kind": EDGE_KIND_DTYPE,
+    "cause": CAUSE_DTYPE,
     "inferred": pl.Boolean(),
 }
 
@@ -163,6 +172,7 @@ class CriticalPath:
     """The critical path of every step of a trace, its breakdown, and the graphs for what-ifs."""
 
     #: rank, step, seq, start_ns, end_ns, dur_ns, track, event_id, edge_kind, cause, inferred
+    #: (:data:`SEGMENT_SCHEMA`: ``track`` categorical, ``edge_kind`` and ``cause`` enums)
     segments: pl.DataFrame
     #: rank, step, cause, ns, share (of the path)
     breakdown: pl.DataFrame
@@ -171,7 +181,9 @@ class CriticalPath:
     steps: pl.DataFrame
     #: every step's (contracted) graph: rank, step, src, dst, w, kind, tag, removable, inferred,
     #: event_id, track (null for a host thread's stretches, which carry pid and tid instead),
-    #: pid, tid, start_ns, end_ns, run, and w_<tag> for every tag of :data:`.whatif.TAGS`
+    #: pid, tid, start_ns, end_ns, run, and w_<tag> for every tag of :data:`.whatif.TAGS` that
+    #: carries time on some edge (a tag without a column: zero everywhere; ``kind`` and ``tag``
+    #: enums, ``track`` categorical)
     edges: pl.DataFrame
     #: what-ifs computed with the path (the findings', and any the caller asked for)
     what_ifs: tuple[WhatIfResult, ...] = ()
@@ -255,6 +267,8 @@ def critical_path(
     # each group's breakdown is summed from its own segments (its steps are in no other group),
     # so the whole trace's segments are never grouped at once
     breakdown_parts: list[pl.DataFrame] = []
+    # the what-ifs' path lengths, group by group: no weighted copy of every group's edges
+    length_parts: list[pl.DataFrame] = []
     first_node = first_run = 0
     last = len(groups) - 1
     for i, win in enumerate(groups):
@@ -276,12 +290,16 @@ def critical_path(
         segment_parts.append(segments)
         step_parts.append(step_rows)
         breakdown_parts.append(_breakdown(segments, step_rows))
-    compact = _concat(compact_parts)
+        if what_ifs:
+            length_parts.append(_scenario_lengths(compact, what_ifs))
+        # a tag that carries no time in the group needs no column (most traces use a few tags)
+        compact_parts[-1] = _drop_zero_weights(compact)
+    compact = _concat_weights(compact_parts)
     segments = _concat(segment_parts)
     step_rows = _concat(step_parts)
     # each step's rows are in cause order within one part: a stable sort by step keeps it
     breakdown = _concat(breakdown_parts).sort(_WIN, maintain_order=True) if len(breakdown_parts) > 1 else breakdown_parts[0]
-    results = tuple(evaluate(compact, step_rows, what_ifs)) if what_ifs else ()
+    results = tuple(_what_if_results(step_rows, _concat(length_parts), what_ifs)) if what_ifs else ()
     return CriticalPath(
         segments=segments,
         breakdown=breakdown,
@@ -290,6 +308,25 @@ def critical_path(
         what_ifs=results,
         notes=tuple(_notes(events, step_rows)),
     )
+
+
+def _drop_zero_weights(edges: pl.DataFrame) -> pl.DataFrame:
+    """``edges`` without the ``w_<tag>`` columns that are zero on every edge."""
+    weights = [c for c in edges.columns if c.startswith("w_")]
+    if edges.height == 0:
+        return edges.drop(weights)
+    nonzero = edges.select(*[(pl.col(c) != 0).any() for c in weights]).row(0)
+    return edges.drop([c for c, keep in zip(weights, nonzero, strict=True) if not keep])
+
+
+def _concat_weights(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The groups' edges in one frame, with a ``w_<tag>`` column (in tag order) for every tag
+    some group has one for: zero in the groups without it."""
+    wanted = [f"w_{t}" for t in TAGS if any(f"w_{t}" in p.columns for p in parts)]
+    cols = [c for c in parts[0].columns if not c.startswith("w_")] + wanted
+    return _concat([
+        p.select(*[pl.col(c) if c in p.columns else pl.lit(0, dtype=pl.Int64).alias(c) for c in cols]) for p in parts
+    ])
 
 
 def _concat(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -311,22 +348,34 @@ def evaluate(edges: pl.DataFrame, steps: pl.DataFrame, what_ifs: Sequence[WhatIf
     """Recompute every step's longest path under each what-if (one graph per step)."""
     if not what_ifs:
         return []
+    return _what_if_results(steps, _scenario_lengths(edges, what_ifs), what_ifs)
+
+
+def _scenario_lengths(edges: pl.DataFrame, what_ifs: Sequence[WhatIf]) -> pl.DataFrame:
+    """rank, step, ``_base`` (the longest path's length) and ``_s<i>`` (its length under the
+    i-th what-if) of every step of ``edges``."""
     cols = [f"_s{i}" for i in range(len(what_ifs))]
     # only the columns the graphs need, sorted once; each step is a zero-copy slice
+    tags = [t for t in TAGS if f"w_{t}" in edges.columns]
     weighted = edges.select(
-        *_WIN, "src", "dst", "w", *[scenario_weights(wi).alias(c) for wi, c in zip(what_ifs, cols, strict=True)],
+        *_WIN, "src", "dst", "w", *[scenario_weights(wi, tags).alias(c) for wi, c in zip(what_ifs, cols, strict=True)],
         pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio"),
     ).sort(["rank", "step", "_prio", "dst", "src"])
     attrs = ["w", *cols]
     rows = _step_lengths(weighted, attrs)
+    return pl.DataFrame(
+        [(r, s, *ls) for r, s, ls in rows],
+        schema={"rank": pl.Int32, "step": pl.Int64, "_base": pl.Int64, **{c: pl.Int64 for c in cols}},
+        orient="row",
+    )
+
+
+def _what_if_results(steps: pl.DataFrame, lengths: pl.DataFrame, what_ifs: Sequence[WhatIf]) -> list[WhatIfResult]:
+    """Each what-if's result from the steps' path lengths (:func:`_scenario_lengths`)."""
     out = []
     info = steps.select("rank", "step", "complete", "wall_ns", "path_ns")
     for i, wi in enumerate(what_ifs):
-        frame = pl.DataFrame(
-            [(r, s, ls[0], ls[i + 1]) for r, s, ls in rows],
-            schema={"rank": pl.Int32, "step": pl.Int64, "_base": pl.Int64, "predicted_path_ns": pl.Int64},
-            orient="row",
-        )
+        frame = lengths.select(*_WIN, "_base", pl.col(f"_s{i}").alias("predicted_path_ns"))
         per_step = info.join(frame, on=_WIN, how="left").with_columns(
             (pl.col("wall_ns") - (pl.col("_base") - pl.col("predicted_path_ns"))).alias("predicted_step_ns")
         ).drop("_base").sort(_WIN)
@@ -1268,7 +1317,9 @@ def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFr
     ).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)  # type: ignore[arg-type]
     if pairs.height == 0:
         return pl.DataFrame(schema=SEGMENT_SCHEMA), steps
-    path_edges = pairs.join(compact.drop(*_WIN), on=["src", "dst"], how="left", maintain_order="left").select("seq", *EDGE_SCHEMA, "run").with_columns(pl.col("seq").cast(pl.Int64))
+    path_edges = pairs.join(compact.drop(*_WIN), on=["src", "dst"], how="left", maintain_order="left").select("seq", *EDGE_SCHEMA, "run").with_columns(
+        pl.col("seq").cast(pl.Int64), *[pl.col(c).cast(pl.String) for c in _COMPACT_DTYPES]
+    )
     # a contracted run of a thread's stretches stands for its stretches, in time order
     single = path_edges.filter(pl.col("run").is_null()).with_columns(pl.lit(0, dtype=pl.Int64).alias("_sub")).drop("run")
     expanded = path_edges.filter(pl.col("run").is_not_null()).select("seq", "run").join(runs, on="run").with_columns(
@@ -1277,7 +1328,7 @@ def _longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFr
     seg = pl.concat([single, expanded.select(single.columns)], how="vertical_relaxed")
     seg = seg.filter(pl.col("w") != 0).sort([*_WIN, "seq", "_sub"]).with_columns(
         pl.int_range(pl.len()).over(_WIN).cast(pl.Int64).alias("seq"),
-        pl.col("tag").replace_strict(TAG_CAUSE, return_dtype=pl.String).alias("cause"),
+        pl.col("tag").replace_strict(TAG_CAUSE, return_dtype=CAUSE_DTYPE).alias("cause"),
     )
     seg = seg.select(
         "rank", "step", "seq", "start_ns", "end_ns", pl.col("w").alias("dur_ns"),
@@ -1415,7 +1466,7 @@ def _contract(edges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     compact = compact.with_columns(pl.col("kind").replace_strict(_PRIORITY, return_dtype=pl.Int32).alias("_prio")).sort(
         ["rank", "step", "_prio", "dst", "src"]
     ).drop("_prio")
-    return compact, members
+    return compact.cast(_COMPACT_DTYPES), members  # type: ignore[arg-type]
 
 
 def _path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:
@@ -1426,6 +1477,7 @@ def _breakdown(segments: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if segments.height == 0:
         return pl.DataFrame(schema=BREAKDOWN_SCHEMA)
     b = segments.select(*_WIN, "cause", "dur_ns").group_by(*_WIN, "cause").agg(pl.col("dur_ns").sum().alias("ns"))
+    b = b.with_columns(pl.col("cause").cast(pl.String))
     b = b.join(steps.select(*_WIN, "path_ns"), on=_WIN).with_columns(
         (pl.col("ns") / pl.when(pl.col("path_ns") > 0).then(pl.col("path_ns")).otherwise(None)).fill_null(0.0).alias("share")
     )

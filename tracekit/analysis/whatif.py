@@ -107,12 +107,13 @@ def parse_what_if(spec: str) -> tuple[str, float]:
     return name, _valid_factor(name, factor)
 
 
-def scenario_weights(what_if: WhatIf) -> pl.Expr:
+def scenario_weights(what_if: WhatIf, tags: Iterable[str] = TAGS) -> pl.Expr:
     """The weight of every edge under ``what_if`` (an expression over a graph's edges, which
-    hold their time split by tag in ``w_<tag>`` columns and a ``removable`` flag)."""
+    hold their time split by tag in ``w_<tag>`` columns and a ``removable`` flag); ``tags``:
+    the tags the edges have a column for (a tag without one carries no time)."""
     factors = what_if.tag_factors()
     scaled: pl.Expr = pl.lit(0.0)
-    for tag in TAGS:
+    for tag in tags:
         scaled = scaled + pl.col(f"w_{tag}").cast(pl.Float64) * factors[tag]
     gone = pl.col("removable") & (pl.col("tag").replace_strict(factors, default=1.0, return_dtype=pl.Float64) == 0.0)
     return pl.when(gone).then(pl.lit(REMOVED, dtype=pl.Int64)).otherwise(scaled.round(0).cast(pl.Int64))

@@ -73,7 +73,7 @@ def annotated_trace(
     segments = cp.segments.join(windows.select("rank", "step"), on=["rank", "step"], how="semi")
     events = _events_in(tables.events, windows)
     on_path = segments.filter(pl.col("event_id").is_not_null()).group_by("event_id").agg(
-        pl.col("dur_ns").sum().alias("critical_ns"), pl.col("cause").mode().first().alias("cause")
+        pl.col("dur_ns").sum().alias("critical_ns"), pl.col("cause").cast(pl.String).mode().first().alias("cause")
     )
     events = events.join(on_path, on="event_id", how="left")
     if critical_only:
