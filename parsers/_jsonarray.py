@@ -128,10 +128,15 @@ def iter_event_chunks(
     del buf
 
     # --- stream whole-event chunks
+    # the first chunk is what the first read brought (the header taken off it) once that is at
+    # least half a chunk: topping it up to a whole chunk would read and scan a second block
+    # before the first chunk's rows reach the caller, which waits for them with nothing to do
+    want = chunk_bytes // 2
     while True:
-        while len(work) < chunk_bytes and not eof:
+        while len(work) < want and not eof:
             more, eof = _read(stream, chunk_bytes, state)
             work += more
+        want = chunk_bytes
         if eof:
             break
         decoded, cut = _decode_before(work, _last_boundary(work, len(work)), try_decode)
