@@ -128,10 +128,15 @@ def iter_event_chunks(
     del buf
 
     # --- stream whole-event chunks
+    # the first chunk is what the first read brought (the header taken off it) once that is at
+    # least half a chunk: topping it up to a whole chunk would read and scan a second block
+    # before the first chunk's rows reach the caller, which waits for them with nothing to do
+    want = chunk_bytes // 2
     while True:
-        while len(work) < chunk_bytes and not eof:
+        while len(work) < want and not eof:
             more, eof = _read(stream, chunk_bytes, state)
             work += more
+        want = chunk_bytes
         if eof:
             break
         decoded, cut = _decode_before(work, _last_boundary(work, len(work)), try_decode)
@@ -158,7 +163,53 @@ def iter_event_chunks(
             work = bytearray(work[cut:])
 
     # --- the tail: last events, closing bracket, trailer (or a truncated end)
+    decoded = _close_in_place(work, state, try_decode)
+    if decoded is not _MISS:
+        yield decoded
+        return
     yield from _finish(bytes(work[1:]), state, try_decode)
+
+
+_MISS = object()
+#: trailing whitespace after the trailer that :func:`_close_in_place` passes over itself
+_MAX_TRAILING_WS = 4096
+
+
+def _close_in_place(work: bytearray, state: ArrayStream, try_decode: Callable[[bytes | memoryview], Any]) -> Any:
+    """The usual end of the data (a closed events array and a valid trailer), decoded from
+    the chunker's buffer itself (``work[0]`` is the ``[`` before the last events): what step 1
+    of :func:`_finish` does, without its copies of the last chunk (four of up to two chunks'
+    bytes, on the critical path at the end of the parse).
+
+    It follows step 1 candidate by candidate and gives up (``_MISS``) at the first closing
+    bracket whose events do not decode, or when no candidate decodes: :func:`_finish` then
+    starts over and decides (the decode has no side effects), so the outcome is its own."""
+    end = len(work)
+    while end > 1 and work[end - 1] in _WS:
+        end -= 1
+        if len(work) - end > _MAX_TRAILING_WS:
+            return _MISS
+    tried = 0
+    skipped = 0
+    pos = end
+    while tried < 64 and skipped < _MAX_SKIPPED_BRACKETS:
+        pos = work.rfind(b"]", 1, pos)
+        if pos < 0:
+            return _MISS
+        # (at work[0], the '[', the test answers as _finish's does at the start of its text)
+        if not _may_close_events(work, pos):
+            skipped += 1
+            continue
+        trailer = bytes(work[pos + 1 : end])
+        tried += 1
+        if _trailer_ok(trailer, state.bare_array):
+            try:
+                decoded = try_decode(memoryview(work)[: pos + 1])  # "[" + events + "]"
+            except ValueError:
+                return _MISS
+            state.trailer = trailer
+            return decoded
+    return _MISS
 
 
 def _decode_at(work: bytearray, cut: int, try_decode: Callable[[bytes | memoryview], Any]) -> Any:
@@ -321,7 +372,7 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
         work = _skip_damage(work, good_end, state)
 
 
-def _may_close_events(buf: bytes, pos: int) -> bool:
+def _may_close_events(buf: bytes | bytearray, pos: int) -> bool:
     """Whether the ``]`` at ``pos`` can close an array of events: after an object, after
     ``[``, or first in ``buf`` (which starts just after the events array's own ``[``: an empty
     array of events)."""

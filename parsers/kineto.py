@@ -1131,32 +1131,45 @@ def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Series]:
+def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Series | pl.Expr]:
     """``memcpy_kind``, ``src_memory``, ``dst_memory`` (memcpy rows) and ``sync_kind`` (sync
-    rows) of one chunk's timed events, null on every other row."""
+    rows) of one chunk's timed events, null on every other row.
+
+    A column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
+    literal the caller's ``select`` broadcasts: the gathers, the text work on no rows and the
+    scatter into a null column cost more than the rest of the chunk's columns together."""
     n = timed.height
-    out: dict[str, pl.Series] = {}
-    rows = flags["memcpy"].arg_true()
-    copies = timed.select("name", "kind_arg").gather(rows) if rows.len() else timed.select("name", "kind_arg").clear()
-    lname = pl.col("name").str.to_lowercase()
-    direction = pl.coalesce(
-        pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1),
-        pl.col("kind_arg").str.extract(r"^(HtoD|DtoH|DtoD|HtoH|PtoP)$", 1),
-    )
-    values = copies.select(
-        direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
-        _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).cast(MEMORY_KIND).alias("src_memory"),
-        _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).cast(MEMORY_KIND).alias("dst_memory"),
-    )
-    for column in values.get_columns():
-        out[column.name] = _scatter(column, rows, n)
-    rows = flags["sync"].arg_true()
-    syncs = timed.select("sync_kind", "name").gather(rows) if rows.len() else timed.select("sync_kind", "name").clear()
-    sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
-    value = syncs.select(
-        sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
-    ).to_series()
-    out["sync_kind"] = _scatter(value, rows, n)
+    out: dict[str, pl.Series | pl.Expr] = {}
+    counts = flags.sum().row(0, named=True)
+    if counts["memcpy"]:
+        rows = flags["memcpy"].arg_true()
+        copies = timed.select("name", "kind_arg").gather(rows)
+        lname = pl.col("name").str.to_lowercase()
+        direction = pl.coalesce(
+            pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1),
+            pl.col("kind_arg").str.extract(r"^(HtoD|DtoH|DtoD|HtoH|PtoP)$", 1),
+        )
+        values = copies.select(
+            direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
+            _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).cast(MEMORY_KIND).alias("src_memory"),
+            _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).cast(MEMORY_KIND).alias("dst_memory"),
+        )
+        for column in values.get_columns():
+            out[column.name] = _scatter(column, rows, n)
+    else:
+        out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
+        out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
+        out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
+    if counts["sync"]:
+        rows = flags["sync"].arg_true()
+        syncs = timed.select("sync_kind", "name").gather(rows)
+        sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
+        value = syncs.select(
+            sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
+        ).to_series()
+        out["sync_kind"] = _scatter(value, rows, n)
+    else:
+        out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
 
 
