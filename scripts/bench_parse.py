@@ -150,12 +150,27 @@ def _mark_base() -> None:
     _BASE_RSS.append(_peak_rss_mb())
 
 
+def _file_rss_mb() -> float | None:
+    """Resident pages of mapped files now (Linux ``RssFile``): mostly the code of the
+    interpreter and the libraries the tool ran.  They only grow during a run, so at the end
+    this is the share of the peak that is code, not data."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def _report(seconds: float, rows: int) -> None:
     result = {
         "seconds": seconds,
         "rows": rows,
         "rss_mb": _peak_rss_mb(),
         "base_rss_mb": _BASE_RSS[-1] if _BASE_RSS else None,
+        "file_rss_mb": _file_rss_mb(),
     }
     print(RESULT_TAG + json.dumps(result), flush=True)
 
@@ -205,6 +220,7 @@ class Run:
     seconds: float | None = None
     rss_mb: float | None = None
     base_rss_mb: float | None = None
+    file_rss_mb: float | None = None
     rows: int | None = None
     error: str | None = None
 
@@ -236,6 +252,11 @@ class Measure:
     @property
     def base_rss_mb(self) -> float | None:
         values = [r.base_rss_mb for r in self.ok if r.base_rss_mb is not None]
+        return statistics.median(values) if values else None
+
+    @property
+    def file_rss_mb(self) -> float | None:
+        values = [r.file_rss_mb for r in self.ok if r.file_rss_mb is not None]
         return statistics.median(values) if values else None
 
     @property
@@ -282,7 +303,11 @@ def run_child(
         if line.startswith(RESULT_TAG):
             data = json.loads(line[len(RESULT_TAG) :])
             return Run(
-                seconds=data["seconds"], rss_mb=data["rss_mb"], rows=data["rows"], base_rss_mb=data["base_rss_mb"]
+                seconds=data["seconds"],
+                rss_mb=data["rss_mb"],
+                rows=data["rows"],
+                base_rss_mb=data["base_rss_mb"],
+                file_rss_mb=data.get("file_rss_mb"),
             )
     if proc.returncode in (-9, 137) or "MemoryError" in stderr:
         return Run(error="out of memory")
@@ -375,8 +400,8 @@ def _verdict(ok: bool | None) -> str:
 
 def results_table(rows: list[tuple[Path, int, dict[str, Measure]]], tools: tuple[str, ...]) -> str:
     head = (
-        "| trace | JSON MB | tool | median s | MB/s | peak RSS MB | RSS after imports MB | runs (s) |\n"
-        "|---|--:|---|--:|--:|--:|--:|---|\n"
+        "| trace | JSON MB | tool | median s | MB/s | peak RSS MB | RSS after imports MB | code and mapped files at the end MB | runs (s) |\n"
+        "|---|--:|---|--:|--:|--:|--:|--:|---|\n"
     )
     lines = []
     for path, size, res in rows:
@@ -385,14 +410,14 @@ def results_table(rows: list[tuple[Path, int, dict[str, Measure]]], tools: tuple
             if m is None:
                 continue
             if m.error:
-                lines.append(f"| {_label(path)} | {size / MB:.1f} | {tool} | {m.error} | | | | |")
+                lines.append(f"| {_label(path)} | {size / MB:.1f} | {tool} | {m.error} | | | | | |")
                 continue
             s = m.seconds
             rate = size / MB / s if s else None
             runs = ", ".join(f"{r.seconds:.2f}" for r in m.ok if r.seconds is not None)
             lines.append(
                 f"| {_label(path)} | {size / MB:.1f} | {tool} | {_fmt(s, '.3f')} | {_fmt(rate, '.1f')} | "
-                f"{_fmt(m.rss_mb, '.0f')} | {_fmt(m.base_rss_mb, '.0f')} | {runs} |"
+                f"{_fmt(m.rss_mb, '.0f')} | {_fmt(m.base_rss_mb, '.0f')} | {_fmt(m.file_rss_mb, '.0f')} | {runs} |"
             )
     return head + "\n".join(lines) + "\n"
 
