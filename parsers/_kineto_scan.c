@@ -130,6 +130,7 @@ static const KeyDef CATEGORY_GROUP[] = {
 typedef struct {
     unsigned char *p;
     size_t len, cap;
+    size_t hint; /* the first capacity to take (from the chunk's size), or 0 */
 } Buf;
 
 /* Column memory.  Large blocks are mapped pages of their own on Linux (grown with mremap,
@@ -192,7 +193,7 @@ static int buf_grow(Buf *b, size_t extra) {
     if (extra > SIZE_MAX / 4 - b->len) return -1;
     size_t need = b->len + extra;
     if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
+    size_t cap = b->cap ? b->cap : (b->hint > 256 ? b->hint : 256);
     while (cap < need) cap *= 2;
     unsigned char *p = mem_grow(b->p, b->cap, cap); /* zeroed growth: bitmaps and nulls rely on it */
     if (p == NULL) return -1;
@@ -1436,6 +1437,19 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     if (out == NULL) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
+    }
+    /* first capacities from the chunk's size (an event takes about 100-400 bytes of text):
+     * a large chunk's columns start as mapped pages of their own instead of doubling through
+     * the C heap, and pages never written are never faulted in */
+    size_t rows_hint = (size_t)view.len / 96;
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        int kind = COLS[c].kind;
+        int text = kind == K_STR || kind == K_RAW || kind == K_RANKS;
+        col->val.hint = rows_hint * (text ? 16 : 8);
+        col->fval.hint = kind == K_TIME ? rows_hint * 8 : 0;
+        col->loff.hint = kind == K_INT ? rows_hint * 16 : 0;
+        col->data.hint = text ? (size_t)view.len / 8 : 0;
     }
     Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
     int rc;
