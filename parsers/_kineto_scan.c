@@ -112,7 +112,6 @@ static const KeyDef META_KEYS[] = {KD("name", C_LABEL), KD_END};
 
 enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
 
-static const KeyDef *const GROUP_KEYS[] = {NULL, GPU_KEYS, LAUNCH_KEYS, OP_KEYS, PY_KEYS, MEM_KEYS, META_KEYS};
 
 /* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
 static const KeyDef CATEGORY_GROUP[] = {
@@ -124,6 +123,19 @@ static const KeyDef CATEGORY_GROUP[] = {
     KD("cpu_op", G_OP), KD("operator", G_OP), KD("user_annotation", G_OP), KD("gpu_user_annotation", G_OP),
     KD("python_function", G_PY), KD_END,
 };
+
+/* the key tables: table g is the args keys of group g (1-6), table 0 the categories */
+#define N_TABLES 7
+static const KeyDef *const KEY_TABLES[N_TABLES] = {CATEGORY_GROUP, GPU_KEYS,  LAUNCH_KEYS, OP_KEYS,
+                                                   PY_KEYS,        MEM_KEYS,  META_KEYS};
+#define T_CATEGORY 0
+
+/* an open-addressing index of each key table: slot -> position in the table, or -1; every
+ * table has far fewer keys than slots, so a probe always ends at an empty slot */
+#define KEY_SLOTS 128
+typedef struct {
+    signed char slot[N_TABLES][KEY_SLOTS];
+} KeyIndex;
 
 /* ------------------------------------------------------------------ buffers */
 
@@ -257,6 +269,7 @@ typedef struct {
     /* set when the text is certainly not JSON, even to Python's lenient json module (which
      * also takes NaN, Infinity, big numbers, lone surrogates): the chunk cannot decode */
     int syntax;
+    const KeyIndex *ix;
 } Scan;
 
 #define SYNTAX(sc) return ((sc)->syntax = 1, FAIL)
@@ -793,16 +806,32 @@ static int scan_field(Scan *sc, int kind, Val *v) {
     return FAIL; /* true/false/objects/arrays: not modelled */
 }
 
-static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
-    if (n == 0) return -1; /* no key is empty */
-    for (const KeyDef *k = keys; k->key != NULL; k++) {
-        /* length and first byte first: most candidates stop there, without a call */
-        if (k->len != n || (unsigned char)k->key[0] != s[0]) continue;
-        size_t j = 1;
-        while (j < n && (unsigned char)k->key[j] == s[j]) j++;
-        if (j == n) return k->col;
+static inline unsigned key_hash(const unsigned char *s, size_t n) {
+    return ((unsigned)n * 31u + (unsigned)s[0] * 7u + (unsigned)s[n - 1] * 3u) & (KEY_SLOTS - 1);
+}
+
+/* Fill the open-addressing index of each key table (built per scan() call: no global state). */
+static void build_index(KeyIndex *ix) {
+    memset(ix->slot, -1, sizeof ix->slot);
+    for (int t = 0; t < N_TABLES; t++) {
+        const KeyDef *keys = KEY_TABLES[t];
+        for (int k = 0; keys[k].key != NULL; k++) {
+            unsigned h = key_hash((const unsigned char *)keys[k].key, keys[k].len);
+            while (ix->slot[t][h] >= 0) h = (h + 1) & (KEY_SLOTS - 1);
+            ix->slot[t][h] = (signed char)k;
+        }
     }
-    return -1;
+}
+
+/* The column (or group) of key s[:n] in key table t, or -1. */
+static inline int lookup(const KeyIndex *ix, int t, const unsigned char *s, size_t n) {
+    if (n == 0) return -1; /* no key is empty */
+    const KeyDef *keys = KEY_TABLES[t];
+    for (unsigned h = key_hash(s, n);; h = (h + 1) & (KEY_SLOTS - 1)) {
+        int k = ix->slot[t][h];
+        if (k < 0) return -1;
+        if (keys[k].len == n && memcmp(keys[k].key, s, n) == 0) return keys[k].col;
+    }
 }
 
 /* The column of a key of the event itself (ph, cat, name, pid, tid, ts, dur, id), KEY_ARGS
@@ -830,7 +859,7 @@ static inline int base_key(const unsigned char *s, size_t n) {
 }
 
 /* The args group of an event from its ph, cat and name (kineto._columns). */
-static int event_group(const Val *vals) {
+static int event_group(const KeyIndex *ix, const Val *vals) {
     const Val *ph = &vals[C_PH];
     if (ph->type != V_STR) return G_NONE;
     if (ph->esc) return G_UNKNOWN;
@@ -856,7 +885,7 @@ static int event_group(const Val *vals) {
             if (ch >= 0x80) return G_UNKNOWN;
             low[k] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
         }
-        int g = lookup(CATEGORY_GROUP, (const unsigned char *)low, cat->n);
+        int g = lookup(ix, T_CATEGORY, (const unsigned char *)low, cat->n);
         return g < 0 ? G_NONE : g;
     }
     return G_NONE;
@@ -877,7 +906,6 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
     skip_ws(sc);
     if (g == G_NONE) return skip_value(sc, 1);
     if (sc->p >= sc->end || *sc->p != '{') return FAIL;
-    const KeyDef *keys = GROUP_KEYS[g];
     sc->p++;
     skip_ws(sc);
     if (sc->p < sc->end && *sc->p == '}') {
@@ -893,7 +921,7 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
         if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
         sc->p++;
         if (key.esc) return FAIL;
-        int col = lookup(keys, key.s, key.n);
+        int col = lookup(sc->ix, g, key.s, key.n);
         if (col < 0) {
             if (skip_value(sc, 2) < 0) return FAIL;
         } else {
@@ -1109,7 +1137,7 @@ static int scan_event(Scan *sc, Out *out) {
                 skip_ws(sc);
                 if (group_ready(vals, seen)) {
                     /* the usual key order (ph, cat, name ... args): one pass */
-                    int g = event_group(vals);
+                    int g = event_group(sc->ix, vals);
                     if (g == G_UNKNOWN) return FAIL;
                     if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
                 } else {
@@ -1136,11 +1164,11 @@ static int scan_event(Scan *sc, Out *out) {
             SYNTAX(sc);
         }
     }
-    int g = event_group(vals);
+    int g = event_group(sc->ix, vals);
     if (g == G_UNKNOWN) return FAIL;
     if (g != G_NONE && args_at != NULL) {
         /* args came before the keys that name its group: read it again now */
-        Scan sub = {args_at, sc->end, 0};
+        Scan sub = {args_at, sc->end, 0, sc->ix};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
     if (append_row(out, vals, seen | aseen) < 0) {
@@ -1451,7 +1479,9 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         col->loff.hint = kind == K_INT ? rows_hint * 16 : 0;
         col->data.hint = text ? (size_t)view.len / 8 : 0;
     }
-    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
+    KeyIndex ix;
+    build_index(&ix);
+    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = scan_chunk(&sc, out);
