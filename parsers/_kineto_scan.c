@@ -523,22 +523,34 @@ static int unescape_into(Buf *b, const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* Eight ASCII digits at p (8 readable bytes) as their value, or -1 when they are not all
- * digits: one word, on little-endian machines; elsewhere -1 and the digit loop reads them. */
-static inline int64_t eight_digits(const unsigned char *p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static const uint64_t POW10_U64[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* The run of ASCII digits at the start of the 8 readable bytes at p, at most 8 of them:
+ * its length in *k and its value, read as one little-endian word.  Elsewhere *k = 0 and the
+ * digit loops read them. */
+static inline uint64_t leading_digits(const unsigned char *p, int *k) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
     uint64_t x;
     memcpy(&x, p, 8);
-    /* every byte 0x30-0x39: its high nibble is 3 and so is that of the byte plus 6 */
-    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ULL;
-    if (((x & hi) | (((x + 0x0606060606060606ULL) & hi) >> 4)) != 0x3333333333333333ULL) return -1;
+    const uint64_t lo4 = 0x0F0F0F0F0F0F0F0FULL, hi4 = 0xF0F0F0F0F0F0F0F0ULL;
+    /* a byte is a digit when its high nibble is 3 and so is that of the byte plus 6; each
+     * byte of t is zero exactly then (a carry out of a byte comes only from a byte >= 0xFA,
+     * which is no digit itself, so it can only make a later byte look wrong, never right) */
+    uint64_t t = ((x & hi4) | (((x + 0x0606060606060606ULL) & hi4) >> 4)) ^ 0x3333333333333333ULL;
+    /* bit 4 of each byte: the byte of t is not zero (nibble sums stay inside their byte) */
+    uint64_t other = (((t & lo4) + lo4) | (((t >> 4) & lo4) + lo4)) & 0x1010101010101010ULL;
+    int n = other ? __builtin_ctzll(other) >> 3 : 8;
+    *k = n;
+    if (n == 0) return 0;
     x -= 0x3030303030303030ULL;
+    x <<= 8 * (8 - n); /* the n digits last, zeros (leading zeros) before them */
     x = x * 10 + (x >> 8); /* bytes 0, 2, 4, 6: the two-digit numbers, first digit first */
     uint64_t pairs02 = x & 0x000000FF000000FFULL, pairs13 = (x >> 16) & 0x000000FF000000FFULL;
-    return (int64_t)((pairs02 * (100 + (1000000ULL << 32)) + pairs13 * (1 + (10000ULL << 32))) >> 32);
+    return (pairs02 * (100 + (1000000ULL << 32)) + pairs13 * (1 + (10000ULL << 32))) >> 32;
 #else
     (void)p;
-    return -1;
+    *k = 0;
+    return 0;
 #endif
 }
 
@@ -564,13 +576,16 @@ static int scan_number(Scan *sc, Val *v) {
     if (*p == '0') {
         p++;
     } else {
-        /* the first digit is not 0, so every digit counts: eight at a time while they fit */
-        while (digits <= 11 && end - p >= 8) {
-            int64_t eight = eight_digits(p);
-            if (eight < 0) break;
-            mant = mant * 100000000u + (uint64_t)eight;
-            digits += 8;
-            p += 8;
+        /* the first digit is not 0, so every digit counts: up to eight at a time while
+         * they fit (the loop below takes the rest, and any past the 19th) */
+        while (end - p >= 8) {
+            int k;
+            uint64_t run = leading_digits(p, &k);
+            if (k == 0 || digits + k > 19) break;
+            mant = mant * POW10_U64[k] + run;
+            digits += k;
+            p += k;
+            if (k < 8) break;
         }
         while (p < end && *p >= '0' && *p <= '9') {
             if (digits < 19) {
@@ -588,6 +603,17 @@ static int scan_number(Scan *sc, Val *v) {
         is_float = 1;
         p++;
         if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        /* after a significant digit every digit counts: several at a time, as above */
+        while (mant != 0 && end - p >= 8) {
+            int k;
+            uint64_t run = leading_digits(p, &k);
+            if (k == 0 || digits + k > 19) break;
+            mant = mant * POW10_U64[k] + run;
+            digits += k;
+            exp10 -= k;
+            p += k;
+            if (k < 8) break;
+        }
         while (p < end && *p >= '0' && *p <= '9') {
             if (digits < 19) {
                 mant = mant * 10 + (uint64_t)(*p - '0');
