@@ -1107,6 +1107,7 @@ static int finish_columns(Out *out) {
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         int kind = COLS[c].kind;
+        if (col->nvalid == 0 && col->nlabels == 0) continue; /* exported as None: no buffers */
         if (kind == K_STR || kind == K_RAW || kind == K_RANKS) {
             if (rows && slot(&col->val, rows - 1, 16) == NULL) return FAIL;
         } else if (rows) {
@@ -1449,6 +1450,8 @@ static PyObject *column_entry(Out *out, int c) {
     int64_t nulls = rows - (int64_t)col->nvalid;
     int kind = COLS[c].kind;
     PyObject *main = NULL, *label = NULL;
+    if (col->nvalid == 0 && col->nlabels == 0) /* no value in the chunk: no buffers at all */
+        return Py_BuildValue("(sinnOO)", COLS[c].name, kind, (Py_ssize_t)0, (Py_ssize_t)0, Py_None, Py_None);
     if (kind == K_STR || kind == K_RAW || kind == K_RANKS)
         main = take_column("vu", rows, nulls, &col->valid, &col->val, &col->data);
     else if (kind == K_TIME)
@@ -1480,7 +1483,8 @@ PyDoc_STRVAR(scan_doc,
              "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
              "label column or None) per field; a column exports itself through the Arrow\n"
-             "PyCapsule interface.  fallback: (start, end, index) of each event left to the\n"
+             "PyCapsule interface; a field without any value in the chunk has None for its\n"
+             "column (every row null).  fallback: (start, end, index) of each event left to the\n"
              "msgspec path (byte range in the chunk, position among the chunk's events).");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {

@@ -386,6 +386,12 @@ def native_scanner() -> Any:
 # column kinds of the native scanner (the K_* enum of _kineto_scan.c)
 _K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS = range(7)
 _BASE_ID = ("pid", "tid", "id")
+# the type of a scanned column by kind, for the columns the scanner leaves out when a chunk has
+# no value for them (text as strings; times, as integers, are floats only once a float came)
+_SCAN_NULL_TYPE: dict[int, pl.DataType] = {
+    _K_STR: pl.String(), _K_INT: pl.Int64(), _K_TIME: pl.Int64(), _K_FLOAT: pl.Float64(),
+    _K_DIM: pl.Int64(), _K_RAW: pl.String(), _K_RANKS: pl.String(),
+}
 
 
 def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None:
@@ -407,9 +413,15 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
             return None
     series: list[pl.Series] = []
     fixes: list[pl.Expr] = []
+    nulls: dict[pl.DataType, pl.Series] = {}
     for name, kind, nfloat, nlabels, values, labels in columns:
-        # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
-        series.append(pl.Series(values).alias(name))
+        if values is None:  # no value in this chunk: one all-null series per type, shared
+            dtype = _SCAN_NULL_TYPE[kind]
+            if dtype not in nulls:
+                nulls[dtype] = pl.repeat(None, rows, dtype=dtype, eager=True)
+            series.append(nulls[dtype].alias(name))
+        else:  # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
+            series.append(pl.Series(values).alias(name))
         if labels is not None:
             series.append(pl.Series(labels).alias(name + "_label"))
         col = pl.col(name)
