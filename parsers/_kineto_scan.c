@@ -286,6 +286,13 @@ typedef struct {
 
 #define FAIL (-1)
 
+/* the per-value steps, inlined into the event loops (a call and a dispatch less per value) */
+#ifdef __GNUC__
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 static inline int is_ws(unsigned c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 /* the rest of a run of whitespace (a line break and its indentation) */
@@ -760,7 +767,7 @@ static int skip_value(Scan *sc, int depth) {
 
 /* A value of a field of the given kind; FAIL for a type the msgspec path would treat
  * differently from what the columns here can say. */
-static int scan_field(Scan *sc, int kind, Val *v) {
+static ALWAYS_INLINE int scan_field(Scan *sc, int kind, Val *v) {
     skip_ws(sc);
     if (sc->p >= sc->end) return FAIL;
     unsigned c = *sc->p;
