@@ -425,10 +425,12 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
         if labels is not None:
             series.append(pl.Series(labels).alias(name + "_label"))
         col = pl.col(name)
-        if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
+        # (a column the scanner left out, all null, stays all null: no fix; the fallback
+        # events' own values come through the msgspec path)
+        if kind == _K_RANKS and values is not None:  # _rank_list_text: compact list text, else null
             compact = col.str.replace_all(" ", "", literal=True)
             fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
-        elif kind == _K_TIME:
+        elif kind == _K_TIME and values is not None:
             # _time_series: one float in the chunk sends every value through float64 (the
             # scanner gave float64 then; a float among the fallback events needs a cast)
             fixes.append((_us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000).alias(name))

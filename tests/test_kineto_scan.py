@@ -184,6 +184,11 @@ def test_a_float_time_among_fallback_events_sends_native_times_through_float64()
     frame = kineto._scan_columns(NATIVE, chunk)
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
+    # no native row has a dur (the scanner leaves that column out), a fallback event's is a float
+    chunk = b'[{"ph":"X","ts":1},{"ph":"X","pid":1.5,"ts":2,"dur":0.5}]'
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert_frame_equal(frame, _msgspec_frame(chunk))
 
 
 @needs_native
