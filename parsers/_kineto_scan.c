@@ -10,6 +10,14 @@
  *
  * Every read is bounds-checked against the end of the buffer; the heavy loop
  * runs without the GIL; there is no global mutable state.
+ *
+ * Speed (docs/performance.md, "Round 5"): string bodies and runs of whitespace are
+ * passed 16 bytes at a time with SSE2 where the compiler targets it (x86-64's
+ * baseline; the byte loops do the same work elsewhere), a number's leading digits up
+ * to eight at a time as one little-endian word, args keys and categories through an
+ * open-addressing index built per call; a large chunk's column buffers start at a
+ * capacity estimated from the chunk's size (mapped pages: never-written pages cost
+ * nothing), and a field with no value in the chunk has no buffers at all (None).
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
