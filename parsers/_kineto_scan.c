@@ -10,6 +10,14 @@
  *
  * Every read is bounds-checked against the end of the buffer; the heavy loop
  * runs without the GIL; there is no global mutable state.
+ *
+ * Speed (docs/performance.md, "Round 5"): string bodies and runs of whitespace are
+ * passed 16 bytes at a time with SSE2 where the compiler targets it (x86-64's
+ * baseline; the byte loops do the same work elsewhere), a number's leading digits up
+ * to eight at a time as one little-endian word, args keys and categories through an
+ * open-addressing index built per call; a large chunk's column buffers start at a
+ * capacity estimated from the chunk's size (mapped pages: never-written pages cost
+ * nothing), and a field with no value in the chunk has no buffers at all (None).
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
@@ -26,6 +34,12 @@
 #include <string.h>
 #ifdef KINETO_SCAN_MMAP
 #include <sys/mman.h>
+#endif
+/* SSE2 (the x86-64 baseline) passes over string bodies and whitespace 16 bytes at a time;
+ * elsewhere the portable byte loops below do the same work */
+#if defined(__SSE2__) && defined(__GNUC__)
+#define KINETO_SCAN_SSE2 1
+#include <emmintrin.h>
 #endif
 
 /* ------------------------------------------------------------------ columns */
@@ -71,10 +85,6 @@ typedef struct {
 #define KD(text, col) {text, sizeof(text) - 1, col}
 #define KD_END {NULL, 0, 0}
 
-static const KeyDef BASE_KEYS[] = {
-    KD("ph", C_PH), KD("cat", C_CAT), KD("name", C_NAME), KD("pid", C_PID), KD("tid", C_TID),
-    KD("ts", C_TS), KD("dur", C_DUR), KD("id", C_ID), KD_END,
-};
 
 static const KeyDef GPU_KEYS[] = {
     KD("External id", C_EXTERNAL_ID), KD("external id", C_EXTERNAL_ID_V1), KD("correlation", C_CORRELATION),
@@ -110,7 +120,6 @@ static const KeyDef META_KEYS[] = {KD("name", C_LABEL), KD_END};
 
 enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
 
-static const KeyDef *const GROUP_KEYS[] = {NULL, GPU_KEYS, LAUNCH_KEYS, OP_KEYS, PY_KEYS, MEM_KEYS, META_KEYS};
 
 /* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
 static const KeyDef CATEGORY_GROUP[] = {
@@ -123,11 +132,25 @@ static const KeyDef CATEGORY_GROUP[] = {
     KD("python_function", G_PY), KD_END,
 };
 
+/* the key tables: table g is the args keys of group g (1-6), table 0 the categories */
+#define N_TABLES 7
+static const KeyDef *const KEY_TABLES[N_TABLES] = {CATEGORY_GROUP, GPU_KEYS,  LAUNCH_KEYS, OP_KEYS,
+                                                   PY_KEYS,        MEM_KEYS,  META_KEYS};
+#define T_CATEGORY 0
+
+/* an open-addressing index of each key table: slot -> position in the table, or -1; every
+ * table has far fewer keys than slots, so a probe always ends at an empty slot */
+#define KEY_SLOTS 128
+typedef struct {
+    signed char slot[N_TABLES][KEY_SLOTS];
+} KeyIndex;
+
 /* ------------------------------------------------------------------ buffers */
 
 typedef struct {
     unsigned char *p;
     size_t len, cap;
+    size_t hint; /* the first capacity to take (from the chunk's size), or 0 */
 } Buf;
 
 /* Column memory.  Large blocks are mapped pages of their own on Linux (grown with mremap,
@@ -190,7 +213,7 @@ static int buf_grow(Buf *b, size_t extra) {
     if (extra > SIZE_MAX / 4 - b->len) return -1;
     size_t need = b->len + extra;
     if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 256;
+    size_t cap = b->cap ? b->cap : (b->hint > 256 ? b->hint : 256);
     while (cap < need) cap *= 2;
     unsigned char *p = mem_grow(b->p, b->cap, cap); /* zeroed growth: bitmaps and nulls rely on it */
     if (p == NULL) return -1;
@@ -254,6 +277,7 @@ typedef struct {
     /* set when the text is certainly not JSON, even to Python's lenient json module (which
      * also takes NaN, Infinity, big numbers, lone surrogates): the chunk cannot decode */
     int syntax;
+    const KeyIndex *ix;
 } Scan;
 
 #define SYNTAX(sc) return ((sc)->syntax = 1, FAIL)
@@ -270,8 +294,41 @@ typedef struct {
 
 #define FAIL (-1)
 
+/* the per-value steps, inlined into the event loops (a call and a dispatch less per value) */
+#ifdef __GNUC__
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+static inline int is_ws(unsigned c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* the rest of a run of whitespace (a line break and its indentation) */
+static const unsigned char *ws_run(const unsigned char *p, const unsigned char *end) {
+#ifdef KINETO_SCAN_SSE2
+    const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
+                  tab = _mm_set1_epi8('\t');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i w = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, sp), _mm_cmpeq_epi8(x, nl)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(x, cr), _mm_cmpeq_epi8(x, tab)));
+        unsigned other = ~(unsigned)_mm_movemask_epi8(w) & 0xFFFFu;
+        if (other) return p + __builtin_ctz(other);
+        p += 16;
+    }
+#endif
+    while (p < end && is_ws(*p)) p++;
+    return p;
+}
+
 static inline void skip_ws(Scan *sc) {
-    while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\n' || *sc->p == '\r' || *sc->p == '\t')) sc->p++;
+    /* most tokens follow no whitespace or one space */
+    if (sc->p < sc->end && *sc->p > ' ') return;
+    if (sc->p + 1 < sc->end && *sc->p == ' ' && sc->p[1] > ' ') {
+        sc->p++;
+        return;
+    }
+    sc->p = ws_run(sc->p, sc->end);
 }
 
 static inline int hexval(unsigned char c) {
@@ -329,13 +386,31 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
     return 0;
 }
 
+/* The first byte at or after p that is not PLAIN (or end): the usual bytes of a string,
+ * printable ASCII but the quote and the backslash, passed in one tight loop. */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end) {
+#ifdef KINETO_SCAN_SSE2
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(' ');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        /* signed: bytes 0x80-0xFF are negative, so "below ' '" also takes every non-ASCII byte */
+        __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                                    _mm_cmplt_epi8(x, space));
+        unsigned mask = (unsigned)_mm_movemask_epi8(stop);
+        if (mask) return p + __builtin_ctz(mask);
+        p += 16;
+    }
+#endif
+    while (p < end && PLAIN[*p]) p++;
+    return p;
+}
+
 /* A string at sc->p (which is '"'); validates escapes, surrogate pairs and UTF-8. */
-static int scan_string(Scan *sc, Val *v) {
+static int scan_string_slow(Scan *sc, Val *v) {
     const unsigned char *p = sc->p + 1, *end = sc->end;
     int esc = 0;
     while (1) {
-        /* the usual bytes (printable ASCII but the quote and the backslash) in one tight loop */
-        while (p < end && PLAIN[*p]) p++;
+        p = plain_run(p, end);
         if (p >= end) SYNTAX(sc);
         unsigned c = *p;
         if (c == '"') break;
@@ -380,6 +455,23 @@ static int scan_string(Scan *sc, Val *v) {
     }
     sc->p = p + 1;
     return 0;
+}
+
+/* A string at sc->p (which is '"'): plain text up to its closing quote here, anything else
+ * (escapes, UTF-8, control bytes, the end of the buffer) in scan_string_slow. */
+static inline int scan_string(Scan *sc, Val *v) {
+    const unsigned char *p = plain_run(sc->p + 1, sc->end);
+    if (p < sc->end && *p == '"') {
+        if (v != NULL) {
+            v->type = V_STR;
+            v->esc = 0;
+            v->s = sc->p + 1;
+            v->n = (size_t)(p - (sc->p + 1));
+        }
+        sc->p = p + 1;
+        return 0;
+    }
+    return scan_string_slow(sc, v);
 }
 
 /* Write the unescaped text of a validated string into b. */
@@ -446,6 +538,37 @@ static int unescape_into(Buf *b, const unsigned char *s, size_t n) {
     return 0;
 }
 
+static const uint64_t POW10_U64[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* The run of ASCII digits at the start of the 8 readable bytes at p, at most 8 of them:
+ * its length in *k and its value, read as one little-endian word.  Elsewhere *k = 0 and the
+ * digit loops read them. */
+static inline uint64_t leading_digits(const unsigned char *p, int *k) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+    uint64_t x;
+    memcpy(&x, p, 8);
+    const uint64_t lo4 = 0x0F0F0F0F0F0F0F0FULL, hi4 = 0xF0F0F0F0F0F0F0F0ULL;
+    /* a byte is a digit when its high nibble is 3 and so is that of the byte plus 6; each
+     * byte of t is zero exactly then (a carry out of a byte comes only from a byte >= 0xFA,
+     * which is no digit itself, so it can only make a later byte look wrong, never right) */
+    uint64_t t = ((x & hi4) | (((x + 0x0606060606060606ULL) & hi4) >> 4)) ^ 0x3333333333333333ULL;
+    /* bit 4 of each byte: the byte of t is not zero (nibble sums stay inside their byte) */
+    uint64_t other = (((t & lo4) + lo4) | (((t >> 4) & lo4) + lo4)) & 0x1010101010101010ULL;
+    int n = other ? __builtin_ctzll(other) >> 3 : 8;
+    *k = n;
+    if (n == 0) return 0;
+    x -= 0x3030303030303030ULL;
+    x <<= 8 * (8 - n); /* the n digits last, zeros (leading zeros) before them */
+    x = x * 10 + (x >> 8); /* bytes 0, 2, 4, 6: the two-digit numbers, first digit first */
+    uint64_t pairs02 = x & 0x000000FF000000FFULL, pairs13 = (x >> 16) & 0x000000FF000000FFULL;
+    return (pairs02 * (100 + (1000000ULL << 32)) + pairs13 * (1 + (10000ULL << 32))) >> 32;
+#else
+    (void)p;
+    *k = 0;
+    return 0;
+#endif
+}
+
 static const double POW10[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
@@ -468,6 +591,17 @@ static int scan_number(Scan *sc, Val *v) {
     if (*p == '0') {
         p++;
     } else {
+        /* the first digit is not 0, so every digit counts: up to eight at a time while
+         * they fit (the loop below takes the rest, and any past the 19th) */
+        while (end - p >= 8) {
+            int k;
+            uint64_t run = leading_digits(p, &k);
+            if (k == 0 || digits + k > 19) break;
+            mant = mant * POW10_U64[k] + run;
+            digits += k;
+            p += k;
+            if (k < 8) break;
+        }
         while (p < end && *p >= '0' && *p <= '9') {
             if (digits < 19) {
                 mant = mant * 10 + (uint64_t)(*p - '0');
@@ -484,6 +618,17 @@ static int scan_number(Scan *sc, Val *v) {
         is_float = 1;
         p++;
         if (p >= end || *p < '0' || *p > '9') SYNTAX(sc);
+        /* after a significant digit every digit counts: several at a time, as above */
+        while (mant != 0 && end - p >= 8) {
+            int k;
+            uint64_t run = leading_digits(p, &k);
+            if (k == 0 || digits + k > 19) break;
+            mant = mant * POW10_U64[k] + run;
+            digits += k;
+            exp10 -= k;
+            p += k;
+            if (k < 8) break;
+        }
         while (p < end && *p >= '0' && *p <= '9') {
             if (digits < 19) {
                 mant = mant * 10 + (uint64_t)(*p - '0');
@@ -630,7 +775,7 @@ static int skip_value(Scan *sc, int depth) {
 
 /* A value of a field of the given kind; FAIL for a type the msgspec path would treat
  * differently from what the columns here can say. */
-static int scan_field(Scan *sc, int kind, Val *v) {
+static ALWAYS_INLINE int scan_field(Scan *sc, int kind, Val *v) {
     skip_ws(sc);
     if (sc->p >= sc->end) return FAIL;
     unsigned c = *sc->p;
@@ -702,20 +847,60 @@ static int scan_field(Scan *sc, int kind, Val *v) {
     return FAIL; /* true/false/objects/arrays: not modelled */
 }
 
-static int lookup(const KeyDef *keys, const unsigned char *s, size_t n) {
-    if (n == 0) return -1; /* no key is empty */
-    for (const KeyDef *k = keys; k->key != NULL; k++) {
-        /* length and first byte first: most candidates stop there, without a call */
-        if (k->len != n || (unsigned char)k->key[0] != s[0]) continue;
-        size_t j = 1;
-        while (j < n && (unsigned char)k->key[j] == s[j]) j++;
-        if (j == n) return k->col;
+static inline unsigned key_hash(const unsigned char *s, size_t n) {
+    return ((unsigned)n * 31u + (unsigned)s[0] * 7u + (unsigned)s[n - 1] * 3u) & (KEY_SLOTS - 1);
+}
+
+/* Fill the open-addressing index of each key table (built per scan() call: no global state). */
+static void build_index(KeyIndex *ix) {
+    memset(ix->slot, -1, sizeof ix->slot);
+    for (int t = 0; t < N_TABLES; t++) {
+        const KeyDef *keys = KEY_TABLES[t];
+        for (int k = 0; keys[k].key != NULL; k++) {
+            unsigned h = key_hash((const unsigned char *)keys[k].key, keys[k].len);
+            while (ix->slot[t][h] >= 0) h = (h + 1) & (KEY_SLOTS - 1);
+            ix->slot[t][h] = (signed char)k;
+        }
     }
-    return -1;
+}
+
+/* The column (or group) of key s[:n] in key table t, or -1. */
+static inline int lookup(const KeyIndex *ix, int t, const unsigned char *s, size_t n) {
+    if (n == 0) return -1; /* no key is empty */
+    const KeyDef *keys = KEY_TABLES[t];
+    for (unsigned h = key_hash(s, n);; h = (h + 1) & (KEY_SLOTS - 1)) {
+        int k = ix->slot[t][h];
+        if (k < 0) return -1;
+        if (keys[k].len == n && memcmp(keys[k].key, s, n) == 0) return keys[k].col;
+    }
+}
+
+/* The column of a key of the event itself (ph, cat, name, pid, tid, ts, dur, id), KEY_ARGS
+ * for "args", -1 for any other key: by length, then the bytes. */
+#define KEY_ARGS (-2)
+static inline int base_key(const unsigned char *s, size_t n) {
+    switch (n) {
+        case 2:
+            if (s[0] == 'p' && s[1] == 'h') return C_PH;
+            if (s[0] == 't' && s[1] == 's') return C_TS;
+            if (s[0] == 'i' && s[1] == 'd') return C_ID;
+            return -1;
+        case 3:
+            if (s[1] == 'i' && s[2] == 'd') return s[0] == 'p' ? C_PID : s[0] == 't' ? C_TID : -1;
+            if (s[0] == 'c' && s[1] == 'a' && s[2] == 't') return C_CAT;
+            if (s[0] == 'd' && s[1] == 'u' && s[2] == 'r') return C_DUR;
+            return -1;
+        case 4:
+            if (memcmp(s, "name", 4) == 0) return C_NAME;
+            if (memcmp(s, "args", 4) == 0) return KEY_ARGS;
+            return -1;
+        default:
+            return -1;
+    }
 }
 
 /* The args group of an event from its ph, cat and name (kineto._columns). */
-static int event_group(const Val *vals) {
+static int event_group(const KeyIndex *ix, const Val *vals) {
     const Val *ph = &vals[C_PH];
     if (ph->type != V_STR) return G_NONE;
     if (ph->esc) return G_UNKNOWN;
@@ -741,7 +926,7 @@ static int event_group(const Val *vals) {
             if (ch >= 0x80) return G_UNKNOWN;
             low[k] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
         }
-        int g = lookup(CATEGORY_GROUP, (const unsigned char *)low, cat->n);
+        int g = lookup(ix, T_CATEGORY, (const unsigned char *)low, cat->n);
         return g < 0 ? G_NONE : g;
     }
     return G_NONE;
@@ -762,7 +947,6 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
     skip_ws(sc);
     if (g == G_NONE) return skip_value(sc, 1);
     if (sc->p >= sc->end || *sc->p != '{') return FAIL;
-    const KeyDef *keys = GROUP_KEYS[g];
     sc->p++;
     skip_ws(sc);
     if (sc->p < sc->end && *sc->p == '}') {
@@ -778,7 +962,7 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
         if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
         sc->p++;
         if (key.esc) return FAIL;
-        int col = lookup(keys, key.s, key.n);
+        int col = lookup(sc->ix, g, key.s, key.n);
         if (col < 0) {
             if (skip_value(sc, 2) < 0) return FAIL;
         } else {
@@ -822,6 +1006,12 @@ static int put_text(Buf *data, const Val *v) {
 static int put_view(Buf *views, Buf *data, size_t row, const Val *v) {
     unsigned char *dst = slot(views, row, 16);
     if (dst == NULL) return FAIL;
+    if (v->n <= 12 && !(v->type == V_STR && v->esc)) { /* the text as it is, inside its view */
+        int32_t len = (int32_t)v->n;
+        memcpy(dst, &len, 4);
+        if (v->n != 0) memcpy(dst + 4, v->s, v->n);
+        return 0;
+    }
     size_t start = data->len;
     if (put_text(data, v) < 0) return FAIL;
     size_t n = data->len - start;
@@ -863,9 +1053,13 @@ static int float_copies(Col *col, size_t row) {
 static int append_row(Out *out, const Val *vals, uint64_t mask) {
     size_t row = out->rows;
     while (mask) {
+#ifdef __GNUC__
+        int c = __builtin_ctzll(mask);
+#else
         int c = 0;
         while (!(mask & (1ULL << c))) c++;
-        mask &= ~(1ULL << c);
+#endif
+        mask &= mask - 1;
         Col *col = &out->cols[c];
         const Val *v = &vals[c];
         unsigned char *dst;
@@ -928,6 +1122,7 @@ static int finish_columns(Out *out) {
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         int kind = COLS[c].kind;
+        if (col->nvalid == 0 && col->nlabels == 0) continue; /* exported as None: no buffers */
         if (kind == K_STR || kind == K_RAW || kind == K_RANKS) {
             if (rows && slot(&col->val, rows - 1, 16) == NULL) return FAIL;
         } else if (rows) {
@@ -977,28 +1172,26 @@ static int scan_event(Scan *sc, Out *out) {
             if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
             sc->p++;
             if (key.esc) return FAIL;
-            if (key.n == 4 && memcmp(key.s, "args", 4) == 0) {
+            int col = base_key(key.s, key.n);
+            if (col == KEY_ARGS) {
                 if (args_seen) return FAIL;
                 args_seen = 1;
                 skip_ws(sc);
                 if (group_ready(vals, seen)) {
                     /* the usual key order (ph, cat, name ... args): one pass */
-                    int g = event_group(vals);
+                    int g = event_group(sc->ix, vals);
                     if (g == G_UNKNOWN) return FAIL;
                     if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
                 } else {
                     args_at = sc->p;
                     if (skip_value(sc, 1) < 0) return FAIL;
                 }
+            } else if (col < 0) {
+                if (skip_value(sc, 1) < 0) return FAIL;
             } else {
-                int col = lookup(BASE_KEYS, key.s, key.n);
-                if (col < 0) {
-                    if (skip_value(sc, 1) < 0) return FAIL;
-                } else {
-                    if (seen & (1ULL << col)) return FAIL;
-                    seen |= 1ULL << col;
-                    if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
-                }
+                if (seen & (1ULL << col)) return FAIL;
+                seen |= 1ULL << col;
+                if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
             }
             skip_ws(sc);
             if (sc->p >= sc->end) SYNTAX(sc);
@@ -1013,11 +1206,11 @@ static int scan_event(Scan *sc, Out *out) {
             SYNTAX(sc);
         }
     }
-    int g = event_group(vals);
+    int g = event_group(sc->ix, vals);
     if (g == G_UNKNOWN) return FAIL;
     if (g != G_NONE && args_at != NULL) {
         /* args came before the keys that name its group: read it again now */
-        Scan sub = {args_at, sc->end, 0};
+        Scan sub = {args_at, sc->end, 0, sc->ix};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
     if (append_row(out, vals, seen | aseen) < 0) {
@@ -1272,6 +1465,8 @@ static PyObject *column_entry(Out *out, int c) {
     int64_t nulls = rows - (int64_t)col->nvalid;
     int kind = COLS[c].kind;
     PyObject *main = NULL, *label = NULL;
+    if (col->nvalid == 0 && col->nlabels == 0) /* no value in the chunk: no buffers at all */
+        return Py_BuildValue("(sinnOO)", COLS[c].name, kind, (Py_ssize_t)0, (Py_ssize_t)0, Py_None, Py_None);
     if (kind == K_STR || kind == K_RAW || kind == K_RANKS)
         main = take_column("vu", rows, nulls, &col->valid, &col->val, &col->data);
     else if (kind == K_TIME)
@@ -1303,7 +1498,8 @@ PyDoc_STRVAR(scan_doc,
              "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
              "label column or None) per field; a column exports itself through the Arrow\n"
-             "PyCapsule interface.  fallback: (start, end, index) of each event left to the\n"
+             "PyCapsule interface; a field without any value in the chunk has None for its\n"
+             "column (every row null).  fallback: (start, end, index) of each event left to the\n"
              "msgspec path (byte range in the chunk, position among the chunk's events).");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
@@ -1315,7 +1511,22 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
+    /* first capacities from the chunk's size (an event takes about 100-400 bytes of text):
+     * a large chunk's columns start as mapped pages of their own instead of doubling through
+     * the C heap, and pages never written are never faulted in */
+    size_t rows_hint = (size_t)view.len / 96;
+    for (int c = 0; c < N_COLS; c++) {
+        Col *col = &out->cols[c];
+        int kind = COLS[c].kind;
+        int text = kind == K_STR || kind == K_RAW || kind == K_RANKS;
+        col->val.hint = rows_hint * (text ? 16 : 8);
+        col->fval.hint = kind == K_TIME ? rows_hint * 8 : 0;
+        col->loff.hint = kind == K_INT ? rows_hint * 16 : 0;
+        col->data.hint = text ? (size_t)view.len / 8 : 0;
+    }
+    KeyIndex ix;
+    build_index(&ix);
+    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = scan_chunk(&sc, out);

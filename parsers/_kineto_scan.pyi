@@ -8,4 +8,8 @@ class Column:
 
 def scan(
     chunk: bytes | bytearray | memoryview, /
-) -> tuple[int, tuple[tuple[str, int, int, int, Column, Column | None], ...]] | Literal[False] | None: ...
+) -> (
+    tuple[int, tuple[tuple[str, int, int, int, Column | None, Column | None], ...], tuple[tuple[int, int, int], ...]]
+    | Literal[False]
+    | None
+): ...

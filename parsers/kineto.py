@@ -386,6 +386,12 @@ def native_scanner() -> Any:
 # column kinds of the native scanner (the K_* enum of _kineto_scan.c)
 _K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS = range(7)
 _BASE_ID = ("pid", "tid", "id")
+# the type of a scanned column by kind, for the columns the scanner leaves out when a chunk has
+# no value for them (text as strings; times, as integers, are floats only once a float came)
+_SCAN_NULL_TYPE: dict[int, pl.DataType] = {
+    _K_STR: pl.String(), _K_INT: pl.Int64(), _K_TIME: pl.Int64(), _K_FLOAT: pl.Float64(),
+    _K_DIM: pl.Int64(), _K_RAW: pl.String(), _K_RANKS: pl.String(),
+}
 
 
 def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None:
@@ -405,18 +411,36 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
         extra, float_times = _fallback_events(chunk, fallback, native_floats)
         if extra is None:
             return None
-    series: list[pl.Series] = []
+    series: dict[str, pl.Series] = {}  # by name: the frame is built in _RAW_COLUMNS' order
+    temporary: list[pl.Series] = []  # label texts of argument ids, dropped after the fixes
     fixes: list[pl.Expr] = []
+    nulls: dict[pl.DataType, pl.Series] = {}
+
+    def all_null(dtype: pl.DataType) -> pl.Series:  # one all-null series per type, shared
+        if dtype not in nulls:
+            nulls[dtype] = pl.repeat(None, rows, dtype=dtype, eager=True)
+        return nulls[dtype]
+
     for name, kind, nfloat, nlabels, values, labels in columns:
-        # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
-        series.append(pl.Series(values).alias(name))
+        if values is None:  # no value in this chunk
+            series[name] = all_null(_SCAN_NULL_TYPE[kind]).alias(name)
+        else:  # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
+            series[name] = pl.Series(values).alias(name)
         if labels is not None:
-            series.append(pl.Series(labels).alias(name + "_label"))
+            label_text = pl.Series(labels).alias(name + "_label")
+            if name in _BASE_ID:
+                series[label_text.name] = label_text
+            else:
+                temporary.append(label_text)
+        elif name in _BASE_ID:
+            series[name + "_label"] = all_null(pl.String()).alias(name + "_label")
         col = pl.col(name)
-        if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
+        # (a column the scanner left out, all null, stays all null: no fix; the fallback
+        # events' own values come through the msgspec path)
+        if kind == _K_RANKS and values is not None:  # _rank_list_text: compact list text, else null
             compact = col.str.replace_all(" ", "", literal=True)
             fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
-        elif kind == _K_TIME:
+        elif kind == _K_TIME and values is not None:
             # _time_series: one float in the chunk sends every value through float64 (the
             # scanner gave float64 then; a float among the fallback events needs a cast)
             fixes.append((_us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000).alias(name))
@@ -430,14 +454,15 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
                 as_float = stripped.cast(pl.Float64, strict=False)
                 from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
                 fixes.append(col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(name))
-        elif name in _BASE_ID:
-            fixes.append(pl.lit(None, dtype=pl.String).alias(name + "_label"))
-    frame = pl.DataFrame(series)
-    del series, columns
+    frame = pl.DataFrame([series[name] for name in _RAW_COLUMNS] + temporary)
+    del series, temporary, columns
+    if fixes:
+        frame = frame.with_columns(fixes)
+    if len(frame.columns) > len(_RAW_COLUMNS):
+        frame = frame.select(_RAW_COLUMNS)
     if extra is not None:
-        frame = _merge_fallback(frame.with_columns(fixes).select(_RAW_COLUMNS), extra, rows, fallback)
-        return frame
-    return frame.with_columns(fixes).select(_RAW_COLUMNS)
+        return _merge_fallback(frame, extra, rows, fallback)
+    return frame
 
 
 def _fallback_events(

@@ -64,11 +64,31 @@ SCANNED = {
     b'"name":"twelve bytes","ts":2},{"ph":"X","name":"thirteen byte","pid":"123456789012","tid":"1234567890123"},'
     rb'{"ph":"X","name":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9","ts":3},{"ph":"X"}]',
     "pretty printed": b'[\n  {\n    "ph": "X", "cat": "kernel",\n    "ts": 1.0,\n    "args": {\n      "device": 0\n    }\n  }\n]',
+    # digits are read up to eight at a time, string bodies and blanks 16 bytes at a time:
+    # every length around those steps, and values right before the end of the chunk
+    "digit runs of every length": b"["
+    + b",".join(
+        b'{"ph":"X","pid":%s,"tid":-%s,"ts":%s.%s,"dur":0.%s}' % (d[:n], d[:n], d[:n], d[: 20 - n], b"0" * n + d[:3])
+        for d in [b"9182736450918273645"]
+        for n in range(1, 20)
+    )
+    + b',{"ph":"X","ts":100000000,"dur":12345678.87654321},{"ph":"X","ts":7}]',
+    "strings around 16-byte steps": b"["
+    + b",".join(
+        b'{"ph":"X","name":"%s%s%s","cat":"%s","ts":1}' % (b"n" * k, tail, b"m" * (k % 5), b"c" * k)
+        for k in range(11, 35)
+        for tail in (b"", b'\\"', "é".encode(), b"\\u00e9")
+    )
+    + b"]",
+    "blank runs of every length": b"["
+    + b",".join(b'%s{%s"ph"%s:%s"X",\n%s"ts": 1}' % ((b" " * k, b"\n" * k, b"\t" * (k % 3), b"\r\n" * k, b" " * k)) for k in range(0, 40))
+    + b"]",
 }
 
 #: chunks the scanner leaves to the msgspec path: it does not model them exactly
 FALLBACK = {
     "int above int64": b'[{"ph":"X","pid":9223372036854775808,"ts":1}]',
+    "int of 20 digits": b'[{"ph":"X","pid":99999999999999999999,"ts":1}]',
     "float pid": b'[{"ph":"X","pid":1.5,"ts":1}]',
     "bool field": b'[{"ph":"X","ts":true}]',
     "string ts": b'[{"ph":"X","ts":"12"}]',
@@ -99,6 +119,7 @@ INVALID = {
     "leading zero": b'[{"ph":"X","ts":01}]',
     "control character": b'[{"ph":"X","name":"a\x01b"}]',
     "garbage after": b'[{"ph":"X"}] x',
+    "high byte after digits": b'[{"ph":"X","ts":1234567\xfb9}]',
 }
 
 
@@ -160,6 +181,11 @@ def test_a_float_time_among_fallback_events_sends_native_times_through_float64()
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
     chunk = b'[{"ph":"X","ts":2.5},{"ph":"X","pid":1.5,"ts":%d}]' % big
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert_frame_equal(frame, _msgspec_frame(chunk))
+    # no native row has a dur (the scanner leaves that column out), a fallback event's is a float
+    chunk = b'[{"ph":"X","ts":1},{"ph":"X","pid":1.5,"ts":2,"dur":0.5}]'
     frame = kineto._scan_columns(NATIVE, chunk)
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
