@@ -53,6 +53,7 @@ from tracekit.schema import (
     SYNC_KIND,
     THREADS,
     EventKind,
+    FlowKind,
     TraceInfo,
     TraceTables,
     canonical_order,
@@ -1258,30 +1259,35 @@ def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
 
 
-def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
-    if flow_rows.height == 0:
-        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
-    flow_rows = flow_rows.select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),  # file order
-        "ph",
-        pl.col("_cat").replace_strict(_FLOW_CATEGORY, default="other", return_dtype=pl.String).cast(FLOW_KIND).alias("flow_kind"),
-        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
-        "pid",
-        "tid",
-        "start_ns",
+def _flow_kind(cat: pl.Expr) -> pl.Expr:
+    """The flow kind of a lower-cased category: comparisons with the few known categories
+    (a fraction of the cost of a hash ``replace`` of every row's text)."""
+    kind = pl.lit(FlowKind.OTHER.value, dtype=FLOW_KIND)
+    for value in dict.fromkeys(_FLOW_CATEGORY.values()):
+        words = [c for c, v in _FLOW_CATEGORY.items() if v == value]
+        matches = pl.any_horizontal(cat == w for w in words)
+        kind = pl.when(matches).then(pl.lit(value, dtype=FLOW_KIND)).otherwise(kind)
+    return kind
+
+
+def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
+    """Each flow endpoint's slice: the innermost slice starting at its timestamp on its
+    track (shortest; among equal ones the later in canonical order), null where none.
+
+    The canonical order sorts rows of one start time by duration, longest first, so among
+    the slices that start together the innermost one is the one with the largest event id.
+    The rows are joined on one 64-bit hash of (pid, tid, start) and the matches checked on
+    the real columns."""
+    ends = flow_rows.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "pid", "tid", "start_ns",
         _track_key("pid", "tid", "start_ns").alias("_key"),
     )
-    # bind each endpoint to the innermost slice starting at its timestamp on its track
-    # (shortest; among equal ones the later in canonical order).  The canonical order sorts
-    # rows of one start time by duration, longest first, so among the slices that start
-    # together the innermost one is the one with the largest event id.
     slices = keyed.select(
         "event_id", "_track_pid", "_track_tid", pl.col("start_ns").alias("_slice_start"),
         _track_key("_track_pid", "_track_tid", "start_ns").alias("_key"),
-    ).filter(pl.col("_key").is_in(flow_rows["_key"].unique().implode()))
+    )
     bound = (
-        flow_rows.select("_row", "_key", "pid", "tid", "start_ns")
-        .join(slices, on="_key", how="inner")
+        ends.join(slices, on="_key", how="inner")
         .filter(
             (pl.col("pid") == pl.col("_track_pid"))
             & (pl.col("tid") == pl.col("_track_tid"))
@@ -1292,10 +1298,21 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     )
     # each endpoint's slice put at its row (``_row`` is 0..n-1 and unique in ``bound``): a
     # scatter in place of a left join and the sort back into file order that followed it
-    event_id = pl.repeat(None, flow_rows.height, dtype=bound.schema["event_id"], eager=True).alias("event_id")
+    event_id = pl.repeat(None, flow_rows.height, dtype=pl.Int64, eager=True).alias("event_id")
     if bound.height:
         event_id = event_id.scatter(bound["_row"], bound["event_id"])
-    ends = flow_rows.select("_row", "ph", "flow_kind", "flow_id").with_columns(event_id)
+    return event_id
+
+
+def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
+    if flow_rows.height == 0:
+        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
+    ends = flow_rows.select(
+        "ph",
+        _flow_kind(pl.col("_cat")).alias("flow_kind"),
+        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
+    ).with_columns(_bind_endpoints(flow_rows, keyed))
+    del flow_rows
 
     def first_end(ph: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col("ph") == ph).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
@@ -1305,24 +1322,31 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
             first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
         )
         return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
-    # both ends of every flow in one grouping (a full join would pair a null id with nothing),
-    # one flow kind at a time in the kind's sort order: each is grouped and sorted by the id
-    # alone (a two-column grouping and sort cost about twice as much)
-    pieces = []
-    for kind in FLOW_KIND.categories.to_list():
-        of_kind = ends.filter((pl.col("flow_kind") == kind) & pl.col("ph").is_in(["s", "f"]))
-        if of_kind.height == 0:
-            continue
-        pieces.append(
-            of_kind.group_by("flow_id")
-            .agg(
-                pl.col("event_id").filter(pl.col("ph") == "s").first().alias("src_event_id"),
-                pl.col("event_id").filter(pl.col("ph") == "f").first().alias("dst_event_id"),
-            )
-            .sort("flow_id")
-            .with_columns(pl.lit(kind).cast(FLOW_KIND).alias("flow_kind"))
-        )
-    return FLOWS.conform(pl.concat(pieces) if pieces else FLOWS.empty())
+    # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
+    # then contiguous and in file order, so its first source and first destination are the
+    # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)
+    ends = ends.filter(pl.col("ph").is_in(["s", "f"]))
+    if ends.height == 0:
+        return FLOWS.empty()
+    kinds = ends.get_column("flow_kind").to_physical()
+    if kinds.min() == kinds.max():
+        ends = ends.sort("flow_id", maintain_order=True)
+    else:
+        ends = ends.sort("flow_kind", "flow_id", maintain_order=True)
+    flow_id, flow_kind = pl.col("flow_id"), pl.col("flow_kind")
+    starts = ((flow_id != flow_id.shift(1)) | (flow_kind != flow_kind.shift(1))).fill_null(True)
+    runs = ends.select(
+        (starts.cum_sum() - 1).cast(pl.Int64).alias("_flow"), (pl.col("ph") == "s").alias("_src"), "event_id",
+    )
+    out = ends.filter(starts).select("flow_id", "flow_kind")
+    for name, is_src in (("src_event_id", True), ("dst_event_id", False)):
+        side = runs.filter(pl.col("_src") if is_src else ~pl.col("_src"))
+        first = side.filter((pl.col("_flow") != pl.col("_flow").shift(1)).fill_null(True))
+        column = pl.repeat(None, out.height, dtype=pl.Int64, eager=True).alias(name)
+        if first.height:
+            column = column.scatter(first["_flow"], first["event_id"])
+        out = out.with_columns(column)
+    return FLOWS.conform(out)
 
 
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
