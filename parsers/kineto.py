@@ -1350,36 +1350,51 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
 
 
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
-    kinds = events.select("event_id", "kind")
-    launch = kinds.with_columns(events["correlation"]).filter(
-        pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null()
-    )
+    """Launch → GPU activity links: by correlation id where it names exactly one launch
+    call, else by a launch flow between a launch call and a GPU activity."""
+    kind, correlation = pl.col("kind"), pl.col("correlation")
+    # (``event_id`` is the row number: the events are in canonical order)
+    rows = events.select("event_id", "kind", "correlation")
     # a correlation id must name exactly one launch call to be trusted
     unique_launch = (
-        launch.group_by("correlation")
-        .agg(pl.col("event_id").first().alias("launch_event_id"), pl.len().alias("_n"))
-        .filter(pl.col("_n") == 1)
+        rows.filter(kind.is_in(LAUNCH_KINDS) & correlation.is_not_null())
+        .filter(correlation.is_unique())
+        .select(pl.col("event_id").alias("launch_event_id"), "correlation")
     )
-    gpu = kinds.with_columns(events["correlation"]).filter(
-        pl.col("kind").is_in(_LINK_TARGETS) & pl.col("correlation").is_not_null()
-    ).select(pl.col("event_id").alias("gpu_event_id"), "correlation")
-    by_corr = gpu.join(unique_launch.drop("_n"), on="correlation", how="inner").with_columns(
-        pl.lit("correlation").alias("link_source")
+    gpu = rows.filter(kind.is_in(_LINK_TARGETS) & correlation.is_not_null()).select(
+        pl.col("event_id").alias("gpu_event_id"), "correlation"
     )
-    by_flow = (
-        flows.filter((pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null())
-        .select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
-        .join(kinds, left_on="launch_event_id", right_on="event_id")
-        .filter(pl.col("kind").is_in(LAUNCH_KINDS))
-        .drop("kind")
-        .join(kinds, left_on="gpu_event_id", right_on="event_id")
-        .filter(pl.col("kind").is_in(_LINK_TARGETS))
-        .drop("kind")
-        .join(by_corr.select("gpu_event_id"), on="gpu_event_id", how="anti")
-        .with_columns(pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow").alias("link_source"))
+    # each GPU row meets at most one launch and keeps its (ascending) event order: the
+    # result is already sorted by (gpu_event_id, launch_event_id) and has no repeated pair
+    by_corr = LINKS.conform(
+        gpu.join(unique_launch, on="correlation", how="inner", maintain_order="left").with_columns(
+            pl.lit("correlation", dtype=LINK_SOURCE).alias("link_source")
+        )
     )
-    links = pl.concat([LINKS.conform(by_corr.with_columns(pl.col("link_source").cast(LINK_SOURCE))),
-                       LINKS.conform(by_flow.with_columns(pl.col("link_source").cast(LINK_SOURCE)))])
+    del rows, unique_launch, gpu
+    kinds = events.get_column("kind")
+    by_flow = flows.filter(
+        (pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null()
+    ).select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
+    if by_flow.height:
+        # the kinds of both ends gathered by event id (the row number)
+        ends = pl.DataFrame(
+            [kinds.gather(by_flow["launch_event_id"]).alias("_src"), kinds.gather(by_flow["gpu_event_id"]).alias("_dst")]
+        )
+        by_flow = by_flow.filter(
+            ends["_src"].is_in(LAUNCH_KINDS)
+            & ends["_dst"].is_in(_LINK_TARGETS)
+            & ~by_flow["gpu_event_id"].is_in(by_corr["gpu_event_id"].implode())
+        )
+    if by_flow.height == 0:
+        return by_corr
+    by_flow = LINKS.conform(
+        by_flow.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow", dtype=LINK_SOURCE).alias("link_source")
+        )
+    )
+    # a flow's GPU end never has a correlation link: only repeated flow pairs are dropped
+    links = pl.concat([by_corr, by_flow])
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
 
 
