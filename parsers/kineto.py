@@ -67,6 +67,10 @@ try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was
     from . import _kineto_scan
 except ImportError:  # pragma: no cover - an install without a compiler
     _kineto_scan = None  # type: ignore[assignment]
+try:  # the native flow binding (parsers/_flowbind.c), built with the scanner
+    from . import _flowbind
+except ImportError:  # pragma: no cover - an install without a compiler
+    _flowbind = None  # type: ignore[assignment]
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -1259,6 +1263,18 @@ def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
 
 
+class _ArrowPair:
+    """An exported Arrow array (schema and array capsules) for polars' PyCapsule import."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, pair: tuple[object, object]) -> None:
+        self._pair = pair
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._pair
+
+
 def _flow_kind(cat: pl.Expr) -> pl.Expr:
     """The flow kind of a lower-cased category: comparisons with the few known categories
     (a fraction of the cost of a hash ``replace`` of every row's text)."""
@@ -1277,7 +1293,15 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
     The canonical order sorts rows of one start time by duration, longest first, so among
     the slices that start together the innermost one is the one with the largest event id.
     The rows are joined on one 64-bit hash of (pid, tid, start) and the matches checked on
-    the real columns."""
+    the real columns; the native binding (parsers/_flowbind.c), where it was built, gives
+    the same result from one hash table over the endpoints' keys."""
+    native = None if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0") else _flowbind
+    if native is not None:
+        columns = [
+            *(flow_rows.get_column(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns")),
+            *(keyed.get_column(c).cast(pl.Int64) for c in ("_track_pid", "_track_tid", "start_ns", "event_id")),
+        ]
+        return pl.Series(_ArrowPair(native.bind(*columns))).alias("event_id")
     ends = flow_rows.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "pid", "tid", "start_ns",
         _track_key("pid", "tid", "start_ns").alias("_key"),
