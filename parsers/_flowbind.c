@@ -210,8 +210,7 @@ typedef struct {
 
 /* The slot of key (p, t, s): the one holding it, or the empty one where it would go (the
  * table is at least twice the number of keys put in it, so an empty slot is always found). */
-static inline int64_t slot_of(const Slot *tb, int64_t mask, uint64_t seed, int64_t p, int64_t t, int64_t s) {
-    int64_t i = (int64_t)(mix(seed, p, t, s) & (uint64_t)mask);
+static inline int64_t slot_probe(const Slot *tb, int64_t mask, int64_t i, int64_t p, int64_t t, int64_t s) {
     for (;;) {
         const Slot *e = &tb[i];
         if (e->best == SLOT_EMPTY || (e->p == p && e->t == t && e->s == s))
@@ -219,6 +218,21 @@ static inline int64_t slot_of(const Slot *tb, int64_t mask, uint64_t seed, int64
         i = (i + 1) & mask;
     }
 }
+
+#if defined(__GNUC__)
+#define PREFETCH(addr) __builtin_prefetch(addr)
+#else
+#define PREFETCH(addr) ((void)(addr))
+#endif
+
+/* Rows are taken BLOCK at a time: every row's first slot is computed and prefetched before
+ * any is probed, so the table's cache misses (it is larger than the caches on big traces)
+ * overlap instead of following one another. */
+#define BLOCK 16
+typedef struct {
+    int64_t p[BLOCK], t[BLOCK], s[BLOCK], id[BLOCK], home[BLOCK];
+    uint8_t ok[BLOCK];
+} Block;
 
 static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls);
 
@@ -264,40 +278,57 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
     uint64_t seed = mix((uint64_t)(uintptr_t)table, (int64_t)(uintptr_t)where, nf, ns);
     for (int64_t i = 0; i < size; i++)
         table[i].best = SLOT_EMPTY;
+    Block blk;
     Cursor fp, ft, fs;
     cursor_init(&fp, &col[0]);
     cursor_init(&ft, &col[1]);
     cursor_init(&fs, &col[2]);
-    for (int64_t i = 0; i < nf; i++) {
-        int64_t p, t, s;
-        int ok = cursor_next(&fp, &p) & cursor_next(&ft, &t) & cursor_next(&fs, &s);
-        where[i] = -1;
-        if (!ok)
-            continue; /* a null never matches */
-        int64_t k = slot_of(table, mask, seed, p, t, s);
-        if (table[k].best == SLOT_EMPTY) {
-            table[k].p = p;
-            table[k].t = t;
-            table[k].s = s;
-            table[k].best = -1;
+    for (int64_t i0 = 0; i0 < nf; i0 += BLOCK) {
+        int m = nf - i0 < BLOCK ? (int)(nf - i0) : BLOCK;
+        for (int b = 0; b < m; b++) {
+            blk.ok[b] = (uint8_t)(cursor_next(&fp, &blk.p[b]) & cursor_next(&ft, &blk.t[b]) & cursor_next(&fs, &blk.s[b]));
+            blk.home[b] = (int64_t)(mix(seed, blk.p[b], blk.t[b], blk.s[b]) & (uint64_t)mask);
+            PREFETCH(&table[blk.home[b]]);
         }
-        where[i] = k;
+        for (int b = 0; b < m; b++) {
+            int64_t i = i0 + b;
+            where[i] = -1;
+            if (!blk.ok[b])
+                continue; /* a null never matches */
+            int64_t k = slot_probe(table, mask, blk.home[b], blk.p[b], blk.t[b], blk.s[b]);
+            if (table[k].best == SLOT_EMPTY) {
+                table[k].p = blk.p[b];
+                table[k].t = blk.t[b];
+                table[k].s = blk.s[b];
+                table[k].best = -1;
+            }
+            where[i] = k;
+        }
     }
     Cursor sp, st, ss, se;
     cursor_init(&sp, &col[3]);
     cursor_init(&st, &col[4]);
     cursor_init(&ss, &col[5]);
     cursor_init(&se, &col[6]);
-    for (int64_t j = 0; j < ns; j++) {
-        int64_t p, t, s, id;
-        int ok = cursor_next(&sp, &p) & cursor_next(&st, &t) & cursor_next(&ss, &s) & cursor_next(&se, &id);
-        if (!ok)
-            continue;
-        Slot *e = &table[slot_of(table, mask, seed, p, t, s)];
-        if (e->best != SLOT_EMPTY && id > e->best)
-            e->best = id;
+    for (int64_t j0 = 0; j0 < ns; j0 += BLOCK) {
+        int m = ns - j0 < BLOCK ? (int)(ns - j0) : BLOCK;
+        for (int b = 0; b < m; b++) {
+            blk.ok[b] = (uint8_t)(cursor_next(&sp, &blk.p[b]) & cursor_next(&st, &blk.t[b]) & cursor_next(&ss, &blk.s[b])
+                                  & cursor_next(&se, &blk.id[b]));
+            blk.home[b] = (int64_t)(mix(seed, blk.p[b], blk.t[b], blk.s[b]) & (uint64_t)mask);
+            PREFETCH(&table[blk.home[b]]);
+        }
+        for (int b = 0; b < m; b++) {
+            if (!blk.ok[b])
+                continue;
+            Slot *e = &table[slot_probe(table, mask, blk.home[b], blk.p[b], blk.t[b], blk.s[b])];
+            if (e->best != SLOT_EMPTY && blk.id[b] > e->best)
+                e->best = blk.id[b];
+        }
     }
     for (int64_t i = 0; i < nf; i++) {
+        if (i + BLOCK < nf && where[i + BLOCK] >= 0)
+            PREFETCH(&table[where[i + BLOCK]]);
         /* event ids are row numbers (never negative): below zero is "no slice" */
         int64_t found = where[i] >= 0 ? table[where[i]].best : -1;
         if (found >= 0) {
