@@ -191,14 +191,17 @@ static inline int cursor_next(Cursor *k, int64_t *value) {
 }
 
 /* ---- the hash table over the endpoints' distinct keys */
+/* splitmix64's finaliser: every output bit depends on every input bit */
+static inline uint64_t avalanche(uint64_t h) {
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+    return h ^ (h >> 31);
+}
+
 static inline uint64_t mix(uint64_t seed, int64_t p, int64_t t, int64_t s) {
-    uint64_t h = seed ^ ((uint64_t)p * 0x9E3779B97F4A7C15ULL);
-    h = (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ULL;
-    h ^= (uint64_t)t * 0xC2B2AE3D27D4EB4FULL;
-    h = (h ^ (h >> 31)) * 0x94D049BB133111EBULL;
-    h ^= (uint64_t)s * 0x165667B19E3779F9ULL;
-    h = (h ^ (h >> 32)) * 0xD6E8FEB86659FD93ULL;
-    return h ^ (h >> 29);
+    uint64_t h = avalanche(seed ^ (uint64_t)p);
+    h = avalanche(h ^ (uint64_t)t);
+    return avalanche(h ^ (uint64_t)s);
 }
 
 /* A slot holds its key beside its answer, so a probe reads one cache line. */
@@ -245,6 +248,7 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
     Column col[7];
     memset(col, 0, sizeof(col));
     Slot *table = NULL;
+    uint64_t *bloom = NULL;
     int64_t *where = NULL, *out = NULL;
     uint8_t *bits = NULL;
     PyObject *result = NULL;
@@ -264,10 +268,19 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
     while (size < 2 * nf)
         size *= 2;
     table = malloc((size_t)size * sizeof(Slot));
+    /* a one-hash Bloom filter of the endpoints' keys, 16 bits a key: most slices of a trace
+     * with few flows are ruled out there, in a few cache lines, before the table is probed */
+    int64_t bloom_bits = 512;
+    int bloom_shift = 64 - 9;
+    while (bloom_bits < 16 * nf) {
+        bloom_bits *= 2;
+        bloom_shift--;
+    }
+    bloom = calloc((size_t)(bloom_bits / 64), sizeof(uint64_t));
     where = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
     out = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
     bits = calloc((size_t)(nf / 8 + 1), 1);
-    if (table == NULL || where == NULL || out == NULL || bits == NULL) {
+    if (table == NULL || bloom == NULL || where == NULL || out == NULL || bits == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -287,8 +300,13 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
         int m = nf - i0 < BLOCK ? (int)(nf - i0) : BLOCK;
         for (int b = 0; b < m; b++) {
             blk.ok[b] = (uint8_t)(cursor_next(&fp, &blk.p[b]) & cursor_next(&ft, &blk.t[b]) & cursor_next(&fs, &blk.s[b]));
-            blk.home[b] = (int64_t)(mix(seed, blk.p[b], blk.t[b], blk.s[b]) & (uint64_t)mask);
+            uint64_t h = mix(seed, blk.p[b], blk.t[b], blk.s[b]);
+            blk.home[b] = (int64_t)(h & (uint64_t)mask);
             PREFETCH(&table[blk.home[b]]);
+            if (blk.ok[b]) {
+                uint64_t at = h >> bloom_shift;
+                bloom[at >> 6] |= (uint64_t)1 << (at & 63);
+            }
         }
         for (int b = 0; b < m; b++) {
             int64_t i = i0 + b;
@@ -315,7 +333,13 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
         for (int b = 0; b < m; b++) {
             blk.ok[b] = (uint8_t)(cursor_next(&sp, &blk.p[b]) & cursor_next(&st, &blk.t[b]) & cursor_next(&ss, &blk.s[b])
                                   & cursor_next(&se, &blk.id[b]));
-            blk.home[b] = (int64_t)(mix(seed, blk.p[b], blk.t[b], blk.s[b]) & (uint64_t)mask);
+            uint64_t h = mix(seed, blk.p[b], blk.t[b], blk.s[b]);
+            uint64_t at = h >> bloom_shift;
+            if (!((bloom[at >> 6] >> (at & 63)) & 1)) {
+                blk.ok[b] = 0; /* certainly no endpoint's key */
+                continue;
+            }
+            blk.home[b] = (int64_t)(h & (uint64_t)mask);
             PREFETCH(&table[blk.home[b]]);
         }
         for (int b = 0; b < m; b++) {
@@ -347,6 +371,7 @@ done:
     for (int k = 0; k < 7; k++)
         column_free(&col[k]);
     free(table);
+    free(bloom);
     free(where);
     free(out);
     free(bits);
