@@ -1339,25 +1339,33 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
 def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     if flow_rows.height == 0:
         return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
+    # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
+    # compared once, as two flags
     ends = flow_rows.select(
-        "ph",
+        (pl.col("ph") == "s").alias("_src"),
+        (pl.col("ph") == "f").alias("_dst"),
         _flow_kind(pl.col("_cat")).alias("flow_kind"),
         pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
     ).with_columns(_bind_endpoints(flow_rows, keyed))
     del flow_rows
 
-    def first_end(ph: str, name: str) -> pl.DataFrame:
-        return ends.filter(pl.col("ph") == ph).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
+    def first_end(end: str, name: str) -> pl.DataFrame:
+        return ends.filter(pl.col(end)).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
 
     if ends["flow_id"].null_count():
-        joined = first_end("s", "src_event_id").join(
-            first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
+        joined = first_end("_src", "src_event_id").join(
+            first_end("_dst", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
         )
-        return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
+        # (the ends too: the rows of null ids, a source-only and a destination-only one per
+        # kind, otherwise came in the grouping's arbitrary order, differing between runs)
+        return FLOWS.conform(joined).sort(["flow_kind", "flow_id", "src_event_id", "dst_event_id"])
     # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
     # then contiguous and in file order, so its first source and first destination are the
     # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)
-    ends = ends.filter(pl.col("ph").is_in(["s", "f"]))
+    paired = ends.get_column("_src") | ends.get_column("_dst")
+    if not paired.all():
+        ends = ends.filter(paired)
+    del paired
     if ends.height == 0:
         return FLOWS.empty()
     kinds = ends.get_column("flow_kind").to_physical()
@@ -1368,7 +1376,7 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     flow_id, flow_kind = pl.col("flow_id"), pl.col("flow_kind")
     starts = ((flow_id != flow_id.shift(1)) | (flow_kind != flow_kind.shift(1))).fill_null(True)
     runs = ends.select(
-        (starts.cum_sum() - 1).cast(pl.Int64).alias("_flow"), (pl.col("ph") == "s").alias("_src"), "event_id",
+        (starts.cum_sum() - 1).cast(pl.Int64).alias("_flow"), "_src", "event_id",
     )
     out = ends.filter(starts).select("flow_id", "flow_kind")
     for name, is_src in (("src_event_id", True), ("dst_event_id", False)):

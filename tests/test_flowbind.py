@@ -106,3 +106,30 @@ def test_native_binding_rejects_a_column_that_is_not_int64() -> None:
         kineto._flowbind.bind(bad, good, good, good, good, good, good)
     with pytest.raises(ValueError, match="differ in length"):
         kineto._flowbind.bind(good, good, good.head(1), good, good, good, good)
+
+
+def test_flows_of_null_ids_come_in_one_order() -> None:
+    # a source and a destination without an id pair with nothing: two rows per kind, put
+    # after each other by their ends (they came in a grouping's arbitrary order before)
+    flow_rows = pl.DataFrame(
+        {
+            "ph": ["s", "f", "s", "f", "s", "f"],
+            "_cat": ["ac2g", "ac2g", "ac2g", "ac2g", "fwdbwd", "fwdbwd"],
+            "id": [None, None, 7, 7, None, None],
+            "id_label": [None, None, None, None, None, None],
+            "pid": [1, 1, 1, 1, 1, 1],
+            "tid": [1, 1, 1, 1, 1, 1],
+            "start_ns": [10, 20, 30, 40, 50, 60],
+        },
+        schema={"ph": pl.String, "_cat": pl.String, "id": pl.Int64, "id_label": pl.String,
+                "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64},
+    )
+    slices = pl.DataFrame(
+        {"_track_pid": [1] * 6, "_track_tid": [1] * 6, "start_ns": [10, 20, 30, 40, 50, 60], "event_id": [0, 1, 2, 3, 4, 5]},
+    )
+    expected = [
+        (None, "launch", None, 1), (None, "launch", 0, None), (7, "launch", 2, 3),
+        (None, "fwdbwd", None, 5), (None, "fwdbwd", 4, None),
+    ]
+    for _ in range(5):
+        assert kineto._flows(flow_rows, slices).rows() == expected
