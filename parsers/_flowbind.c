@@ -260,7 +260,7 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "flow binding: columns of one table differ in length");
         goto done;
     }
-    if (nf > (INT64_MAX >> 6)) {
+    if (nf > (INT64_MAX >> 8)) { /* the table (32 bytes a slot, up to 4 slots a key) must fit size_t */
         PyErr_NoMemory();
         goto done;
     }

@@ -86,6 +86,17 @@ def test_native_binding_matches_polars(
 
 
 @native
+def test_native_binding_reads_sliced_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # slices of frames: every chunk starts at an offset into its buffers
+    flows, slices = _frames(9, 3000, 4000, True, 3)
+    flows, slices = flows.slice(17, 2000), slices.slice(5, 3000)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._bind_endpoints(flows, slices)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    assert kineto._bind_endpoints(flows, slices).to_list() == pure.to_list()
+
+
+@native
 def test_native_binding_takes_the_largest_event_id_and_never_matches_null() -> None:
     flows = pl.DataFrame(
         {"pid": [1, 1, None, 2], "tid": [5, 5, 5, None], "start_ns": [10, 11, 10, 10]},
