@@ -13,6 +13,8 @@ setup(
     ext_modules=[
         # the Kineto reader's chunk scanner: JSON events straight into columns (parsers/kineto.py)
         Extension("tracekit.parsers._kineto_scan", ["parsers/_kineto_scan.c"], extra_compile_args=_FLAGS, optional=True),
+        # the Kineto reader's flow endpoints bound to their slices (parsers/kineto.py, _bind_endpoints)
+        Extension("tracekit.parsers._flowbind", ["parsers/_flowbind.c"], extra_compile_args=_FLAGS, optional=True),
         # the critical path's longest paths of every step graph (tracekit/analysis/critical_path.py)
         Extension("tracekit.analysis._dag", ["tracekit/analysis/_dag.c"], extra_compile_args=_FLAGS, optional=True),
         # the replay's longest-path sweeps and Kahn's order (tracekit/analysis/sweep.py)

@@ -53,6 +53,7 @@ from tracekit.schema import (
     SYNC_KIND,
     THREADS,
     EventKind,
+    FlowKind,
     TraceInfo,
     TraceTables,
     canonical_order,
@@ -66,6 +67,10 @@ try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was
     from . import _kineto_scan
 except ImportError:  # pragma: no cover - an install without a compiler
     _kineto_scan = None  # type: ignore[assignment]
+try:  # the native flow binding (parsers/_flowbind.c), built with the scanner
+    from . import _flowbind
+except ImportError:  # pragma: no cover - an install without a compiler
+    _flowbind = None  # type: ignore[assignment]
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -1020,7 +1025,15 @@ def _build_tables(
     if not parts.timed:
         parts.add(_columns([]))
     ids = parts.final_label_ids()
-    threads = _threads(_renumber(_concat(parts.meta), ids))
+    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
+    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
+    # of them distinct), and renumbering and grouping all of it cost more than this
+    meta = _concat(parts.meta)
+    name = pl.col("name")
+    meta = meta.filter((name == "process_name") | (name == "thread_name"))
+    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+    threads = _threads(_renumber(meta, ids))
+    del meta
     flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
     memory = _renumber(_concat(parts.memory), ids).with_columns(pl.col("start_ns") + base_ns)
     memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
@@ -1283,30 +1296,55 @@ def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
 
 
-def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
-    if flow_rows.height == 0:
-        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
-    flow_rows = flow_rows.select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),  # file order
-        "ph",
-        pl.col("_cat").replace_strict(_FLOW_CATEGORY, default="other", return_dtype=pl.String).cast(FLOW_KIND).alias("flow_kind"),
-        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
-        "pid",
-        "tid",
-        "start_ns",
+class _ArrowPair:
+    """An exported Arrow array (schema and array capsules) for polars' PyCapsule import."""
+
+    __slots__ = ("_pair",)
+
+    def __init__(self, pair: tuple[object, object]) -> None:
+        self._pair = pair
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
+        return self._pair
+
+
+def _flow_kind(cat: pl.Expr) -> pl.Expr:
+    """The flow kind of a lower-cased category: comparisons with the few known categories
+    (a fraction of the cost of a hash ``replace`` of every row's text)."""
+    kind = pl.lit(FlowKind.OTHER.value, dtype=FLOW_KIND)
+    for value in dict.fromkeys(_FLOW_CATEGORY.values()):
+        words = [c for c, v in _FLOW_CATEGORY.items() if v == value]
+        matches = pl.any_horizontal(cat == w for w in words)
+        kind = pl.when(matches).then(pl.lit(value, dtype=FLOW_KIND)).otherwise(kind)
+    return kind
+
+
+def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
+    """Each flow endpoint's slice: the innermost slice starting at its timestamp on its
+    track (shortest; among equal ones the later in canonical order), null where none.
+
+    The canonical order sorts rows of one start time by duration, longest first, so among
+    the slices that start together the innermost one is the one with the largest event id.
+    The rows are joined on one 64-bit hash of (pid, tid, start) and the matches checked on
+    the real columns; the native binding (parsers/_flowbind.c), where it was built, gives
+    the same result from one hash table over the endpoints' keys."""
+    native = None if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0") else _flowbind
+    if native is not None:
+        columns = [
+            *(flow_rows.get_column(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns")),
+            *(keyed.get_column(c).cast(pl.Int64) for c in ("_track_pid", "_track_tid", "start_ns", "event_id")),
+        ]
+        return pl.Series(_ArrowPair(native.bind(*columns))).alias("event_id")
+    ends = flow_rows.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "pid", "tid", "start_ns",
         _track_key("pid", "tid", "start_ns").alias("_key"),
     )
-    # bind each endpoint to the innermost slice starting at its timestamp on its track
-    # (shortest; among equal ones the later in canonical order).  The canonical order sorts
-    # rows of one start time by duration, longest first, so among the slices that start
-    # together the innermost one is the one with the largest event id.
     slices = keyed.select(
         "event_id", "_track_pid", "_track_tid", pl.col("start_ns").alias("_slice_start"),
         _track_key("_track_pid", "_track_tid", "start_ns").alias("_key"),
-    ).filter(pl.col("_key").is_in(flow_rows["_key"].unique().implode()))
+    )
     bound = (
-        flow_rows.select("_row", "_key", "pid", "tid", "start_ns")
-        .join(slices, on="_key", how="inner")
+        ends.join(slices, on="_key", how="inner")
         .filter(
             (pl.col("pid") == pl.col("_track_pid"))
             & (pl.col("tid") == pl.col("_track_tid"))
@@ -1317,70 +1355,111 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     )
     # each endpoint's slice put at its row (``_row`` is 0..n-1 and unique in ``bound``): a
     # scatter in place of a left join and the sort back into file order that followed it
-    event_id = pl.repeat(None, flow_rows.height, dtype=bound.schema["event_id"], eager=True).alias("event_id")
+    event_id = pl.repeat(None, flow_rows.height, dtype=pl.Int64, eager=True).alias("event_id")
     if bound.height:
         event_id = event_id.scatter(bound["_row"], bound["event_id"])
-    ends = flow_rows.select("_row", "ph", "flow_kind", "flow_id").with_columns(event_id)
+    return event_id
 
-    def first_end(ph: str, name: str) -> pl.DataFrame:
-        return ends.filter(pl.col("ph") == ph).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
+
+def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
+    if flow_rows.height == 0:
+        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
+    # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
+    # compared once, as two flags
+    ends = flow_rows.select(
+        (pl.col("ph") == "s").alias("_src"),
+        (pl.col("ph") == "f").alias("_dst"),
+        _flow_kind(pl.col("_cat")).alias("flow_kind"),
+        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
+    ).with_columns(_bind_endpoints(flow_rows, keyed))
+    del flow_rows
+
+    def first_end(end: str, name: str) -> pl.DataFrame:
+        return ends.filter(pl.col(end)).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
 
     if ends["flow_id"].null_count():
-        joined = first_end("s", "src_event_id").join(
-            first_end("f", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
+        joined = first_end("_src", "src_event_id").join(
+            first_end("_dst", "dst_event_id"), on=["flow_id", "flow_kind"], how="full", coalesce=True
         )
-        return FLOWS.conform(joined).sort(["flow_kind", "flow_id"])
-    # both ends of every flow in one grouping (a full join would pair a null id with nothing),
-    # one flow kind at a time in the kind's sort order: each is grouped and sorted by the id
-    # alone (a two-column grouping and sort cost about twice as much)
-    pieces = []
-    for kind in FLOW_KIND.categories.to_list():
-        of_kind = ends.filter((pl.col("flow_kind") == kind) & pl.col("ph").is_in(["s", "f"]))
-        if of_kind.height == 0:
-            continue
-        pieces.append(
-            of_kind.group_by("flow_id")
-            .agg(
-                pl.col("event_id").filter(pl.col("ph") == "s").first().alias("src_event_id"),
-                pl.col("event_id").filter(pl.col("ph") == "f").first().alias("dst_event_id"),
-            )
-            .sort("flow_id")
-            .with_columns(pl.lit(kind).cast(FLOW_KIND).alias("flow_kind"))
-        )
-    return FLOWS.conform(pl.concat(pieces) if pieces else FLOWS.empty())
+        # (the ends too: the rows of null ids, a source-only and a destination-only one per
+        # kind, otherwise came in the grouping's arbitrary order, differing between runs)
+        return FLOWS.conform(joined).sort(["flow_kind", "flow_id", "src_event_id", "dst_event_id"])
+    # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
+    # then contiguous and in file order, so its first source and first destination are the
+    # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)
+    paired = ends.get_column("_src") | ends.get_column("_dst")
+    if not paired.all():
+        ends = ends.filter(paired)
+    del paired
+    if ends.height == 0:
+        return FLOWS.empty()
+    kinds = ends.get_column("flow_kind").to_physical()
+    if kinds.min() == kinds.max():
+        ends = ends.sort("flow_id", maintain_order=True)
+    else:
+        ends = ends.sort("flow_kind", "flow_id", maintain_order=True)
+    flow_id, flow_kind = pl.col("flow_id"), pl.col("flow_kind")
+    starts = ((flow_id != flow_id.shift(1)) | (flow_kind != flow_kind.shift(1))).fill_null(True)
+    runs = ends.select(
+        (starts.cum_sum() - 1).cast(pl.Int64).alias("_flow"), "_src", "event_id",
+    )
+    out = ends.filter(starts).select("flow_id", "flow_kind")
+    for name, is_src in (("src_event_id", True), ("dst_event_id", False)):
+        side = runs.filter(pl.col("_src") if is_src else ~pl.col("_src"))
+        first = side.filter((pl.col("_flow") != pl.col("_flow").shift(1)).fill_null(True))
+        column = pl.repeat(None, out.height, dtype=pl.Int64, eager=True).alias(name)
+        if first.height:
+            column = column.scatter(first["_flow"], first["event_id"])
+        out = out.with_columns(column)
+    return FLOWS.conform(out)
 
 
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
-    kinds = events.select("event_id", "kind")
-    launch = kinds.with_columns(events["correlation"]).filter(
-        pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null()
-    )
+    """Launch → GPU activity links: by correlation id where it names exactly one launch
+    call, else by a launch flow between a launch call and a GPU activity."""
+    kind, correlation = pl.col("kind"), pl.col("correlation")
+    # (``event_id`` is the row number: the events are in canonical order)
+    rows = events.select("event_id", "kind", "correlation")
     # a correlation id must name exactly one launch call to be trusted
     unique_launch = (
-        launch.group_by("correlation")
-        .agg(pl.col("event_id").first().alias("launch_event_id"), pl.len().alias("_n"))
-        .filter(pl.col("_n") == 1)
+        rows.filter(kind.is_in(LAUNCH_KINDS) & correlation.is_not_null())
+        .filter(correlation.is_unique())
+        .select(pl.col("event_id").alias("launch_event_id"), "correlation")
     )
-    gpu = kinds.with_columns(events["correlation"]).filter(
-        pl.col("kind").is_in(_LINK_TARGETS) & pl.col("correlation").is_not_null()
-    ).select(pl.col("event_id").alias("gpu_event_id"), "correlation")
-    by_corr = gpu.join(unique_launch.drop("_n"), on="correlation", how="inner").with_columns(
-        pl.lit("correlation").alias("link_source")
+    gpu = rows.filter(kind.is_in(_LINK_TARGETS) & correlation.is_not_null()).select(
+        pl.col("event_id").alias("gpu_event_id"), "correlation"
     )
-    by_flow = (
-        flows.filter((pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null())
-        .select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
-        .join(kinds, left_on="launch_event_id", right_on="event_id")
-        .filter(pl.col("kind").is_in(LAUNCH_KINDS))
-        .drop("kind")
-        .join(kinds, left_on="gpu_event_id", right_on="event_id")
-        .filter(pl.col("kind").is_in(_LINK_TARGETS))
-        .drop("kind")
-        .join(by_corr.select("gpu_event_id"), on="gpu_event_id", how="anti")
-        .with_columns(pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow").alias("link_source"))
+    # each GPU row meets at most one launch and keeps its (ascending) event order: the
+    # result is already sorted by (gpu_event_id, launch_event_id) and has no repeated pair
+    by_corr = LINKS.conform(
+        gpu.join(unique_launch, on="correlation", how="inner", maintain_order="left").with_columns(
+            pl.lit("correlation", dtype=LINK_SOURCE).alias("link_source")
+        )
     )
-    links = pl.concat([LINKS.conform(by_corr.with_columns(pl.col("link_source").cast(LINK_SOURCE))),
-                       LINKS.conform(by_flow.with_columns(pl.col("link_source").cast(LINK_SOURCE)))])
+    del rows, unique_launch, gpu
+    kinds = events.get_column("kind")
+    by_flow = flows.filter(
+        (pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null()
+    ).select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
+    if by_flow.height:
+        # the kinds of both ends gathered by event id (the row number)
+        ends = pl.DataFrame(
+            [kinds.gather(by_flow["launch_event_id"]).alias("_src"), kinds.gather(by_flow["gpu_event_id"]).alias("_dst")]
+        )
+        by_flow = by_flow.filter(
+            ends["_src"].is_in(LAUNCH_KINDS)
+            & ends["_dst"].is_in(_LINK_TARGETS)
+            & ~by_flow["gpu_event_id"].is_in(by_corr["gpu_event_id"].implode())
+        )
+    if by_flow.height == 0:
+        return by_corr
+    by_flow = LINKS.conform(
+        by_flow.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow", dtype=LINK_SOURCE).alias("link_source")
+        )
+    )
+    # a flow's GPU end never has a correlation link: only repeated flow pairs are dropped
+    links = pl.concat([by_corr, by_flow])
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
 
 

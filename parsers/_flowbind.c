@@ -1,0 +1,470 @@
+/* Flow endpoints bound to their slices (tracekit.parsers._flowbind).
+ *
+ * The Kineto reader binds every flow endpoint (a "s" or "f" row of a flow arrow) to the
+ * innermost slice that starts at the endpoint's timestamp on the endpoint's track: among
+ * the timed events with the same (pid, tid, start), the one with the largest event id
+ * (the canonical order puts the longest of the slices that start together first).  The
+ * pure Python path (parsers/kineto.py, _bind_endpoints) does this with a polars hash join
+ * and a grouping; this module does the same with one hash table over the endpoints'
+ * distinct (pid, tid, start) keys and gives the same answer: for each endpoint the largest
+ * event id of a slice with exactly its key, or null, where a null pid, tid or start never
+ * matches anything.
+ *
+ * Columns arrive and leave through the Arrow PyCapsule interface: every input is a polars
+ * int64 column exported as an Arrow stream (any number of chunks, nulls allowed), the
+ * result an int64 Arrow array with a validity bitmap that polars takes over without a
+ * copy.  Every buffer read is bounds-checked against the lengths the producer declares;
+ * nothing is global; the GIL is released while the table is built and probed.  The table
+ * is seeded from its own address so a hostile trace cannot choose keys that all collide.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the Arrow C Data and C Stream interfaces (arrow.apache.org/docs/format/CDataInterface.html) */
+#define ARROW_FLAG_NULLABLE 2
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+
+/* ---- one int64 column: its exported chunks, read in place (never copied) */
+typedef struct {
+    int64_t n; /* rows in all chunks */
+    int64_t count, cap;
+    struct ArrowArray *chunks; /* moved out of the stream; released by column_free */
+} Column;
+
+static void column_free(Column *c) {
+    for (int64_t i = 0; i < c->count; i++)
+        if (c->chunks[i].release != NULL)
+            c->chunks[i].release(&c->chunks[i]);
+    free(c->chunks);
+    memset(c, 0, sizeof(*c));
+}
+
+/* Check one chunk's layout as far as its producer declares it.  Returns 0, or -1 with a
+ * Python error set. */
+static int chunk_check(const struct ArrowArray *a) {
+    if (a->length < 0 || a->offset < 0 || a->n_buffers != 2 || a->buffers == NULL
+        || a->length > INT64_MAX / 8 - a->offset || a->null_count < -1 || a->null_count > a->length) {
+        PyErr_SetString(PyExc_ValueError, "flow binding: an int64 column chunk has an invalid layout");
+        return -1;
+    }
+    if (a->length > 0 && (a->buffers[1] == NULL || (a->null_count != 0 && a->buffers[0] == NULL))) {
+        PyErr_SetString(PyExc_ValueError, "flow binding: an int64 column chunk lacks a buffer");
+        return -1;
+    }
+    return 0;
+}
+
+/* Read an object exporting an int64 Arrow stream (a polars Series) into ``c``. */
+static int column_read(PyObject *obj, Column *c) {
+    memset(c, 0, sizeof(*c));
+    PyObject *capsule = PyObject_CallMethod(obj, "__arrow_c_stream__", NULL);
+    if (capsule == NULL)
+        return -1;
+    struct ArrowArrayStream *exported = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (exported == NULL || exported->release == NULL) {
+        Py_DECREF(capsule);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "flow binding: the column's Arrow stream was already consumed");
+        return -1;
+    }
+    /* moved out of the capsule: this function releases it */
+    struct ArrowArrayStream stream = *exported;
+    exported->release = NULL;
+    Py_DECREF(capsule);
+
+    int rc = -1;
+    struct ArrowSchema schema;
+    memset(&schema, 0, sizeof(schema));
+    if (stream.get_schema(&stream, &schema) != 0) {
+        PyErr_SetString(PyExc_ValueError, "flow binding: the column's Arrow schema could not be read");
+        goto done;
+    }
+    int is_int64 = schema.format != NULL && strcmp(schema.format, "l") == 0;
+    if (schema.release != NULL)
+        schema.release(&schema);
+    if (!is_int64) {
+        PyErr_SetString(PyExc_TypeError, "flow binding: every column must be int64");
+        goto done;
+    }
+    for (;;) {
+        struct ArrowArray chunk;
+        memset(&chunk, 0, sizeof(chunk));
+        if (stream.get_next(&stream, &chunk) != 0) {
+            PyErr_SetString(PyExc_ValueError, "flow binding: a chunk of the column could not be read");
+            goto done;
+        }
+        if (chunk.release == NULL)
+            break; /* end of the stream */
+        if (chunk_check(&chunk) != 0 || c->n > INT64_MAX / 16 - chunk.length) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            chunk.release(&chunk);
+            goto done;
+        }
+        if (c->count == c->cap) {
+            int64_t want = c->cap ? 2 * c->cap : 8;
+            struct ArrowArray *grown = realloc(c->chunks, (size_t)want * sizeof(*grown));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                chunk.release(&chunk);
+                goto done;
+            }
+            c->chunks = grown;
+            c->cap = want;
+        }
+        c->chunks[c->count++] = chunk;
+        c->n += chunk.length;
+    }
+    rc = 0;
+done:
+    stream.release(&stream);
+    if (rc != 0)
+        column_free(c);
+    return rc;
+}
+
+/* Reads a column's values in order across its chunks. */
+typedef struct {
+    const Column *col;
+    int64_t chunk; /* the chunk being read */
+    int64_t pos, end; /* its next and end positions (offset included) */
+    const int64_t *data;
+    const uint8_t *bits; /* NULL: no nulls in the chunk */
+} Cursor;
+
+static void cursor_init(Cursor *k, const Column *col) {
+    memset(k, 0, sizeof(*k));
+    k->col = col;
+    k->chunk = -1;
+}
+
+/* The next value (the caller reads at most ``col->n`` of them); returns whether it is
+ * valid (not null). */
+static inline int cursor_next(Cursor *k, int64_t *value) {
+    while (k->pos >= k->end) {
+        if (k->chunk + 1 >= k->col->count) {
+            *value = 0;
+            return 0;
+        }
+        const struct ArrowArray *a = &k->col->chunks[++k->chunk];
+        k->data = (const int64_t *)a->buffers[1];
+        k->bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
+        k->pos = a->offset;
+        k->end = a->offset + a->length;
+    }
+    int64_t i = k->pos++;
+    *value = k->data[i];
+    return k->bits == NULL || ((k->bits[i >> 3] >> (i & 7)) & 1);
+}
+
+/* ---- the hash table over the endpoints' distinct keys */
+/* splitmix64's finaliser: every output bit depends on every input bit */
+static inline uint64_t avalanche(uint64_t h) {
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+    return h ^ (h >> 31);
+}
+
+static inline uint64_t mix(uint64_t seed, int64_t p, int64_t t, int64_t s) {
+    uint64_t h = avalanche(seed ^ (uint64_t)p);
+    h = avalanche(h ^ (uint64_t)t);
+    return avalanche(h ^ (uint64_t)s);
+}
+
+/* A slot holds its key beside its answer, so a probe reads one cache line. */
+#define SLOT_EMPTY (-2)
+typedef struct {
+    int64_t p, t, s;
+    int64_t best; /* the largest event id seen for the key, -1 before any, SLOT_EMPTY if unused */
+} Slot;
+
+/* The slot of key (p, t, s): the one holding it, or the empty one where it would go (the
+ * table is at least twice the number of keys put in it, so an empty slot is always found). */
+static inline int64_t slot_probe(const Slot *tb, int64_t mask, int64_t i, int64_t p, int64_t t, int64_t s) {
+    for (;;) {
+        const Slot *e = &tb[i];
+        if (e->best == SLOT_EMPTY || (e->p == p && e->t == t && e->s == s))
+            return i;
+        i = (i + 1) & mask;
+    }
+}
+
+#if defined(__GNUC__)
+#define PREFETCH(addr) __builtin_prefetch(addr)
+#else
+#define PREFETCH(addr) ((void)(addr))
+#endif
+
+/* Rows are taken BLOCK at a time: every row's first slot is computed and prefetched before
+ * any is probed, so the table's cache misses (it is larger than the caches on big traces)
+ * overlap instead of following one another. */
+#define BLOCK 16
+typedef struct {
+    int64_t p[BLOCK], t[BLOCK], s[BLOCK], id[BLOCK], home[BLOCK];
+    uint8_t ok[BLOCK];
+} Block;
+
+static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls);
+
+static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO:bind", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6]))
+        return NULL;
+    /* endpoints: pid, tid, start; slices: pid, tid, start, event id */
+    Column col[7];
+    memset(col, 0, sizeof(col));
+    Slot *table = NULL;
+    uint64_t *bloom = NULL;
+    int64_t *where = NULL, *out = NULL;
+    uint8_t *bits = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < 7; k++)
+        if (column_read(objs[k], &col[k]) != 0)
+            goto done;
+    int64_t nf = col[0].n, ns = col[3].n;
+    if (col[1].n != nf || col[2].n != nf || col[4].n != ns || col[5].n != ns || col[6].n != ns) {
+        PyErr_SetString(PyExc_ValueError, "flow binding: columns of one table differ in length");
+        goto done;
+    }
+    if (nf > (INT64_MAX >> 8)) { /* the table (32 bytes a slot, up to 4 slots a key) must fit size_t */
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t size = 16;
+    while (size < 2 * nf)
+        size *= 2;
+    table = malloc((size_t)size * sizeof(Slot));
+    /* a one-hash Bloom filter of the endpoints' keys, 16 bits a key: most slices of a trace
+     * with few flows are ruled out there, in a few cache lines, before the table is probed */
+    int64_t bloom_bits = 512;
+    int bloom_shift = 64 - 9;
+    while (bloom_bits < 16 * nf) {
+        bloom_bits *= 2;
+        bloom_shift--;
+    }
+    bloom = calloc((size_t)(bloom_bits / 64), sizeof(uint64_t));
+    where = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
+    out = malloc((size_t)(nf ? nf : 1) * sizeof(int64_t));
+    bits = calloc((size_t)(nf / 8 + 1), 1);
+    if (table == NULL || bloom == NULL || where == NULL || out == NULL || bits == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t nulls = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t mask = size - 1;
+    /* seeded from the table's address: a trace cannot choose keys that collide */
+    uint64_t seed = mix((uint64_t)(uintptr_t)table, (int64_t)(uintptr_t)where, nf, ns);
+    for (int64_t i = 0; i < size; i++)
+        table[i].best = SLOT_EMPTY;
+    Block blk;
+    Cursor fp, ft, fs;
+    cursor_init(&fp, &col[0]);
+    cursor_init(&ft, &col[1]);
+    cursor_init(&fs, &col[2]);
+    for (int64_t i0 = 0; i0 < nf; i0 += BLOCK) {
+        int m = nf - i0 < BLOCK ? (int)(nf - i0) : BLOCK;
+        for (int b = 0; b < m; b++) {
+            blk.ok[b] = (uint8_t)(cursor_next(&fp, &blk.p[b]) & cursor_next(&ft, &blk.t[b]) & cursor_next(&fs, &blk.s[b]));
+            uint64_t h = mix(seed, blk.p[b], blk.t[b], blk.s[b]);
+            blk.home[b] = (int64_t)(h & (uint64_t)mask);
+            PREFETCH(&table[blk.home[b]]);
+            if (blk.ok[b]) {
+                uint64_t at = h >> bloom_shift;
+                bloom[at >> 6] |= (uint64_t)1 << (at & 63);
+            }
+        }
+        for (int b = 0; b < m; b++) {
+            int64_t i = i0 + b;
+            where[i] = -1;
+            if (!blk.ok[b])
+                continue; /* a null never matches */
+            int64_t k = slot_probe(table, mask, blk.home[b], blk.p[b], blk.t[b], blk.s[b]);
+            if (table[k].best == SLOT_EMPTY) {
+                table[k].p = blk.p[b];
+                table[k].t = blk.t[b];
+                table[k].s = blk.s[b];
+                table[k].best = -1;
+            }
+            where[i] = k;
+        }
+    }
+    Cursor sp, st, ss, se;
+    cursor_init(&sp, &col[3]);
+    cursor_init(&st, &col[4]);
+    cursor_init(&ss, &col[5]);
+    cursor_init(&se, &col[6]);
+    for (int64_t j0 = 0; j0 < ns; j0 += BLOCK) {
+        int m = ns - j0 < BLOCK ? (int)(ns - j0) : BLOCK;
+        for (int b = 0; b < m; b++) {
+            blk.ok[b] = (uint8_t)(cursor_next(&sp, &blk.p[b]) & cursor_next(&st, &blk.t[b]) & cursor_next(&ss, &blk.s[b])
+                                  & cursor_next(&se, &blk.id[b]));
+            uint64_t h = mix(seed, blk.p[b], blk.t[b], blk.s[b]);
+            uint64_t at = h >> bloom_shift;
+            if (!((bloom[at >> 6] >> (at & 63)) & 1)) {
+                blk.ok[b] = 0; /* certainly no endpoint's key */
+                continue;
+            }
+            blk.home[b] = (int64_t)(h & (uint64_t)mask);
+            PREFETCH(&table[blk.home[b]]);
+        }
+        for (int b = 0; b < m; b++) {
+            if (!blk.ok[b])
+                continue;
+            Slot *e = &table[slot_probe(table, mask, blk.home[b], blk.p[b], blk.t[b], blk.s[b])];
+            if (e->best != SLOT_EMPTY && blk.id[b] > e->best)
+                e->best = blk.id[b];
+        }
+    }
+    for (int64_t i = 0; i < nf; i++) {
+        if (i + BLOCK < nf && where[i + BLOCK] >= 0)
+            PREFETCH(&table[where[i + BLOCK]]);
+        /* event ids are row numbers (never negative): below zero is "no slice" */
+        int64_t found = where[i] >= 0 ? table[where[i]].best : -1;
+        if (found >= 0) {
+            out[i] = found;
+            bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+        } else {
+            out[i] = 0;
+            nulls++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = export_int64(out, bits, nf, nulls);
+    out = NULL; /* owned by the exported array now (or freed with it) */
+    bits = NULL;
+done:
+    for (int k = 0; k < 7; k++)
+        column_free(&col[k]);
+    free(table);
+    free(bloom);
+    free(where);
+    free(out);
+    free(bits);
+    return result;
+}
+
+/* ---- the result as an Arrow array (format "l") polars takes over */
+typedef struct {
+    const void *buffers[2];
+} Owned;
+
+static void release_array(struct ArrowArray *a) {
+    if (a->release == NULL)
+        return;
+    Owned *o = a->private_data;
+    free((void *)o->buffers[0]);
+    free((void *)o->buffers[1]);
+    free(o);
+    a->release = NULL;
+}
+
+static void release_schema(struct ArrowSchema *s) { s->release = NULL; }
+
+static void capsule_free_array(PyObject *capsule) {
+    struct ArrowArray *a = PyCapsule_GetPointer(capsule, "arrow_array");
+    if (a != NULL && a->release != NULL)
+        a->release(a);
+    free(a);
+}
+
+static void capsule_free_schema(PyObject *capsule) {
+    struct ArrowSchema *s = PyCapsule_GetPointer(capsule, "arrow_schema");
+    if (s != NULL && s->release != NULL)
+        s->release(s);
+    free(s);
+}
+
+/* Takes ownership of ``values`` and ``bits``, also when it fails. */
+static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls) {
+    struct ArrowSchema *s = calloc(1, sizeof(*s));
+    struct ArrowArray *a = calloc(1, sizeof(*a));
+    Owned *o = calloc(1, sizeof(*o));
+    if (s == NULL || a == NULL || o == NULL) {
+        free(s);
+        free(a);
+        free(o);
+        free(values);
+        free(bits);
+        return PyErr_NoMemory();
+    }
+    s->format = "l";
+    s->name = "event_id";
+    s->flags = ARROW_FLAG_NULLABLE;
+    s->release = release_schema;
+    o->buffers[0] = bits;
+    o->buffers[1] = values;
+    a->length = n;
+    a->null_count = nulls;
+    a->n_buffers = 2;
+    a->buffers = o->buffers;
+    a->private_data = o;
+    a->release = release_array;
+    PyObject *sc = PyCapsule_New(s, "arrow_schema", capsule_free_schema);
+    if (sc == NULL) {
+        free(s);
+        release_array(a);
+        free(a);
+        return NULL;
+    }
+    PyObject *ac = PyCapsule_New(a, "arrow_array", capsule_free_array);
+    if (ac == NULL) {
+        Py_DECREF(sc);
+        release_array(a);
+        free(a);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, sc, ac);
+    Py_DECREF(sc);
+    Py_DECREF(ac); /* on failure this releases the array and its buffers */
+    return pair;
+}
+
+static PyMethodDef flowbind_methods[] = {
+    {"bind", flowbind_bind, METH_VARARGS,
+     "bind(flow_pid, flow_tid, flow_start, slice_pid, slice_tid, slice_start, slice_event_id) -> "
+     "(schema capsule, array capsule): per flow endpoint, the largest event id of a slice with "
+     "its (pid, tid, start), or null."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef flowbind_module = {
+    PyModuleDef_HEAD_INIT, "_flowbind", "Flow endpoints bound to slices (see parsers/_flowbind.c).", 0,
+    flowbind_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__flowbind(void) { return PyModule_Create(&flowbind_module); }

@@ -1,0 +1,13 @@
+# Type stub of the native flow binding built from _flowbind.c (see kineto._bind_endpoints).
+import polars as pl
+
+def bind(
+    flow_pid: pl.Series,
+    flow_tid: pl.Series,
+    flow_start: pl.Series,
+    slice_pid: pl.Series,
+    slice_tid: pl.Series,
+    slice_start: pl.Series,
+    slice_event_id: pl.Series,
+    /,
+) -> tuple[object, object]: ...
