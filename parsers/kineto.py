@@ -265,23 +265,16 @@ _SYNC_NAMES = {
     "event sync": "event_sync",
     "stream wait event": "stream_wait_event",
 }
-_MEMORY_WORDS = {
-    "pageable": "pageable",
-    "pinned": "pinned",
-    "device": "device",
-    "managed": "managed",
-    "array": "array",
-}
-#: raw columns the events table is built from (everything else is dropped early)
+#: raw columns the events table is built from, besides the order and start (everything else is dropped early)
 _EVENT_SOURCE_COLUMNS = [
-    "_order", "cat", "_cat", "name", "pid", "tid", "tid_label", "start_ns", "device", "stream", "correlation",
+    "ph", "dur", "cat", "name", "pid", "tid", "tid_label", "device", "stream", "correlation",
     "external_id", "external_id_v1", "bytes", "kind_arg", "grid", "block", "registers", "shared_memory", "occupancy",
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
     "input_types", "concrete_inputs", "pg_name", "pg_ranks", "group_size", "coll_seq", "coll_seq_v2", "msg_elems",
 ]
-#: raw columns of a ``[memory]`` instant
+#: raw columns of a ``[memory]`` instant, besides its start
 _MEMORY_SOURCE_COLUMNS = [
-    "start_ns", "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
+    "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
     "mem_total_reserved",
 ]
 #: timed-part columns kept even when null on every row of a chunk (the whole-trace steps read them)
@@ -406,7 +399,8 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
         if extra is None:
             return None
     series: list[pl.Series] = []
-    fixes: list[pl.Expr] = []
+    #: the fixed columns' expressions, by name (every other column is taken as it is)
+    fixes: dict[str, pl.Expr] = {}
     for name, kind, nfloat, nlabels, values, labels in columns:
         # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
         series.append(pl.Series(values).alias(name))
@@ -414,30 +408,35 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
             series.append(pl.Series(labels).alias(name + "_label"))
         col = pl.col(name)
         if kind == _K_RANKS:  # _rank_list_text: compact list text, else null
+            if series[-1].null_count() == series[-1].len():
+                continue  # no ranks in the chunk (the usual case): the text work on nulls costs 0.7 ms
             compact = col.str.replace_all(" ", "", literal=True)
-            fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
+            fixes[name] = pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact)
         elif kind == _K_TIME:
             # _time_series: one float in the chunk sends every value through float64 (the
             # scanner gave float64 then; a float among the fallback events needs a cast)
-            fixes.append((_us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000).alias(name))
+            fixes[name] = _us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000
         elif kind == _K_INT and nlabels:
             text = pl.col(name + "_label")
             if name in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
                 ints = col.fill_null(text.str.strip_chars().cast(pl.Int64, strict=False))
-                fixes += [ints.alias(name), pl.when(ints.is_null()).then(text).alias(name + "_label")]
+                fixes[name] = ints
+                fixes[name + "_label"] = pl.when(ints.is_null()).then(text)
             else:  # _int_series: numeric strings (and integral floats in them) → ints
                 stripped = text.str.strip_chars()
                 as_float = stripped.cast(pl.Float64, strict=False)
                 from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
-                fixes.append(col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(name))
+                fixes[name] = col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float)
         elif name in _BASE_ID:
-            fixes.append(pl.lit(None, dtype=pl.String).alias(name + "_label"))
+            fixes[name + "_label"] = pl.lit(None, dtype=pl.String)
     frame = pl.DataFrame(series)
     del series, columns
+    # the fixes and the column order in one select (a ``with_columns`` then a ``select`` cost
+    # twice the polars overhead)
+    frame = frame.select(fixes[c].alias(c) if c in fixes else pl.col(c) for c in _RAW_COLUMNS)
     if extra is not None:
-        frame = _merge_fallback(frame.with_columns(fixes).select(_RAW_COLUMNS), extra, rows, fallback)
-        return frame
-    return frame.with_columns(fixes).select(_RAW_COLUMNS)
+        return _merge_fallback(frame, extra, rows, fallback)
+    return frame
 
 
 def _fallback_events(
@@ -817,43 +816,61 @@ class _Parts:
         n = raw.height
         start = self.rows
         self.rows += n
-        raw = self._number_labels(raw).with_columns(
-            pl.int_range(start, start + n, dtype=pl.Int64).alias("_order"),
-            pl.col("cat").str.to_lowercase().fill_null("").alias("_cat"),
-            pl.col("ts").alias("start_ns"),
-        )
-        # every destination's rows found in one pass over the narrow columns; each part then
-        # selects its few columns before filtering (an eager filter of the wide raw frame
-        # would copy every one of its columns first)
+        raw = self._number_labels(raw)
+        # the chunk's few distinct categories are lower-cased and mapped to kinds once, and each
+        # row takes its kind from them (lower-casing every row's category cost more than the rest
+        # of the category work together)
+        cats = raw.get_column("cat").unique()
+        lowered = cats.str.to_lowercase()
+        cat_kinds = lowered.replace_strict(_KIND_OF_CATEGORY, default=None, return_dtype=EVENT_KIND)
+        traces = cats.filter(lowered == "trace")
+        lower_cat = (
+            pl.col("cat") if (lowered == cats).all() else pl.col("cat").str.to_lowercase()
+        ).fill_null("")
+        # every destination's rows found in one pass over the narrow columns (plain comparisons:
+        # ``is_in`` with a short list costs twice as much); each part then selects its few
+        # columns before filtering (an eager filter of the wide raw frame would copy every one of
+        # its columns first), and a part with no rows in the chunk filters nothing
         ph = pl.col("ph")
-        timestamped = pl.col("start_ns").is_not_null()
-        instant = ph.is_in(["i", "I"])
+        timestamped = pl.col("ts").is_not_null()
+        instant = (ph == "i") | (ph == "I")
         is_memory = pl.col("name") == "[memory]"
+        complete = ph == "X"
+        if traces.len():
+            complete = complete & ~pl.col("cat").is_in(traces).fill_null(False)
+        shown = instant & ~is_memory
+        if raw.get_column("pid_label").null_count() < n:
+            pid_label = pl.col("pid_label")
+            shown = shown & (pid_label.is_null() | ~pid_label.is_in(["", "Traces", "Spans"]))
         masks = raw.select(
             (ph == "M").alias("meta"),
-            (ph.is_in(["s", "f", "t"]) & timestamped).alias("flow"),
+            (((ph == "s") | (ph == "f") | (ph == "t")) & timestamped).alias("flow"),
             (instant & is_memory).alias("memory"),
-            (
-                timestamped
-                & (
-                    ((ph == "X") & (pl.col("_cat") != "trace"))
-                    | (
-                        instant
-                        & ~is_memory
-                        & (pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
-                    )
-                )
-            ).alias("timed"),
+            (timestamped & (complete | shown)).alias("timed"),
         )
-        self.meta.append(_rows(raw, masks["meta"], ["pid", "tid", "name", "label"]))
-        self.flows.append(_rows(raw, masks["flow"], ["ph", "_cat", "id", "id_label", "pid", "tid", "start_ns"]))
-        self.memory.append(_memory_rows(_rows(raw, masks["memory"], _MEMORY_SOURCE_COLUMNS)))
-        timed = _rows(raw, masks["timed"], ["ph", "dur", *_EVENT_SOURCE_COLUMNS])
+        counts = {mask.name: int(mask.sum()) for mask in masks.get_columns()}
+        start_ns = pl.col("ts").alias("start_ns")
+        self.meta.append(_rows(raw, masks["meta"], ["pid", "tid", "name", "label"], counts["meta"]))
+        self.flows.append(
+            _rows(
+                raw, masks["flow"],
+                ["ph", lower_cat.alias("_cat"), "id", "id_label", "pid", "tid", start_ns], counts["flow"],
+            )
+        )
+        self.memory.append(
+            _memory_rows(_rows(raw, masks["memory"], [start_ns, *_MEMORY_SOURCE_COLUMNS], counts["memory"]))
+        )
+        order = pl.int_range(start, start + n, dtype=pl.Int64).alias("_order")
+        timed = _rows(
+            raw, masks["timed"],
+            [order, start_ns, *_EVENT_SOURCE_COLUMNS],
+            counts["timed"],
+        )
         del raw, masks
         complete = pl.col("ph") == "X"
         timed = timed.with_columns(
             pl.when(complete)
-            .then(pl.col("_cat").replace_strict(_KIND_OF_CATEGORY, default=None, return_dtype=EVENT_KIND))
+            .then(pl.col("cat").replace_strict(cats, cat_kinds, default=None, return_dtype=EVENT_KIND))
             .otherwise(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND))
             .alias("kind"),
             pl.when(complete).then(pl.col("dur").fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns"),
@@ -943,11 +960,14 @@ class _Parts:
         return frame
 
 
-def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
-    """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (selected before filtering)."""
+def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str | pl.Expr], count: int) -> pl.DataFrame:
+    """The rows of ``raw`` where ``mask`` holds (``count`` of them), in ``columns`` only
+    (selected before filtering)."""
     narrow = raw.select(columns)
-    if mask.all():
+    if count == narrow.height:
         return narrow
+    if count == 0:
+        return narrow.clear()
     return narrow.filter(mask)
 
 
@@ -1140,10 +1160,9 @@ def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Seri
     scatter into a null column cost more than the rest of the chunk's columns together."""
     n = timed.height
     out: dict[str, pl.Series | pl.Expr] = {}
-    counts = flags.sum().row(0, named=True)
-    if counts["memcpy"]:
-        rows = flags["memcpy"].arg_true()
-        copies = timed.select("name", "kind_arg").gather(rows)
+    memcpy_rows = flags.get_column("memcpy").arg_true()
+    if memcpy_rows.len():
+        copies = timed.select("name", "kind_arg").gather(memcpy_rows)
         lname = pl.col("name").str.to_lowercase()
         direction = pl.coalesce(
             pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1),
@@ -1151,17 +1170,20 @@ def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Seri
         )
         values = copies.select(
             direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
-            _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).cast(MEMORY_KIND).alias("src_memory"),
-            _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).cast(MEMORY_KIND).alias("dst_memory"),
+            _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
+            _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
         )
+        # each memcpy row's position among the memcpy rows, null elsewhere: one scatter
+        # for the three columns, each then gathered through it
+        where = _scatter(pl.int_range(0, memcpy_rows.len(), dtype=pl.UInt32, eager=True), memcpy_rows, n)
         for column in values.get_columns():
-            out[column.name] = _scatter(column, rows, n)
+            out[column.name] = column.gather(where)
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
-    if counts["sync"]:
-        rows = flags["sync"].arg_true()
+    rows = flags.get_column("sync").arg_true()
+    if rows.len():
         syncs = timed.select("sync_kind", "name").gather(rows)
         sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
         value = syncs.select(
@@ -1206,7 +1228,9 @@ def _final_event_columns(
 
 
 def _memory_kind(word: pl.Expr) -> pl.Expr:
-    return word.replace_strict(_MEMORY_WORDS, default="unknown", return_dtype=pl.String)
+    """The memory kind a word of a memcpy's name names: one of the kind's own words, else
+    ``unknown`` (also when there is no word)."""
+    return word.cast(MEMORY_KIND, strict=False).fill_null(pl.lit("unknown", dtype=MEMORY_KIND))
 
 
 def _threads(meta: pl.DataFrame) -> pl.DataFrame:
