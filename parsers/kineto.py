@@ -28,7 +28,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Union
@@ -252,6 +252,9 @@ _CATEGORY_KIND: dict[str, EventKind] = {
     "overhead": EventKind.OVERHEAD,
 }
 _KIND_OF_CATEGORY = {c: k.value for c, k in _CATEGORY_KIND.items()}
+#: the known categories as an enum, and the kind of each (by the enum's index)
+_KNOWN_CATEGORIES = pl.Enum(list(_KIND_OF_CATEGORY))
+_CATEGORY_KINDS = pl.Series("kind", list(_KIND_OF_CATEGORY.values()), dtype=EVENT_KIND)
 _FLOW_CATEGORY: dict[str, str] = {
     "ac2g": "launch",
     "async": "launch",
@@ -272,6 +275,10 @@ _EVENT_SOURCE_COLUMNS = [
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
     "input_types", "concrete_inputs", "pg_name", "pg_ranks", "group_size", "coll_seq", "coll_seq_v2", "msg_elems",
 ]
+#: raw columns of a flow endpoint (``cat`` becomes ``_cat``, lower-cased)
+_FLOW_SOURCE_COLUMNS = ["ph", "cat", "id", "id_label", "pid", "tid", "start_ns"]
+#: raw columns a timed part is cut with even when null on every row of the chunk
+_TIMED_SOURCES = frozenset(("ph", "dur", "cat", "name", "pid", "tid"))
 #: raw columns of a ``[memory]`` instant, besides its start
 _MEMORY_SOURCE_COLUMNS = [
     "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
@@ -811,66 +818,66 @@ class _Parts:
         #: their concatenation
         self.names: list[pl.Series] = []
         self.name_count = 0
+        #: what each memcpy name of the trace says, worked out once
+        self.copy_names = _CopyNames()
 
     def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
         start = self.rows
         self.rows += n
         raw = self._number_labels(raw)
+        # polars' expression engine costs about 0.1 ms a call plus a few µs a column: the cut
+        # below works on Series and takes columns by name, where that gives the same values
         # the chunk's few distinct categories are lower-cased and mapped to kinds once, and each
-        # row takes its kind from them (lower-casing every row's category cost more than the rest
-        # of the category work together)
-        cats = raw.get_column("cat").unique()
+        # row takes its kind from them by an enum of them (lower-casing every row's category
+        # cost more than the rest of the category work together, and ``replace_strict`` costs
+        # 0.3 ms a call even on ten values)
+        cat = raw.get_column("cat")
+        cats = cat.unique().drop_nulls()
         lowered = cats.str.to_lowercase()
-        cat_kinds = lowered.replace_strict(_KIND_OF_CATEGORY, default=None, return_dtype=EVENT_KIND)
-        traces = cats.filter(lowered == "trace")
-        lower_cat = (
-            pl.col("cat") if (lowered == cats).all() else pl.col("cat").str.to_lowercase()
-        ).fill_null("")
+        cat_kinds = _CATEGORY_KINDS.gather(lowered.cast(_KNOWN_CATEGORIES, strict=False).to_physical())
+        folded = bool((lowered == cats).all())
+        traces = cats.filter(lowered == "trace").to_list()
         # every destination's rows found in one pass over the narrow columns (plain comparisons:
-        # ``is_in`` with a short list costs twice as much); each part then selects its few
+        # ``is_in`` with a short list costs twice as much); each part then takes its few
         # columns before filtering (an eager filter of the wide raw frame would copy every one of
         # its columns first), and a part with no rows in the chunk filters nothing
-        ph = pl.col("ph")
-        timestamped = pl.col("ts").is_not_null()
+        ph = raw.get_column("ph")
+        stamped = raw.get_column("ts").is_not_null()
         instant = (ph == "i") | (ph == "I")
-        is_memory = pl.col("name") == "[memory]"
+        is_memory = raw.get_column("name") == "[memory]"
         complete = ph == "X"
-        if traces.len():
-            complete = complete & ~pl.col("cat").is_in(traces).fill_null(False)
+        if traces:
+            complete = complete & ~cat.is_in(traces).fill_null(False)
         shown = instant & ~is_memory
-        if raw.get_column("pid_label").null_count() < n:
-            pid_label = pl.col("pid_label")
+        pid_label = raw.get_column("pid_label")
+        if pid_label.null_count() < n:
             shown = shown & (pid_label.is_null() | ~pid_label.is_in(["", "Traces", "Spans"]))
-        masks = raw.select(
-            (ph == "M").alias("meta"),
-            (((ph == "s") | (ph == "f") | (ph == "t")) & timestamped).alias("flow"),
-            (instant & is_memory).alias("memory"),
-            (timestamped & (complete | shown)).alias("timed"),
+        # a source column null on every row of the chunk is not cut at all (most argument
+        # columns, on most chunks): :func:`_event_columns` leaves out what it would give
+        dtypes = raw.schema
+        present = {c for c, k in zip(raw.columns, raw.null_count().row(0), strict=True) if k < n}
+        raw = raw.hstack(
+            [pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"), raw.get_column("ts").alias("start_ns")]
         )
-        counts = {mask.name: int(mask.sum()) for mask in masks.get_columns()}
-        start_ns = pl.col("ts").alias("start_ns")
-        self.meta.append(_rows(raw, masks["meta"], ["pid", "tid", "name", "label"], counts["meta"]))
+        self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
+        flows = _rows(raw, ((ph == "s") | (ph == "f") | (ph == "t")) & stamped, _FLOW_SOURCE_COLUMNS)
+        flow_cat = flows.get_column("cat")
         self.flows.append(
-            _rows(
-                raw, masks["flow"],
-                ["ph", lower_cat.alias("_cat"), "id", "id_label", "pid", "tid", start_ns], counts["flow"],
-            )
+            flows.replace_column(1, (flow_cat if folded else flow_cat.str.to_lowercase()).fill_null("").alias("_cat"))
         )
-        self.memory.append(
-            _memory_rows(_rows(raw, masks["memory"], [start_ns, *_MEMORY_SOURCE_COLUMNS], counts["memory"]))
-        )
-        order = pl.int_range(start, start + n, dtype=pl.Int64).alias("_order")
+        memory = _rows(raw, instant & is_memory, ["start_ns", *_MEMORY_SOURCE_COLUMNS])
+        if memory.height or not self.memory:
+            self.memory.append(_memory_rows(memory))
         timed = _rows(
-            raw, masks["timed"],
-            [order, start_ns, *_EVENT_SOURCE_COLUMNS],
-            counts["timed"],
+            raw, stamped & (complete | shown),
+            ["_order", "start_ns", *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES)],
         )
-        del raw, masks
-        complete = pl.col("ph") == "X"
+        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows
+        complete = timed.get_column("ph") == "X"
         timed = timed.with_columns(
             pl.when(complete)
-            .then(pl.col("cat").replace_strict(cats, cat_kinds, default=None, return_dtype=EVENT_KIND))
+            .then(pl.lit(cat_kinds).gather(pl.col("cat").cast(pl.Enum(cats)).to_physical()))
             .otherwise(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND))
             .alias("kind"),
             pl.when(complete).then(pl.col("dur").fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns"),
@@ -878,13 +885,16 @@ class _Parts:
         if timed["kind"].null_count():
             self.unknown.append(timed.select("cat", "kind").filter(pl.col("kind").is_null()).group_by("cat").len())
             timed = timed.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
+        # events per (pid, launches GPU work) among the launches and CPU operators, counted
+        # by pid for each of the two (a Series' value counts cost a fifth of a two-key group_by)
+        kinds, pids = timed.get_column("kind"), timed.get_column("pid")
         self.launchers.append(
-            timed.select("pid", "kind")
-            .filter(pl.col("kind").is_in([*LAUNCH_KINDS, EventKind.CPU_OP.value]))
-            .group_by("pid", pl.col("kind").is_in(LAUNCH_KINDS).alias("launch"))
-            .len()
+            pl.concat(
+                pids.filter(mask).value_counts(name="len").select("pid", pl.lit(launch).alias("launch"), "len")
+                for launch, mask in ((True, kinds.is_in(LAUNCH_KINDS)), (False, kinds == EventKind.CPU_OP.value))
+            )
         )
-        part = self._encode_names(_event_columns(timed))
+        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names))
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -912,6 +922,9 @@ class _Parts:
                     pl.when(pl.col(c) > _TEMP_LABEL_BASE).then(pl.col(c)).alias(c),
                 )
             )
+        n = raw.height
+        if raw.get_column("pid_label").null_count() == n and raw.get_column("tid_label").null_count() == n:
+            return raw
         labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique()
         if labels.len() == 0:
             return raw
@@ -938,11 +951,14 @@ class _Parts:
         names = part.get_column("name")
         distinct = names.unique()
         first = self.name_count
-        codes = pl.int_range(first, first + distinct.len(), dtype=pl.UInt32, eager=True)
         self.names.append(distinct)
         self.name_count += distinct.len()
-        # (the cast: an empty column keeps its text type through the replacement)
-        return part.with_columns(names.replace_strict(distinct, codes, return_dtype=pl.UInt32).cast(pl.UInt32))
+        if not distinct.len():
+            return part.with_columns(names.cast(pl.UInt32))
+        # a name's position among the distinct names is its code in an enum of them (the
+        # cast costs 40 % less than a hash replacement; the names are never null here)
+        codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
+        return part.with_columns(codes + first if first else codes)
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
@@ -960,10 +976,11 @@ class _Parts:
         return frame
 
 
-def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str | pl.Expr], count: int) -> pl.DataFrame:
-    """The rows of ``raw`` where ``mask`` holds (``count`` of them), in ``columns`` only
-    (selected before filtering)."""
-    narrow = raw.select(columns)
+def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
+    """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (taken before filtering;
+    by name, which costs a tenth of a ``select``)."""
+    narrow = raw[list(columns)]
+    count = mask.sum()
     if count == narrow.height:
         return narrow
     if count == 0:
@@ -1090,68 +1107,100 @@ def _main_pid(counts: pl.DataFrame) -> int | None:
     return int(value) if value is not None else None
 
 
-def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
+def _event_columns(
+    timed: pl.DataFrame, dtypes: Mapping[str, pl.DataType] | None = None, copy_names: _CopyNames | None = None
+) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
-    (GPU rows get the main process in :func:`_final_event_columns`)."""
+    (GPU rows get the main process in :func:`_final_event_columns`).
+
+    A source column ``timed`` lacks (``dtypes``: the types it had in the chunk) was null on
+    every row: a column made from such columns alone would be null on every row too, which
+    :meth:`_Parts.add` drops, so it is left out here (most chunks have a third of the columns)."""
+    have = set(timed.columns)
+
+    def source(name: str) -> pl.Expr:
+        if name in have:
+            return pl.col(name)
+        return pl.lit(None, dtype=(dtypes or {}).get(name, pl.Int64())).alias(name)
+
     kind = pl.col("kind")
     on_gpu = kind.is_in(GPU_KINDS)
     is_sync = kind == EventKind.SYNC.value
-    memcpy = kind == EventKind.MEMCPY.value
-    tid_stream = pl.coalesce(
-        pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False)
+    tid_stream = (
+        pl.coalesce(pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False))
+        if "tid_label" in have
+        else pl.coalesce(pl.col("tid"))
     )
-    device = pl.when(on_gpu | is_sync).then(pl.coalesce(pl.col("device"), pl.col("pid"))).otherwise(None)
+    device = pl.when(on_gpu | is_sync).then(pl.coalesce(source("device"), pl.col("pid"))).otherwise(None)
+    stream = source("stream")
     stream = (
         pl.when(on_gpu)
-        .then(pl.coalesce(pl.col("stream"), tid_stream))
+        .then(pl.coalesce(stream, tid_stream))
         .when(is_sync)
-        .then(pl.when(pl.col("stream") >= 0).then(pl.col("stream")).otherwise(None))
+        .then(pl.when(stream >= 0).then(stream).otherwise(None))
         .otherwise(None)
     )
     # the text work on event names (copy direction and memory kinds, sync kinds) is done on
     # the few memcpy and sync rows alone, then put back at their rows
-    flags = timed.select(memcpy.alias("memcpy"), is_sync.alias("sync"))
-    text = _text_columns(timed, flags)
+    kinds = timed.get_column("kind")
+    flags = pl.DataFrame(
+        [(kinds == EventKind.MEMCPY.value).alias("memcpy"), (kinds == EventKind.SYNC.value).alias("sync")]
+    )
+    text = _text_columns(timed, flags, source, copy_names)
+    # (the columns each output is made from, and the output; None: always made)
+    outputs: list[tuple[tuple[str, ...] | None, pl.Expr | pl.Series]] = [
+        (None, pl.col("_order")),
+        (None, kind),
+        (None, pl.col("name").fill_null("")),
+        (None, pl.col("pid")),
+        (None, pl.col("tid").cast(pl.Int64)),
+        (("device", "pid"), device.cast(pl.Int32, strict=False).alias("device")),
+        (("stream", "tid", "tid_label"), stream.alias("stream")),
+        (None, pl.col("start_ns")),
+        (None, pl.col("dur_ns")),
+        (("correlation",), source("correlation")),
+        (("external_id", "external_id_v1"),
+         pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
+        (("bytes",), source("bytes")),
+        (None, text["memcpy_kind"]),
+        (None, text["src_memory"]),
+        (None, text["dst_memory"]),
+        (("grid",), source("grid").alias("grid_blocks")),
+        (("block",), source("block").alias("block_threads")),
+        (("registers",), source("registers").cast(pl.Int32, strict=False).alias("registers_per_thread")),
+        (("shared_memory",), source("shared_memory").alias("shared_memory_bytes")),
+        (("occupancy",), source("occupancy").alias("occupancy_pct")),
+        (None, text["sync_kind"]),
+        (("wait_on_stream",),
+         pl.when(is_sync & (source("wait_on_stream") >= 0)).then(source("wait_on_stream")).otherwise(None).alias("wait_stream")),
+        (("wait_corr",),
+         pl.when(source("wait_corr") >= 0).then(source("wait_corr")).otherwise(None).alias("wait_event_correlation")),
+        (("sequence_nr",), source("sequence_nr")),
+        (("python_id",), source("python_id")),
+        (("python_parent_id",), source("python_parent_id")),
+        (("input_dims",), source("input_dims")),
+        (("input_types",), source("input_types")),
+        (("concrete_inputs",), source("concrete_inputs")),
+        (("collective",), source("collective")),
+        (("pg_name",), source("pg_name").alias("process_group")),
+        (("pg_ranks",), source("pg_ranks").alias("group_ranks")),
+        (("group_size",),
+         pl.when(source("group_size") > 0).then(source("group_size")).otherwise(None).cast(pl.Int32, strict=False).alias("group_size")),
+        (("coll_seq", "coll_seq_v2"), pl.coalesce(source("coll_seq"), source("coll_seq_v2")).alias("collective_seq")),
+        (("msg_elems",),
+         pl.when(source("msg_elems") >= 0).then(source("msg_elems")).otherwise(None).alias("message_elements")),
+    ]
     return timed.select(
-        pl.col("_order"),
-        kind,
-        pl.col("name").fill_null(""),
-        pl.col("pid"),
-        pl.col("tid").cast(pl.Int64),
-        device.cast(pl.Int32, strict=False).alias("device"),
-        stream.alias("stream"),
-        pl.col("start_ns"),
-        pl.col("dur_ns"),
-        pl.col("correlation"),
-        pl.coalesce(pl.col("external_id"), pl.col("external_id_v1")).alias("external_id"),
-        pl.col("bytes"),
-        text["memcpy_kind"],
-        text["src_memory"],
-        text["dst_memory"],
-        pl.col("grid").alias("grid_blocks"),
-        pl.col("block").alias("block_threads"),
-        pl.col("registers").cast(pl.Int32, strict=False).alias("registers_per_thread"),
-        pl.col("shared_memory").alias("shared_memory_bytes"),
-        pl.col("occupancy").alias("occupancy_pct"),
-        text["sync_kind"],
-        pl.when(is_sync & (pl.col("wait_on_stream") >= 0)).then(pl.col("wait_on_stream")).otherwise(None).alias("wait_stream"),
-        pl.when(pl.col("wait_corr") >= 0).then(pl.col("wait_corr")).otherwise(None).alias("wait_event_correlation"),
-        pl.col("sequence_nr"),
-        pl.col("python_id"),
-        pl.col("python_parent_id"),
-        pl.col("input_dims"),
-        pl.col("input_types"),
-        pl.col("concrete_inputs"),
-        pl.col("collective"),
-        pl.col("pg_name").alias("process_group"),
-        pl.col("pg_ranks").alias("group_ranks"),
-        pl.when(pl.col("group_size") > 0).then(pl.col("group_size")).otherwise(None).cast(pl.Int32, strict=False).alias("group_size"),
-        pl.coalesce("coll_seq", "coll_seq_v2").alias("collective_seq"),
-        pl.when(pl.col("msg_elems") >= 0).then(pl.col("msg_elems")).otherwise(None).alias("message_elements"),
+        expr for sources, expr in outputs if sources is None or any(s in have for s in sources)
     )
 
 
-def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Series | pl.Expr]:
+def _text_columns(
+    timed: pl.DataFrame,
+    flags: pl.DataFrame,
+    source: Callable[[str], pl.Expr] = pl.col,
+    copy_names: _CopyNames | None = None,
+) -> dict[str, pl.Series | pl.Expr]:
     """``memcpy_kind``, ``src_memory``, ``dst_memory`` (memcpy rows) and ``sync_kind`` (sync
     rows) of one chunk's timed events, null on every other row.
 
@@ -1162,16 +1211,13 @@ def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Seri
     out: dict[str, pl.Series | pl.Expr] = {}
     memcpy_rows = flags.get_column("memcpy").arg_true()
     if memcpy_rows.len():
-        copies = timed.select("name", "kind_arg").gather(memcpy_rows)
-        lname = pl.col("name").str.to_lowercase()
-        direction = pl.coalesce(
-            pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1),
-            pl.col("kind_arg").str.extract(r"^(HtoD|DtoH|DtoD|HtoH|PtoP)$", 1),
-        )
-        values = copies.select(
-            direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
-            _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
-            _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
+        said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
+        direction = pl.col("direction")
+        if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
+            said = said.hstack([timed.get_column("kind_arg").gather(memcpy_rows)])
+            direction = pl.coalesce(direction, pl.when(pl.col("kind_arg").is_in(_DIRECTIONS)).then(pl.col("kind_arg")))
+        values = said.select(
+            direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"), "src_memory", "dst_memory"
         )
         # each memcpy row's position among the memcpy rows, null elsewhere: one scatter
         # for the three columns, each then gathered through it
@@ -1184,7 +1230,7 @@ def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Seri
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
     rows = flags.get_column("sync").arg_true()
     if rows.len():
-        syncs = timed.select("sync_kind", "name").gather(rows)
+        syncs = timed.select(source("sync_kind"), pl.col("name")).gather(rows)
         sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
         value = syncs.select(
             sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
@@ -1193,6 +1239,41 @@ def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Seri
     else:
         out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
+
+
+#: the copy directions a memcpy's name or ``kind`` argument names
+_DIRECTIONS = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP"]
+
+
+class _CopyNames:
+    """What a memcpy's name says (its copy direction, source and destination memory), worked
+    out once per distinct name of the trace and looked up by an enum of the names after: the
+    regular expressions cost about 0.1 ms a call however few the rows, and a trace has a
+    handful of memcpy names."""
+
+    def __init__(self) -> None:
+        self.names = pl.Series("name", [], dtype=pl.String)
+        self.said = pl.DataFrame(
+            schema={"direction": pl.String, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND}
+        )
+
+    def lookup(self, names: pl.Series) -> pl.DataFrame:
+        """``direction`` (null where the name names none), ``src_memory``, ``dst_memory`` for
+        each of ``names`` (a null name says what an empty one says: nothing)."""
+        names = names.fill_null("")
+        index = names.cast(pl.Enum(self.names), strict=False).to_physical()
+        if index.null_count():
+            new = names.filter(index.is_null()).unique()
+            lname = pl.col("name").str.to_lowercase()
+            said = new.to_frame("name").select(
+                pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1).alias("direction"),
+                _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
+                _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
+            )
+            self.names = pl.concat([self.names, new])
+            self.said = pl.concat([self.said, said])
+            index = names.cast(pl.Enum(self.names)).to_physical()
+        return self.said.gather(index)
 
 
 def _scatter(values: pl.Series, rows: pl.Series, n: int) -> pl.Series:
