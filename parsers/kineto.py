@@ -29,6 +29,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Union
@@ -324,15 +325,27 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
 
     native = native_scanner()
 
-    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]:
         # no side effects here: the salvage search may decode a chunk and discard it
-        frame = _scan_columns(native, chunk) if native is not None else None
+        scanned = _scan(native, chunk) if native is not None else None
+        if scanned is not None and not scanned[2]:
+            # every event scanned: the frame is built from the scanner's columns (and fixed)
+            # by the caller's thread, which waits on this one, the pipeline's slowest stage;
+            # here only the ``ph`` column, to look for counter events
+            rows, columns, _ = scanned
+            name, kind, nfloat, nlabels, values, labels = columns[0]
+            assert name == "ph"
+            ph = pl.Series(values)
+            columns = [(name, kind, nfloat, nlabels, ph, labels), *columns[1:]]
+            counters = _counter_events(bytes(chunk)) if (ph == "C").any() else []
+            return partial(_scanned_frame, (rows, columns, ()), None), counters
+        frame = _scanned_frame(scanned, chunk) if scanned is not None else None
         if frame is None:  # not scanned natively (unusual content, invalid JSON): msgspec
             frame = _columns(_decode_chunk(chunk, dropped), dropped)
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
         return frame, counters
 
-    def scanned() -> Iterator[tuple[pl.DataFrame, list[dict[str, Any]]]]:
+    def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
         with ReadAhead(open_stream(p, progress=progress), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
             yield from iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
 
@@ -340,8 +353,11 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         # three threads: the reader (file, gunzip), the chunker and scanner (Prefetch), and
         # this one cutting each scanned chunk by table; chunks arrive in file order
         with Prefetch(scanned) as chunks:
-            for frame, counters in chunks:
+            for item, counters in chunks:
+                frame = item if isinstance(item, pl.DataFrame) else item()
+                assert frame is not None  # (a chunk without fallback events always has a frame)
                 parts.add(frame)
+                del item
                 counter_rows.extend(counters)
                 del frame
     except NotATraceArray as exc:
@@ -392,16 +408,29 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
     """One chunk through the native scanner, as the frame :func:`_columns` would give;
     None when the scanner left the chunk to the msgspec path.  Raises ValueError when the
     chunk is certainly not JSON (what the msgspec path and Python's json would both say)."""
+    scanned = _scan(native, chunk)
+    return None if scanned is None else _scanned_frame(scanned, chunk)
+
+
+def _scan(native: Any, chunk: bytes | memoryview) -> Any:
+    """The native scanner's columns of one chunk (rows, columns, fallback events); None when
+    it left the chunk to the msgspec path; ValueError when the chunk is certainly not JSON."""
     scanned = native.scan(chunk)
-    if scanned is None:
-        return None
     if scanned is False:
         raise ValueError("not valid JSON")
+    return scanned
+
+
+def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFrame | None:
+    """The frame of :func:`_scan`'s columns (``chunk``, the scanned bytes, is read only for
+    the fallback events, and may be None when there are none); None when the chunk must
+    take the msgspec path after all.  A column may already be a Series."""
     rows, columns, fallback = scanned
     extra: pl.DataFrame | None = None
     float_times: set[str] = set()
     if fallback:  # events the scanner did not decode exactly: msgspec decodes just those
         native_floats = {name for name, kind, nfloat, *_ in columns if kind == _K_TIME and nfloat}
+        assert chunk is not None
         extra, float_times = _fallback_events(chunk, fallback, native_floats)
         if extra is None:
             return None
@@ -410,7 +439,7 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
     fixes: dict[str, pl.Expr] = {}
     for name, kind, nfloat, nlabels, values, labels in columns:
         # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
-        series.append(pl.Series(values).alias(name))
+        series.append((values if isinstance(values, pl.Series) else pl.Series(values)).alias(name))
         if labels is not None:
             series.append(pl.Series(labels).alias(name + "_label"))
         col = pl.col(name)
