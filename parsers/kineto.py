@@ -849,6 +849,8 @@ class _Parts:
         self.name_count = 0
         #: what each memcpy name of the trace says, worked out once
         self.copy_names = _CopyNames()
+        #: the timed part's expressions, by the chunk's columns (:func:`_event_columns`)
+        self.event_exprs: dict[Any, list[pl.Expr | str]] = {}
 
     def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
@@ -915,15 +917,18 @@ class _Parts:
             self.unknown.append(timed.select("cat", "kind").filter(pl.col("kind").is_null()).group_by("cat").len())
             timed = timed.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
         # events per (pid, launches GPU work) among the launches and CPU operators, counted
-        # by pid for each of the two (a Series' value counts cost a fifth of a two-key group_by)
+        # by pid for each of the two (a Series' value counts cost a fifth of a two-key
+        # group_by, and comparisons a third of a Series' ``is_in``)
         kinds, pids = timed.get_column("kind"), timed.get_column("pid")
-        self.launchers.append(
-            pl.concat(
-                pids.filter(mask).value_counts(name="len").select("pid", pl.lit(launch).alias("launch"), "len")
-                for launch, mask in ((True, kinds.is_in(LAUNCH_KINDS)), (False, kinds == EventKind.CPU_OP.value))
-            )
-        )
-        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names))
+        launches = kinds == LAUNCH_KINDS[0]
+        for other in LAUNCH_KINDS[1:]:
+            launches = launches | (kinds == other)
+        counted = []
+        for launch, mask in ((True, launches), (False, kinds == EventKind.CPU_OP.value)):
+            counts = pids.filter(mask).value_counts(name="len")
+            counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
+        self.launchers.append(pl.concat(counted))
+        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names, self.event_exprs))
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -1137,21 +1142,51 @@ def _main_pid(counts: pl.DataFrame) -> int | None:
 
 
 def _event_columns(
-    timed: pl.DataFrame, dtypes: Mapping[str, pl.DataType] | None = None, copy_names: _CopyNames | None = None
+    timed: pl.DataFrame,
+    dtypes: Mapping[str, pl.DataType] | None = None,
+    copy_names: _CopyNames | None = None,
+    memo: dict[Any, list[pl.Expr | str]] | None = None,
 ) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
     (GPU rows get the main process in :func:`_final_event_columns`).
 
     A source column ``timed`` lacks (``dtypes``: the types it had in the chunk) was null on
     every row: a column made from such columns alone would be null on every row too, which
-    :meth:`_Parts.add` drops, so it is left out here (most chunks have a third of the columns)."""
-    have = set(timed.columns)
+    :meth:`_Parts.add` drops, so it is left out here (most chunks have a third of the columns).
+    ``memo`` keeps the expressions built for each set of columns (building them costs
+    0.3 ms of Python a chunk, and most chunks of a trace have the same columns)."""
+    have = frozenset(timed.columns)
+    # the text work on event names (copy direction and memory kinds, sync kinds) is done on
+    # the few memcpy and sync rows alone, then put back at their rows
+    kinds = timed.get_column("kind")
+    flags = pl.DataFrame(
+        [(kinds == EventKind.MEMCPY.value).alias("memcpy"), (kinds == EventKind.SYNC.value).alias("sync")]
+    )
+    text = _text_columns(timed, flags, _source(have, dtypes or {}), copy_names)
+    key = (have, frozenset((dtypes or {}).items()))
+    exprs = memo.get(key) if memo is not None else None
+    if exprs is None:
+        exprs = _event_exprs(have, dtypes or {})
+        if memo is not None:
+            memo[key] = exprs
+    return timed.select(text[e] if isinstance(e, str) else e for e in exprs)
+
+
+def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable[[str], pl.Expr]:
+    """A source column by name: the column, or a null of its type where the chunk lacks it."""
 
     def source(name: str) -> pl.Expr:
         if name in have:
             return pl.col(name)
-        return pl.lit(None, dtype=(dtypes or {}).get(name, pl.Int64())).alias(name)
+        return pl.lit(None, dtype=dtypes.get(name, pl.Int64())).alias(name)
 
+    return source
+
+
+def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> list[pl.Expr | str]:
+    """:func:`_event_columns`' outputs for a chunk with the source columns ``have``: an
+    expression, or the name of a text column :func:`_text_columns` gives."""
+    source = _source(have, dtypes)
     kind = pl.col("kind")
     on_gpu = kind.is_in(GPU_KINDS)
     is_sync = kind == EventKind.SYNC.value
@@ -1169,15 +1204,9 @@ def _event_columns(
         .then(pl.when(stream >= 0).then(stream).otherwise(None))
         .otherwise(None)
     )
-    # the text work on event names (copy direction and memory kinds, sync kinds) is done on
-    # the few memcpy and sync rows alone, then put back at their rows
-    kinds = timed.get_column("kind")
-    flags = pl.DataFrame(
-        [(kinds == EventKind.MEMCPY.value).alias("memcpy"), (kinds == EventKind.SYNC.value).alias("sync")]
-    )
-    text = _text_columns(timed, flags, source, copy_names)
-    # (the columns each output is made from, and the output; None: always made)
-    outputs: list[tuple[tuple[str, ...] | None, pl.Expr | pl.Series]] = [
+    # (the columns each output is made from, and the output, or the name of a text column;
+    # None: always made)
+    outputs: list[tuple[tuple[str, ...] | None, pl.Expr | str]] = [
         (None, pl.col("_order")),
         (None, kind),
         (None, pl.col("name").fill_null("")),
@@ -1191,15 +1220,15 @@ def _event_columns(
         (("external_id", "external_id_v1"),
          pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
         (("bytes",), source("bytes")),
-        (None, text["memcpy_kind"]),
-        (None, text["src_memory"]),
-        (None, text["dst_memory"]),
+        (None, "memcpy_kind"),
+        (None, "src_memory"),
+        (None, "dst_memory"),
         (("grid",), source("grid").alias("grid_blocks")),
         (("block",), source("block").alias("block_threads")),
         (("registers",), source("registers").cast(pl.Int32, strict=False).alias("registers_per_thread")),
         (("shared_memory",), source("shared_memory").alias("shared_memory_bytes")),
         (("occupancy",), source("occupancy").alias("occupancy_pct")),
-        (None, text["sync_kind"]),
+        (None, "sync_kind"),
         (("wait_on_stream",),
          pl.when(is_sync & (source("wait_on_stream") >= 0)).then(source("wait_on_stream")).otherwise(None).alias("wait_stream")),
         (("wait_corr",),
@@ -1219,9 +1248,7 @@ def _event_columns(
         (("msg_elems",),
          pl.when(source("msg_elems") >= 0).then(source("msg_elems")).otherwise(None).alias("message_elements")),
     ]
-    return timed.select(
-        expr for sources, expr in outputs if sources is None or any(s in have for s in sources)
-    )
+    return [expr for sources, expr in outputs if sources is None or any(s in have for s in sources)]
 
 
 def _text_columns(
@@ -1251,8 +1278,8 @@ def _text_columns(
         # each memcpy row's position among the memcpy rows, null elsewhere: one scatter
         # for the three columns, each then gathered through it
         where = _scatter(pl.int_range(0, memcpy_rows.len(), dtype=pl.UInt32, eager=True), memcpy_rows, n)
-        for column in values.get_columns():
-            out[column.name] = column.gather(where)
+        for column in values.gather(where).get_columns():
+            out[column.name] = column
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
