@@ -298,6 +298,10 @@ LARGE_CHUNK_BYTES = 16 * 1024 * 1024
 LARGE_FILE_BYTES = 64 * 1024 * 1024
 
 
+#: what the first read-ahead block holds beyond half a chunk: room for the header before the events
+_FIRST_BLOCK_MARGIN = 256 * 1024
+
+
 def default_chunk_bytes(file_bytes: int) -> int:
     """The chunk size for a file of ``file_bytes`` on disk.  Measured (docs/performance.md,
     Kineto section): 16 MB chunks take about 15 % less CPU than 4 MB on a 299 MB trace at the
@@ -346,7 +350,12 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         return frame, counters
 
     def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
-        with ReadAhead(open_stream(p, progress=progress), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
+        # the first block is about half a chunk, what the chunker's first chunk needs (with room
+        # for the trace's header), so that the first rows reach this thread after the gunzip
+        # and scan of half a chunk instead of a whole one
+        block = min(chunk_bytes, 8 * 1024 * 1024)
+        first = min(block, chunk_bytes // 2 + _FIRST_BLOCK_MARGIN)
+        with ReadAhead(open_stream(p, progress=progress), block=block, first=first) as stream:
             yield from iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
 
     try:
