@@ -337,10 +337,10 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
             # by the caller's thread, which waits on this one, the pipeline's slowest stage;
             # here only the ``ph`` column, to look for counter events
             rows, columns, _ = scanned
-            name, kind, nfloat, nlabels, values, labels = columns[0]
-            assert name == "ph"
+            at = next(i for i, column in enumerate(columns) if column[0] == "ph")
+            name, kind, nfloat, nlabels, values, labels = columns[at]
             ph = pl.Series(values)
-            columns = [(name, kind, nfloat, nlabels, ph, labels), *columns[1:]]
+            columns = [*columns[:at], (name, kind, nfloat, nlabels, ph, labels), *columns[at + 1 :]]
             counters = _counter_events(bytes(chunk)) if (ph == "C").any() else []
             return partial(_scanned_frame, (rows, columns, ()), None), counters
         frame = _scanned_frame(scanned, chunk) if scanned is not None else None
