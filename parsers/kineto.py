@@ -256,6 +256,12 @@ _KIND_OF_CATEGORY = {c: k.value for c, k in _CATEGORY_KIND.items()}
 #: the known categories as an enum, and the kind of each (by the enum's index)
 _KNOWN_CATEGORIES = pl.Enum(list(_KIND_OF_CATEGORY))
 _CATEGORY_KINDS = pl.Series("kind", list(_KIND_OF_CATEGORY.values()), dtype=EVENT_KIND)
+#: the categories of today's traces (the known ones, the flows', a few without a kind), and
+#: each one's kind: a chunk with these alone is coded by one enum cast
+_COMMON_CATEGORIES = pl.Enum([*_KIND_OF_CATEGORY, "ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"])
+_COMMON_CATEGORY_KINDS = pl.Series(
+    "kind", [_KIND_OF_CATEGORY.get(c) for c in _COMMON_CATEGORIES.categories], dtype=EVENT_KIND
+)
 _FLOW_CATEGORY: dict[str, str] = {
     "ac2g": "launch",
     "async": "launch",
@@ -873,11 +879,18 @@ class _Parts:
         # cost more than the rest of the category work together, and ``replace_strict`` costs
         # 0.3 ms a call even on ten values)
         cat = raw.get_column("cat")
-        cats = cat.unique().drop_nulls()
-        lowered = cats.str.to_lowercase()
-        cat_kinds = _CATEGORY_KINDS.gather(lowered.cast(_KNOWN_CATEGORIES, strict=False).to_physical())
-        folded = bool((lowered == cats).all())
-        traces = cats.filter(lowered == "trace").to_list()
+        # usually every category is one of the known lower-case ones: one enum cast codes them
+        codes = cat.cast(_COMMON_CATEGORIES, strict=False).to_physical()
+        traces: list[str] = []
+        if codes.null_count() == cat.null_count():
+            code_kinds, folded = _COMMON_CATEGORY_KINDS, True
+        else:
+            cats = cat.unique().drop_nulls()
+            lowered = cats.str.to_lowercase()
+            code_kinds = _CATEGORY_KINDS.gather(lowered.cast(_KNOWN_CATEGORIES, strict=False).to_physical())
+            folded = bool((lowered == cats).all())
+            traces = cats.filter(lowered == "trace").to_list()
+            codes = cat.cast(pl.Enum(cats)).to_physical()
         # every destination's rows found in one pass over the narrow columns (plain comparisons:
         # ``is_in`` with a short list costs twice as much); each part then takes its few
         # columns before filtering (an eager filter of the wide raw frame would copy every one of
@@ -898,7 +911,11 @@ class _Parts:
         dtypes = raw.schema
         present = {c for c, k in zip(raw.columns, raw.null_count().row(0), strict=True) if k < n}
         raw = raw.hstack(
-            [pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"), raw.get_column("ts").alias("start_ns")]
+            [
+                pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"),
+                raw.get_column("ts").alias("start_ns"),
+                codes.alias("_cat_code"),
+            ]
         )
         self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
         flows = _rows(raw, ((ph == "s") | (ph == "f") | (ph == "t")) & stamped, _FLOW_SOURCE_COLUMNS)
@@ -911,13 +928,16 @@ class _Parts:
             self.memory.append(_memory_rows(memory))
         timed = _rows(
             raw, stamped & (complete | shown),
-            ["_order", "start_ns", *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES)],
+            [
+                "_order", "start_ns", "_cat_code",
+                *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES),
+            ],
         )
-        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows
+        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows, codes
         complete = timed.get_column("ph") == "X"
         timed = timed.with_columns(
             pl.when(complete)
-            .then(pl.lit(cat_kinds).gather(pl.col("cat").cast(pl.Enum(cats)).to_physical()))
+            .then(pl.lit(code_kinds).gather(pl.col("_cat_code")))
             .otherwise(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND))
             .alias("kind"),
             pl.when(complete).then(pl.col("dur").fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns"),
