@@ -1292,23 +1292,21 @@ def _text_columns(
     A column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
     literal the caller's ``select`` broadcasts: the gathers, the text work on no rows and the
     scatter into a null column cost more than the rest of the chunk's columns together."""
-    n = timed.height
     out: dict[str, pl.Series | pl.Expr] = {}
-    memcpy_rows = flags.get_column("memcpy").arg_true()
+    memcpy = flags.get_column("memcpy")
+    memcpy_rows = memcpy.arg_true()
     if memcpy_rows.len():
         said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
-        direction = pl.col("direction")
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
-            said = said.hstack([timed.get_column("kind_arg").gather(memcpy_rows)])
-            direction = pl.coalesce(direction, pl.when(pl.col("kind_arg").is_in(_DIRECTIONS)).then(pl.col("kind_arg")))
-        values = said.select(
-            direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"), "src_memory", "dst_memory"
-        )
-        # each memcpy row's position among the memcpy rows, null elsewhere: one scatter
-        # for the three columns, each then gathered through it
-        where = _scatter(pl.int_range(0, memcpy_rows.len(), dtype=pl.UInt32, eager=True), memcpy_rows, n)
-        for column in values.gather(where).get_columns():
-            out[column.name] = column
+            kind_arg = pl.col("kind_arg")
+            said = said.hstack([timed.get_column("kind_arg").gather(memcpy_rows)]).with_columns(
+                pl.coalesce("direction", pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
+                .fill_null("unknown")
+                .cast(MEMCPY_KIND)
+                .alias("memcpy_kind")
+            )
+        for name in ("memcpy_kind", "src_memory", "dst_memory"):
+            out[name] = _at_rows(said.get_column(name), memcpy)
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
@@ -1320,7 +1318,7 @@ def _text_columns(
         value = syncs.select(
             sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
         ).to_series()
-        out["sync_kind"] = _scatter(value, rows, n)
+        out["sync_kind"] = _at_rows(value, flags.get_column("sync"))
     else:
         out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
@@ -1339,19 +1337,24 @@ class _CopyNames:
     def __init__(self) -> None:
         self.names = pl.Series("name", [], dtype=pl.String)
         self.said = pl.DataFrame(
-            schema={"direction": pl.String, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND}
+            schema={
+                "direction": pl.String, "memcpy_kind": MEMCPY_KIND, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND
+            }
         )
 
     def lookup(self, names: pl.Series) -> pl.DataFrame:
-        """``direction`` (null where the name names none), ``src_memory``, ``dst_memory`` for
-        each of ``names`` (a null name says what an empty one says: nothing)."""
+        """``direction`` (null where the name names none), ``memcpy_kind`` (the direction, or
+        ``unknown``), ``src_memory``, ``dst_memory`` for each of ``names`` (a null name says
+        what an empty one says: nothing)."""
         names = names.fill_null("")
         index = names.cast(pl.Enum(self.names), strict=False).to_physical()
         if index.null_count():
             new = names.filter(index.is_null()).unique()
             lname = pl.col("name").str.to_lowercase()
+            direction = pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1)
             said = new.to_frame("name").select(
-                pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1).alias("direction"),
+                direction.alias("direction"),
+                direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
                 _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
                 _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
             )
@@ -1361,12 +1364,12 @@ class _CopyNames:
         return self.said.gather(index)
 
 
-def _scatter(values: pl.Series, rows: pl.Series, n: int) -> pl.Series:
-    """``values`` put at ``rows`` of an otherwise null column of length ``n``."""
-    column = pl.Series(values.name, [None], dtype=values.dtype).extend_constant(None, n - 1) if n else values.clear()
-    if rows.len():
-        column = column.scatter(rows, values)
-    return column
+def _at_rows(values: pl.Series, flag: pl.Series) -> pl.Expr:
+    """``values`` (one for each row where ``flag`` holds, in order) at those rows and null
+    elsewhere, as an expression of the caller's ``select`` over the rows (a gather by each
+    row's position among the flagged ones: cheaper than a scatter into a null column)."""
+    mask = pl.lit(flag)
+    return pl.lit(values).gather(pl.when(mask).then(mask.cum_sum().cast(pl.Int64) - 1)).alias(values.name)
 
 
 def _final_event_columns(
