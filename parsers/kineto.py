@@ -873,13 +873,14 @@ class _Parts:
         self.rows += n
         raw = self._number_labels(raw)
         # polars' expression engine costs about 0.1 ms a call plus a few µs a column: the cut
-        # below works on Series and takes columns by name, where that gives the same values
-        # the chunk's few distinct categories are lower-cased and mapped to kinds once, and each
-        # row takes its kind from them by an enum of them (lower-casing every row's category
-        # cost more than the rest of the category work together, and ``replace_strict`` costs
+        # below works on Series and takes columns by name, where that gives the same values.
+        # Each row's category is coded once, and a timed row's kind gathered by its code: in
+        # the usual chunk every category is a common lower-case one and one enum cast codes
+        # them; otherwise the chunk's few distinct categories are lower-cased and mapped to
+        # kinds, and the rows coded by an enum of them (lower-casing every row's category cost
+        # more than the rest of the category work together, and ``replace_strict`` costs
         # 0.3 ms a call even on ten values)
         cat = raw.get_column("cat")
-        # usually every category is one of the known lower-case ones: one enum cast codes them
         codes = cat.cast(_COMMON_CATEGORIES, strict=False).to_physical()
         traces: list[str] = []
         if codes.null_count() == cat.null_count():
