@@ -219,9 +219,11 @@ class ReadAhead:
     re-raised in the reading thread's caller; ``damage`` mirrors ``inner.damage`` at the end.
     """
 
-    def __init__(self, inner: BinaryIO, block: int = 8 * 1024 * 1024, depth: int = 2):
+    def __init__(self, inner: BinaryIO, block: int = 8 * 1024 * 1024, depth: int = 2, first: int | None = None):
         self._inner = inner
         self._block = block
+        #: the first block's size (default ``block``): a smaller one reaches the caller sooner
+        self._first = first if first is not None and first > 0 else block
         self._queue: queue.Queue[tuple[bytes, BaseException | None]] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._pending = b""
@@ -232,8 +234,10 @@ class ReadAhead:
 
     def _run(self) -> None:
         try:
+            size = self._first
             while not self._stop.is_set():
-                data = self._inner.read(self._block)
+                data = self._inner.read(size)
+                size = self._block
                 self._queue.put((data, None))
                 if not data:
                     return

@@ -28,7 +28,8 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Union
@@ -257,6 +258,15 @@ _CATEGORY_KIND: dict[str, EventKind] = {
     "overhead": EventKind.OVERHEAD,
 }
 _KIND_OF_CATEGORY = {c: k.value for c, k in _CATEGORY_KIND.items()}
+#: the known categories as an enum, and the kind of each (by the enum's index)
+_KNOWN_CATEGORIES = pl.Enum(list(_KIND_OF_CATEGORY))
+_CATEGORY_KINDS = pl.Series("kind", list(_KIND_OF_CATEGORY.values()), dtype=EVENT_KIND)
+#: the categories of today's traces (the known ones, the flows', a few without a kind), and
+#: each one's kind: a chunk with these alone is coded by one enum cast
+_COMMON_CATEGORIES = pl.Enum([*_KIND_OF_CATEGORY, "ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"])
+_COMMON_CATEGORY_KINDS = pl.Series(
+    "kind", [_KIND_OF_CATEGORY.get(c) for c in _COMMON_CATEGORIES.categories], dtype=EVENT_KIND
+)
 _FLOW_CATEGORY: dict[str, str] = {
     "ac2g": "launch",
     "async": "launch",
@@ -270,23 +280,20 @@ _SYNC_NAMES = {
     "event sync": "event_sync",
     "stream wait event": "stream_wait_event",
 }
-_MEMORY_WORDS = {
-    "pageable": "pageable",
-    "pinned": "pinned",
-    "device": "device",
-    "managed": "managed",
-    "array": "array",
-}
-#: raw columns the events table is built from (everything else is dropped early)
+#: raw columns the events table is built from, besides the order and start (everything else is dropped early)
 _EVENT_SOURCE_COLUMNS = [
-    "_order", "cat", "_cat", "name", "pid", "tid", "tid_label", "start_ns", "device", "stream", "correlation",
+    "ph", "dur", "cat", "name", "pid", "tid", "tid_label", "device", "stream", "correlation",
     "external_id", "external_id_v1", "bytes", "kind_arg", "grid", "block", "registers", "shared_memory", "occupancy",
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
     "input_types", "concrete_inputs", "pg_name", "pg_ranks", "group_size", "coll_seq", "coll_seq_v2", "msg_elems",
 ]
-#: raw columns of a ``[memory]`` instant
+#: raw columns of a flow endpoint (``cat`` becomes ``_cat``, lower-cased)
+_FLOW_SOURCE_COLUMNS = ["ph", "cat", "id", "id_label", "pid", "tid", "start_ns"]
+#: raw columns a timed part is cut with even when null on every row of the chunk
+_TIMED_SOURCES = frozenset(("ph", "dur", "cat", "name", "pid", "tid"))
+#: raw columns of a ``[memory]`` instant, besides its start
 _MEMORY_SOURCE_COLUMNS = [
-    "start_ns", "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
+    "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
     "mem_total_reserved",
 ]
 #: timed-part columns kept even when null on every row of a chunk (the whole-trace steps read them)
@@ -300,6 +307,10 @@ SMALL_CHUNK_BYTES = 4 * 1024 * 1024
 LARGE_CHUNK_BYTES = 16 * 1024 * 1024
 #: files at least this large on disk are read in large chunks
 LARGE_FILE_BYTES = 64 * 1024 * 1024
+
+
+#: what the first read-ahead block holds beyond half a chunk: room for the header before the events
+_FIRST_BLOCK_MARGIN = 256 * 1024
 
 
 def default_chunk_bytes(file_bytes: int) -> int:
@@ -329,24 +340,47 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
 
     native = native_scanner()
 
-    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]:
         # no side effects here: the salvage search may decode a chunk and discard it
-        frame = _scan_columns(native, chunk) if native is not None else None
+        scanned = _scan(native, chunk) if native is not None else None
+        if scanned is not None and not scanned[2]:
+            # every event scanned: the frame is built from the scanner's columns (and fixed)
+            # by the caller's thread, which waits on this one, the pipeline's slowest stage;
+            # here only the ``ph`` column, to look for counter events
+            rows, columns, _ = scanned
+            at = next(i for i, column in enumerate(columns) if column[0] == "ph")
+            name, kind, nfloat, nlabels, values, labels = columns[at]
+            if values is None:  # no event of the chunk has a ph (the scanner left the column out)
+                counters = []
+            else:
+                ph = pl.Series(values)
+                columns = [*columns[:at], (name, kind, nfloat, nlabels, ph, labels), *columns[at + 1 :]]
+                counters = _counter_events(bytes(chunk)) if (ph == "C").any() else []
+            return partial(_scanned_frame, (rows, columns, ()), None), counters
+        frame = _scanned_frame(scanned, chunk) if scanned is not None else None
         if frame is None:  # not scanned natively (unusual content, invalid JSON): msgspec
             frame = _columns(_decode_chunk(chunk, dropped), dropped)
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
         return frame, counters
 
-    def scanned() -> Iterator[tuple[pl.DataFrame, list[dict[str, Any]]]]:
-        with ReadAhead(open_stream(p, progress=progress), block=min(chunk_bytes, 8 * 1024 * 1024)) as stream:
+    def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
+        # the first block is about half a chunk, what the chunker's first chunk needs (with room
+        # for the trace's header), so that the first rows reach this thread after the gunzip
+        # and scan of half a chunk instead of a whole one
+        block = min(chunk_bytes, 8 * 1024 * 1024)
+        first = min(block, chunk_bytes // 2 + _FIRST_BLOCK_MARGIN)
+        with ReadAhead(open_stream(p, progress=progress), block=block, first=first) as stream:
             yield from iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
 
     try:
         # three threads: the reader (file, gunzip), the chunker and scanner (Prefetch), and
         # this one cutting each scanned chunk by table; chunks arrive in file order
         with Prefetch(scanned) as chunks:
-            for frame, counters in chunks:
+            for item, counters in chunks:
+                frame = item if isinstance(item, pl.DataFrame) else item()
+                assert frame is not None  # (a chunk without fallback events always has a frame)
                 parts.add(frame)
+                del item
                 counter_rows.extend(counters)
                 del frame
     except NotATraceArray as exc:
@@ -403,22 +437,36 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
     """One chunk through the native scanner, as the frame :func:`_columns` would give;
     None when the scanner left the chunk to the msgspec path.  Raises ValueError when the
     chunk is certainly not JSON (what the msgspec path and Python's json would both say)."""
+    scanned = _scan(native, chunk)
+    return None if scanned is None else _scanned_frame(scanned, chunk)
+
+
+def _scan(native: Any, chunk: bytes | memoryview) -> Any:
+    """The native scanner's columns of one chunk (rows, columns, fallback events); None when
+    it left the chunk to the msgspec path; ValueError when the chunk is certainly not JSON."""
     scanned = native.scan(chunk)
-    if scanned is None:
-        return None
     if scanned is False:
         raise ValueError("not valid JSON")
+    return scanned
+
+
+def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFrame | None:
+    """The frame of :func:`_scan`'s columns (``chunk``, the scanned bytes, is read only for
+    the fallback events, and may be None when there are none); None when the chunk must
+    take the msgspec path after all.  A column may already be a Series."""
     rows, columns, fallback = scanned
     extra: pl.DataFrame | None = None
     float_times: set[str] = set()
     if fallback:  # events the scanner did not decode exactly: msgspec decodes just those
         native_floats = {name for name, kind, nfloat, *_ in columns if kind == _K_TIME and nfloat}
+        assert chunk is not None
         extra, float_times = _fallback_events(chunk, fallback, native_floats)
         if extra is None:
             return None
     series: dict[str, pl.Series] = {}  # by name: the frame is built in _RAW_COLUMNS' order
     temporary: list[pl.Series] = []  # label texts of argument ids, dropped after the fixes
-    fixes: list[pl.Expr] = []
+    #: the fixed columns' expressions, by name (every other column is taken as it is)
+    fixes: dict[str, pl.Expr] = {}
     nulls: dict[pl.DataType, pl.Series] = {}
 
     def all_null(dtype: pl.DataType) -> pl.Series:  # one all-null series per type, shared
@@ -429,8 +477,9 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
     for name, kind, nfloat, nlabels, values, labels in columns:
         if values is None:  # no value in this chunk
             series[name] = all_null(_SCAN_NULL_TYPE[kind]).alias(name)
-        else:  # the scanner's buffers, through the Arrow PyCapsule interface (no copy)
-            series[name] = pl.Series(values).alias(name)
+        else:  # the scanner's buffers, through the Arrow PyCapsule interface (no copy), or a
+            # column the prefetch thread already wrapped
+            series[name] = (values if isinstance(values, pl.Series) else pl.Series(values)).alias(name)
         if labels is not None:
             label_text = pl.Series(labels).alias(name + "_label")
             if name in _BASE_ID:
@@ -444,27 +493,27 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
         # events' own values come through the msgspec path)
         if kind == _K_RANKS and values is not None:  # _rank_list_text: compact list text, else null
             compact = col.str.replace_all(" ", "", literal=True)
-            fixes.append(pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact).alias(name))
+            fixes[name] = pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact)
         elif kind == _K_TIME and values is not None:
             # _time_series: one float in the chunk sends every value through float64 (the
             # scanner gave float64 then; a float among the fallback events needs a cast)
-            fixes.append((_us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000).alias(name))
+            fixes[name] = _us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000
         elif kind == _K_INT and nlabels:
             text = pl.col(name + "_label")
             if name in _BASE_ID:  # _id_series: numeric strings are ids, other strings labels
                 ints = col.fill_null(text.str.strip_chars().cast(pl.Int64, strict=False))
-                fixes += [ints.alias(name), pl.when(ints.is_null()).then(text).alias(name + "_label")]
+                fixes[name] = ints
+                fixes[name + "_label"] = pl.when(ints.is_null()).then(text)
             else:  # _int_series: numeric strings (and integral floats in them) → ints
                 stripped = text.str.strip_chars()
                 as_float = stripped.cast(pl.Float64, strict=False)
                 from_float = pl.when(as_float.is_finite() & (as_float.abs() < 2.0**63)).then(as_float).cast(pl.Int64)
-                fixes.append(col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float).alias(name))
+                fixes[name] = col.fill_null(stripped.cast(pl.Int64, strict=False)).fill_null(from_float)
     frame = pl.DataFrame([series[name] for name in _RAW_COLUMNS] + temporary)
     del series, temporary, columns
-    if fixes:
-        frame = frame.with_columns(fixes)
-    if len(frame.columns) > len(_RAW_COLUMNS):
-        frame = frame.select(_RAW_COLUMNS)
+    if fixes or len(frame.columns) > len(_RAW_COLUMNS):
+        # the fixes and the column order (the argument ids' label texts left out) in one select
+        frame = frame.select(fixes[c].alias(c) if c in fixes else pl.col(c) for c in _RAW_COLUMNS)
     if extra is not None:
         return _merge_fallback(frame, extra, rows, fallback)
     return frame
@@ -842,48 +891,83 @@ class _Parts:
         #: their concatenation
         self.names: list[pl.Series] = []
         self.name_count = 0
+        #: what each memcpy name of the trace says, worked out once
+        self.copy_names = _CopyNames()
+        #: the timed part's expressions, by the chunk's columns (:func:`_event_columns`)
+        self.event_exprs: dict[Any, list[pl.Expr | str]] = {}
 
     def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
         start = self.rows
         self.rows += n
-        raw = self._number_labels(raw).with_columns(
-            pl.int_range(start, start + n, dtype=pl.Int64).alias("_order"),
-            pl.col("cat").str.to_lowercase().fill_null("").alias("_cat"),
-            pl.col("ts").alias("start_ns"),
+        raw = self._number_labels(raw)
+        # polars' expression engine costs about 0.1 ms a call plus a few µs a column: the cut
+        # below works on Series and takes columns by name, where that gives the same values.
+        # Each row's category is coded once, and a timed row's kind gathered by its code: in
+        # the usual chunk every category is a common lower-case one and one enum cast codes
+        # them; otherwise the chunk's few distinct categories are lower-cased and mapped to
+        # kinds, and the rows coded by an enum of them (lower-casing every row's category cost
+        # more than the rest of the category work together, and ``replace_strict`` costs
+        # 0.3 ms a call even on ten values)
+        cat = raw.get_column("cat")
+        codes = cat.cast(_COMMON_CATEGORIES, strict=False).to_physical()
+        traces: list[str] = []
+        if codes.null_count() == cat.null_count():
+            code_kinds, folded = _COMMON_CATEGORY_KINDS, True
+        else:
+            cats = cat.unique().drop_nulls()
+            lowered = cats.str.to_lowercase()
+            code_kinds = _CATEGORY_KINDS.gather(lowered.cast(_KNOWN_CATEGORIES, strict=False).to_physical())
+            folded = bool((lowered == cats).all())
+            traces = cats.filter(lowered == "trace").to_list()
+            codes = cat.cast(pl.Enum(cats)).to_physical()
+        # every destination's rows found in one pass over the narrow columns (plain comparisons:
+        # ``is_in`` with a short list costs twice as much); each part then takes its few
+        # columns before filtering (an eager filter of the wide raw frame would copy every one of
+        # its columns first), and a part with no rows in the chunk filters nothing
+        ph = raw.get_column("ph")
+        stamped = raw.get_column("ts").is_not_null()
+        instant = (ph == "i") | (ph == "I")
+        is_memory = raw.get_column("name") == "[memory]"
+        complete = ph == "X"
+        if traces:
+            complete = complete & ~cat.is_in(traces).fill_null(False)
+        shown = instant & ~is_memory
+        pid_label = raw.get_column("pid_label")
+        if pid_label.null_count() < n:
+            shown = shown & (pid_label.is_null() | ~pid_label.is_in(["", "Traces", "Spans"]))
+        # a source column null on every row of the chunk is not cut at all (most argument
+        # columns, on most chunks): :func:`_event_columns` leaves out what it would give
+        dtypes = raw.schema
+        present = {c for c, k in zip(raw.columns, raw.null_count().row(0), strict=True) if k < n}
+        raw = raw.hstack(
+            [
+                pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"),
+                raw.get_column("ts").alias("start_ns"),
+                codes.alias("_cat_code"),
+            ]
         )
-        # every destination's rows found in one pass over the narrow columns; each part then
-        # selects its few columns before filtering (an eager filter of the wide raw frame
-        # would copy every one of its columns first)
-        ph = pl.col("ph")
-        timestamped = pl.col("start_ns").is_not_null()
-        instant = ph.is_in(["i", "I"])
-        is_memory = pl.col("name") == "[memory]"
-        masks = raw.select(
-            (ph == "M").alias("meta"),
-            (ph.is_in(["s", "f", "t"]) & timestamped).alias("flow"),
-            (instant & is_memory).alias("memory"),
-            (
-                timestamped
-                & (
-                    ((ph == "X") & (pl.col("_cat") != "trace"))
-                    | (
-                        instant
-                        & ~is_memory
-                        & (pl.col("pid_label").is_null() | ~pl.col("pid_label").is_in(["", "Traces", "Spans"]))
-                    )
-                )
-            ).alias("timed"),
+        self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
+        flows = _rows(raw, ((ph == "s") | (ph == "f") | (ph == "t")) & stamped, _FLOW_SOURCE_COLUMNS)
+        flow_cat = flows.get_column("cat")
+        self.flows.append(
+            flows.replace_column(1, (flow_cat if folded else flow_cat.str.to_lowercase()).fill_null("").alias("_cat"))
         )
-        self.meta.append(_rows(raw, masks["meta"], ["pid", "tid", "name", "label"]))
-        self.flows.append(_rows(raw, masks["flow"], ["ph", "_cat", "id", "id_label", "pid", "tid", "start_ns"]))
-        self.memory.append(_memory_rows(_rows(raw, masks["memory"], _MEMORY_SOURCE_COLUMNS)))
-        timed = _rows(raw, masks["timed"], ["ph", "dur", *_EVENT_SOURCE_COLUMNS])
-        del raw, masks
-        complete = pl.col("ph") == "X"
+        memory = _rows(raw, instant & is_memory, ["start_ns", *_MEMORY_SOURCE_COLUMNS])
+        if memory.height or not self.memory:
+            self.memory.append(_memory_rows(memory))
+        timed = _rows(
+            raw, stamped & (complete | shown),
+            [
+                "_order", "start_ns", "_cat_code",
+                *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES),
+            ],
+        )
+        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows, codes
+        complete = timed.get_column("ph") == "X"
         timed = timed.with_columns(
             pl.when(complete)
-            .then(pl.col("_cat").replace_strict(_KIND_OF_CATEGORY, default=None, return_dtype=EVENT_KIND))
+            .then(pl.lit(code_kinds).gather(pl.col("_cat_code")))
             .otherwise(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND))
             .alias("kind"),
             pl.when(complete).then(pl.col("dur").fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns"),
@@ -891,13 +975,19 @@ class _Parts:
         if timed["kind"].null_count():
             self.unknown.append(timed.select("cat", "kind").filter(pl.col("kind").is_null()).group_by("cat").len())
             timed = timed.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
-        self.launchers.append(
-            timed.select("pid", "kind")
-            .filter(pl.col("kind").is_in([*LAUNCH_KINDS, EventKind.CPU_OP.value]))
-            .group_by("pid", pl.col("kind").is_in(LAUNCH_KINDS).alias("launch"))
-            .len()
-        )
-        part = self._encode_names(_event_columns(timed))
+        # events per (pid, launches GPU work) among the launches and CPU operators, counted
+        # by pid for each of the two (a Series' value counts cost a fifth of a two-key
+        # group_by, and comparisons a third of a Series' ``is_in``)
+        kinds, pids = timed.get_column("kind"), timed.get_column("pid")
+        launches = kinds == LAUNCH_KINDS[0]
+        for other in LAUNCH_KINDS[1:]:
+            launches = launches | (kinds == other)
+        counted = []
+        for launch, mask in ((True, launches), (False, kinds == EventKind.CPU_OP.value)):
+            counts = pids.filter(mask).value_counts(name="len")
+            counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
+        self.launchers.append(pl.concat(counted))
+        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names, self.event_exprs))
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -925,6 +1015,9 @@ class _Parts:
                     pl.when(pl.col(c) > _TEMP_LABEL_BASE).then(pl.col(c)).alias(c),
                 )
             )
+        n = raw.height
+        if raw.get_column("pid_label").null_count() == n and raw.get_column("tid_label").null_count() == n:
+            return raw
         labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique()
         if labels.len() == 0:
             return raw
@@ -951,11 +1044,14 @@ class _Parts:
         names = part.get_column("name")
         distinct = names.unique()
         first = self.name_count
-        codes = pl.int_range(first, first + distinct.len(), dtype=pl.UInt32, eager=True)
         self.names.append(distinct)
         self.name_count += distinct.len()
-        # (the cast: an empty column keeps its text type through the replacement)
-        return part.with_columns(names.replace_strict(distinct, codes, return_dtype=pl.UInt32).cast(pl.UInt32))
+        if not distinct.len():
+            return part.with_columns(names.cast(pl.UInt32))
+        # a name's position among the distinct names is its code in an enum of them (the
+        # cast costs 40 % less than a hash replacement; the names are never null here)
+        codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
+        return part.with_columns(codes + first if first else codes)
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
@@ -974,10 +1070,14 @@ class _Parts:
 
 
 def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
-    """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (selected before filtering)."""
-    narrow = raw.select(columns)
-    if mask.all():
+    """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (taken before filtering;
+    by name, which costs a tenth of a ``select``)."""
+    narrow = raw[list(columns)]
+    count = mask.sum()
+    if count == narrow.height:
         return narrow
+    if count == 0:
+        return narrow.clear()
     return narrow.filter(mask)
 
 
@@ -1108,115 +1208,206 @@ def _main_pid(counts: pl.DataFrame) -> int | None:
     return int(value) if value is not None else None
 
 
-def _event_columns(timed: pl.DataFrame) -> pl.DataFrame:
+def _event_columns(
+    timed: pl.DataFrame,
+    dtypes: Mapping[str, pl.DataType] | None = None,
+    copy_names: _CopyNames | None = None,
+    memo: dict[Any, list[pl.Expr | str]] | None = None,
+) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
-    (GPU rows get the main process in :func:`_final_event_columns`)."""
+    (GPU rows get the main process in :func:`_final_event_columns`).
+
+    A source column ``timed`` lacks (``dtypes``: the types it had in the chunk) was null on
+    every row: a column made from such columns alone would be null on every row too, which
+    :meth:`_Parts.add` drops, so it is left out here (most chunks have a third of the columns).
+    ``memo`` keeps the expressions built for each set of columns (building them costs
+    0.3 ms of Python a chunk, and most chunks of a trace have the same columns)."""
+    have = frozenset(timed.columns)
+    # the text work on event names (copy direction and memory kinds, sync kinds) is done on
+    # the few memcpy and sync rows alone, then put back at their rows
+    kinds = timed.get_column("kind")
+    flags = pl.DataFrame(
+        [(kinds == EventKind.MEMCPY.value).alias("memcpy"), (kinds == EventKind.SYNC.value).alias("sync")]
+    )
+    text = _text_columns(timed, flags, _source(have, dtypes or {}), copy_names)
+    key = (have, frozenset((dtypes or {}).items()))
+    exprs = memo.get(key) if memo is not None else None
+    if exprs is None:
+        exprs = _event_exprs(have, dtypes or {})
+        if memo is not None:
+            memo[key] = exprs
+    return timed.select(text[e] if isinstance(e, str) else e for e in exprs)
+
+
+def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable[[str], pl.Expr]:
+    """A source column by name: the column, or a null of its type where the chunk lacks it."""
+
+    def source(name: str) -> pl.Expr:
+        if name in have:
+            return pl.col(name)
+        return pl.lit(None, dtype=dtypes.get(name, pl.Int64())).alias(name)
+
+    return source
+
+
+def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> list[pl.Expr | str]:
+    """:func:`_event_columns`' outputs for a chunk with the source columns ``have``: an
+    expression, or the name of a text column :func:`_text_columns` gives."""
+    source = _source(have, dtypes)
     kind = pl.col("kind")
     on_gpu = kind.is_in(GPU_KINDS)
     is_sync = kind == EventKind.SYNC.value
-    memcpy = kind == EventKind.MEMCPY.value
-    tid_stream = pl.coalesce(
-        pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False)
+    tid_stream = (
+        pl.coalesce(pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False))
+        if "tid_label" in have
+        else pl.coalesce(pl.col("tid"))
     )
-    device = pl.when(on_gpu | is_sync).then(pl.coalesce(pl.col("device"), pl.col("pid"))).otherwise(None)
+    device = pl.when(on_gpu | is_sync).then(pl.coalesce(source("device"), pl.col("pid"))).otherwise(None)
+    stream = source("stream")
     stream = (
         pl.when(on_gpu)
-        .then(pl.coalesce(pl.col("stream"), tid_stream))
+        .then(pl.coalesce(stream, tid_stream))
         .when(is_sync)
-        .then(pl.when(pl.col("stream") >= 0).then(pl.col("stream")).otherwise(None))
+        .then(pl.when(stream >= 0).then(stream).otherwise(None))
         .otherwise(None)
     )
-    # the text work on event names (copy direction and memory kinds, sync kinds) is done on
-    # the few memcpy and sync rows alone, then put back at their rows
-    flags = timed.select(memcpy.alias("memcpy"), is_sync.alias("sync"))
-    text = _text_columns(timed, flags)
-    return timed.select(
-        pl.col("_order"),
-        kind,
-        pl.col("name").fill_null(""),
-        pl.col("pid"),
-        pl.col("tid").cast(pl.Int64),
-        device.cast(pl.Int32, strict=False).alias("device"),
-        stream.alias("stream"),
-        pl.col("start_ns"),
-        pl.col("dur_ns"),
-        pl.col("correlation"),
-        pl.coalesce(pl.col("external_id"), pl.col("external_id_v1")).alias("external_id"),
-        pl.col("bytes"),
-        text["memcpy_kind"],
-        text["src_memory"],
-        text["dst_memory"],
-        pl.col("grid").alias("grid_blocks"),
-        pl.col("block").alias("block_threads"),
-        pl.col("registers").cast(pl.Int32, strict=False).alias("registers_per_thread"),
-        pl.col("shared_memory").alias("shared_memory_bytes"),
-        pl.col("occupancy").alias("occupancy_pct"),
-        text["sync_kind"],
-        pl.when(is_sync & (pl.col("wait_on_stream") >= 0)).then(pl.col("wait_on_stream")).otherwise(None).alias("wait_stream"),
-        pl.when(pl.col("wait_corr") >= 0).then(pl.col("wait_corr")).otherwise(None).alias("wait_event_correlation"),
-        pl.col("sequence_nr"),
-        pl.col("python_id"),
-        pl.col("python_parent_id"),
-        pl.col("input_dims"),
-        pl.col("input_types"),
-        pl.col("concrete_inputs"),
-        pl.col("collective"),
-        pl.col("pg_name").alias("process_group"),
-        pl.col("pg_ranks").alias("group_ranks"),
-        pl.when(pl.col("group_size") > 0).then(pl.col("group_size")).otherwise(None).cast(pl.Int32, strict=False).alias("group_size"),
-        pl.coalesce("coll_seq", "coll_seq_v2").alias("collective_seq"),
-        pl.when(pl.col("msg_elems") >= 0).then(pl.col("msg_elems")).otherwise(None).alias("message_elements"),
-    )
+    # (the columns each output is made from, and the output, or the name of a text column;
+    # None: always made)
+    outputs: list[tuple[tuple[str, ...] | None, pl.Expr | str]] = [
+        (None, pl.col("_order")),
+        (None, kind),
+        (None, pl.col("name").fill_null("")),
+        (None, pl.col("pid")),
+        (None, pl.col("tid").cast(pl.Int64)),
+        (("device", "pid"), device.cast(pl.Int32, strict=False).alias("device")),
+        (("stream", "tid", "tid_label"), stream.alias("stream")),
+        (None, pl.col("start_ns")),
+        (None, pl.col("dur_ns")),
+        (("correlation",), source("correlation")),
+        (("external_id", "external_id_v1"),
+         pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
+        (("bytes",), source("bytes")),
+        (None, "memcpy_kind"),
+        (None, "src_memory"),
+        (None, "dst_memory"),
+        (("grid",), source("grid").alias("grid_blocks")),
+        (("block",), source("block").alias("block_threads")),
+        (("registers",), source("registers").cast(pl.Int32, strict=False).alias("registers_per_thread")),
+        (("shared_memory",), source("shared_memory").alias("shared_memory_bytes")),
+        (("occupancy",), source("occupancy").alias("occupancy_pct")),
+        (None, "sync_kind"),
+        (("wait_on_stream",),
+         pl.when(is_sync & (source("wait_on_stream") >= 0)).then(source("wait_on_stream")).otherwise(None).alias("wait_stream")),
+        (("wait_corr",),
+         pl.when(source("wait_corr") >= 0).then(source("wait_corr")).otherwise(None).alias("wait_event_correlation")),
+        (("sequence_nr",), source("sequence_nr")),
+        (("python_id",), source("python_id")),
+        (("python_parent_id",), source("python_parent_id")),
+        (("input_dims",), source("input_dims")),
+        (("input_types",), source("input_types")),
+        (("concrete_inputs",), source("concrete_inputs")),
+        (("collective",), source("collective")),
+        (("pg_name",), source("pg_name").alias("process_group")),
+        (("pg_ranks",), source("pg_ranks").alias("group_ranks")),
+        (("group_size",),
+         pl.when(source("group_size") > 0).then(source("group_size")).otherwise(None).cast(pl.Int32, strict=False).alias("group_size")),
+        (("coll_seq", "coll_seq_v2"), pl.coalesce(source("coll_seq"), source("coll_seq_v2")).alias("collective_seq")),
+        (("msg_elems",),
+         pl.when(source("msg_elems") >= 0).then(source("msg_elems")).otherwise(None).alias("message_elements")),
+    ]
+    return [expr for sources, expr in outputs if sources is None or any(s in have for s in sources)]
 
 
-def _text_columns(timed: pl.DataFrame, flags: pl.DataFrame) -> dict[str, pl.Series | pl.Expr]:
+def _text_columns(
+    timed: pl.DataFrame,
+    flags: pl.DataFrame,
+    source: Callable[[str], pl.Expr] = pl.col,
+    copy_names: _CopyNames | None = None,
+) -> dict[str, pl.Series | pl.Expr]:
     """``memcpy_kind``, ``src_memory``, ``dst_memory`` (memcpy rows) and ``sync_kind`` (sync
     rows) of one chunk's timed events, null on every other row.
 
     A column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
     literal the caller's ``select`` broadcasts: the gathers, the text work on no rows and the
     scatter into a null column cost more than the rest of the chunk's columns together."""
-    n = timed.height
     out: dict[str, pl.Series | pl.Expr] = {}
-    counts = flags.sum().row(0, named=True)
-    if counts["memcpy"]:
-        rows = flags["memcpy"].arg_true()
-        copies = timed.select("name", "kind_arg").gather(rows)
-        lname = pl.col("name").str.to_lowercase()
-        direction = pl.coalesce(
-            pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1),
-            pl.col("kind_arg").str.extract(r"^(HtoD|DtoH|DtoD|HtoH|PtoP)$", 1),
-        )
-        values = copies.select(
-            direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
-            _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).cast(MEMORY_KIND).alias("src_memory"),
-            _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).cast(MEMORY_KIND).alias("dst_memory"),
-        )
-        for column in values.get_columns():
-            out[column.name] = _scatter(column, rows, n)
+    memcpy = flags.get_column("memcpy")
+    memcpy_rows = memcpy.arg_true()
+    if memcpy_rows.len():
+        said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
+        if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
+            kind_arg = pl.col("kind_arg")
+            said = said.hstack([timed.get_column("kind_arg").gather(memcpy_rows)]).with_columns(
+                pl.coalesce("direction", pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
+                .fill_null("unknown")
+                .cast(MEMCPY_KIND)
+                .alias("memcpy_kind")
+            )
+        for name in ("memcpy_kind", "src_memory", "dst_memory"):
+            out[name] = _at_rows(said.get_column(name), memcpy)
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
-    if counts["sync"]:
-        rows = flags["sync"].arg_true()
-        syncs = timed.select("sync_kind", "name").gather(rows)
+    rows = flags.get_column("sync").arg_true()
+    if rows.len():
+        syncs = timed.select(source("sync_kind"), pl.col("name")).gather(rows)
         sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
         value = syncs.select(
             sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
         ).to_series()
-        out["sync_kind"] = _scatter(value, rows, n)
+        out["sync_kind"] = _at_rows(value, flags.get_column("sync"))
     else:
         out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
 
 
-def _scatter(values: pl.Series, rows: pl.Series, n: int) -> pl.Series:
-    """``values`` put at ``rows`` of an otherwise null column of length ``n``."""
-    column = pl.Series(values.name, [None], dtype=values.dtype).extend_constant(None, n - 1) if n else values.clear()
-    if rows.len():
-        column = column.scatter(rows, values)
-    return column
+#: the copy directions a memcpy's name or ``kind`` argument names
+_DIRECTIONS = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP"]
+
+
+class _CopyNames:
+    """What a memcpy's name says (its copy direction, source and destination memory), worked
+    out once per distinct name of the trace and looked up by an enum of the names after: the
+    regular expressions cost about 0.1 ms a call however few the rows, and a trace has a
+    handful of memcpy names."""
+
+    def __init__(self) -> None:
+        self.names = pl.Series("name", [], dtype=pl.String)
+        self.said = pl.DataFrame(
+            schema={
+                "direction": pl.String, "memcpy_kind": MEMCPY_KIND, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND
+            }
+        )
+
+    def lookup(self, names: pl.Series) -> pl.DataFrame:
+        """``direction`` (null where the name names none), ``memcpy_kind`` (the direction, or
+        ``unknown``), ``src_memory``, ``dst_memory`` for each of ``names`` (a null name says
+        what an empty one says: nothing)."""
+        names = names.fill_null("")
+        index = names.cast(pl.Enum(self.names), strict=False).to_physical()
+        if index.null_count():
+            new = names.filter(index.is_null()).unique()
+            lname = pl.col("name").str.to_lowercase()
+            direction = pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1)
+            said = new.to_frame("name").select(
+                direction.alias("direction"),
+                direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
+                _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
+                _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
+            )
+            self.names = pl.concat([self.names, new])
+            self.said = pl.concat([self.said, said])
+            index = names.cast(pl.Enum(self.names)).to_physical()
+        return self.said.gather(index)
+
+
+def _at_rows(values: pl.Series, flag: pl.Series) -> pl.Expr:
+    """``values`` (one for each row where ``flag`` holds, in order) at those rows and null
+    elsewhere, as an expression of the caller's ``select`` over the rows (a gather by each
+    row's position among the flagged ones: cheaper than a scatter into a null column)."""
+    mask = pl.lit(flag)
+    return pl.lit(values).gather(pl.when(mask).then(mask.cum_sum().cast(pl.Int64) - 1)).alias(values.name)
 
 
 def _final_event_columns(
@@ -1244,7 +1435,9 @@ def _final_event_columns(
 
 
 def _memory_kind(word: pl.Expr) -> pl.Expr:
-    return word.replace_strict(_MEMORY_WORDS, default="unknown", return_dtype=pl.String)
+    """The memory kind a word of a memcpy's name names: one of the kind's own words, else
+    ``unknown`` (also when there is no word)."""
+    return word.cast(MEMORY_KIND, strict=False).fill_null(pl.lit("unknown", dtype=MEMORY_KIND))
 
 
 def _threads(meta: pl.DataFrame) -> pl.DataFrame:

@@ -219,14 +219,14 @@ def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tm
     trace = tmp_path / "t.json"
     trace.write_bytes(b'{"traceEvents":[' + SCANNED["grid and block"][1:-1] + b"]}")
     calls = []
-    real = kineto._scan_columns
+    real = kineto._scan
 
     def spy(native, chunk):  # type: ignore[no-untyped-def]
-        frame = real(native, chunk)
-        calls.append(frame is not None)
-        return frame
+        scanned = real(native, chunk)
+        calls.append(scanned is not None)
+        return scanned
 
-    monkeypatch.setattr(kineto, "_scan_columns", spy)
+    monkeypatch.setattr(kineto, "_scan", spy)
     native = kineto.read_kineto(trace)
     assert calls
     assert all(calls)

@@ -45,6 +45,14 @@ def test_read_ahead_gives_every_byte_in_order_never_more_than_asked(n: int) -> N
         assert all(len(p) == 256 for p in pieces[:-1])
 
 
+def test_read_ahead_first_block_is_smaller_then_whole_blocks() -> None:
+    data = bytes(range(256)) * 37
+    with ReadAhead(_Blocks(data, 10_000), block=1000, first=300) as stream:  # type: ignore[arg-type]
+        pieces = _read_all(stream, 10_000)
+    assert b"".join(pieces) == data
+    assert [len(p) for p in pieces[:3]] == [300, 1000, 1000]
+
+
 def test_read_ahead_reraises_the_reader_error() -> None:
     class Broken(_Blocks):
         def read(self, n: int = -1) -> bytes:  # type: ignore[override]
