@@ -23,39 +23,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
 
-/* ---- the Arrow C Data and C Stream interfaces (arrow.apache.org/docs/format/CDataInterface.html) */
-#define ARROW_FLAG_NULLABLE 2
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-struct ArrowArrayStream {
-    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *);
-    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *);
-    const char *(*get_last_error)(struct ArrowArrayStream *);
-    void (*release)(struct ArrowArrayStream *);
-    void *private_data;
-};
 
 /* ---- one int64 column: its exported chunks, read in place (never copied) */
 typedef struct {

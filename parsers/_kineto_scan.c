@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
 #ifdef KINETO_SCAN_MMAP
 #include <sys/mman.h>
 #endif
@@ -1277,33 +1278,6 @@ static void free_out(Out *out) {
 
 /* ------------------------------------------------------------------ Arrow export */
 
-/* The Arrow C data interface (https://arrow.apache.org/docs/format/CDataInterface.html). */
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-
-#define ARROW_FLAG_NULLABLE 2
 
 /* The buffers of one exported column, owned by its Arrow array once exported. */
 typedef struct {

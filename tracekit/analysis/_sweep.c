@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
 
 /* An int64 view of a buffer argument: contiguous, whole 8-byte items, 8-byte aligned. */
 typedef struct {
@@ -58,39 +59,6 @@ i64_release(I64 *b)
     }
 }
 
-/* The Arrow C data and C stream interfaces (a stable ABI: https://arrow.apache.org/docs/format/CDataInterface.html). */
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-
-struct ArrowArrayStream {
-    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
-    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
-    const char *(*get_last_error)(struct ArrowArrayStream *);
-    void (*release)(struct ArrowArrayStream *);
-    void *private_data;
-};
 
 static void
 stream_error(struct ArrowArrayStream *stream, int code, const char *what)
