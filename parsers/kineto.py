@@ -309,7 +309,15 @@ LARGE_CHUNK_BYTES = 16 * 1024 * 1024
 LARGE_FILE_BYTES = 64 * 1024 * 1024
 
 
-#: what the first read-ahead block holds beyond half a chunk: room for the header before the events
+#: the least size of the first chunk, which is what the first read-ahead block brought: small,
+#: so that its rows reach the caller's thread after the gunzip and scan of a few hundred kB
+#: instead of half a chunk.  The first chunk's polars work costs several times a later one's in
+#: a fresh process (polars' code and caches are touched for the first time, whatever the rows);
+#: with a small first chunk that cost overlaps with the reading and scanning of the second
+#: chunk instead of following them (docs/performance.md)
+FIRST_CHUNK_BYTES = 64 * 1024
+#: what the first read-ahead block holds beyond the first chunk's least size: room for the
+#: header before the events (the first chunk takes whatever of the block the header leaves)
 _FIRST_BLOCK_MARGIN = 256 * 1024
 
 
@@ -364,13 +372,16 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         return frame, counters
 
     def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
-        # the first block is about half a chunk, what the chunker's first chunk needs (with room
-        # for the trace's header), so that the first rows reach this thread after the gunzip
-        # and scan of half a chunk instead of a whole one
+        # the first block is what the chunker's small first chunk needs (with room for the
+        # trace's header), so that the first rows reach this thread after the gunzip and scan
+        # of that block instead of half a chunk
         block = min(chunk_bytes, 8 * 1024 * 1024)
-        first = min(block, chunk_bytes // 2 + _FIRST_BLOCK_MARGIN)
+        first_chunk = min(FIRST_CHUNK_BYTES, chunk_bytes // 2)
+        first = min(block, first_chunk + _FIRST_BLOCK_MARGIN)
         with ReadAhead(open_stream(p, progress=progress), block=block, first=first) as stream:
-            yield from iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
+            yield from iter_event_chunks(
+                stream, state, decode, chunk_bytes=chunk_bytes, first_bytes=first_chunk  # type: ignore[arg-type]
+            )
 
     try:
         # three threads: the reader (file, gunzip), the chunker and scanner (Prefetch), and
