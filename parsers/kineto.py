@@ -1006,7 +1006,8 @@ class _Parts:
         # no chunk has as nulls, as it does for any all-null column
         nulls = part.null_count().row(0)
         empty = [c for c, k in zip(part.columns, nulls, strict=True) if k == part.height and c not in _TIMED_KEPT]
-        self.timed.append(part.drop(empty) if empty else part)
+        # (taken by name: a ``drop`` is a query of its own)
+        self.timed.append(part[[c for c in part.columns if c not in empty]] if empty else part)
 
     def _number_labels(self, raw: pl.DataFrame) -> pl.DataFrame:
         """String pids/tids ("Spans", "stream 7") get temporary ids, numbered finally in
@@ -1058,11 +1059,12 @@ class _Parts:
         self.names.append(distinct)
         self.name_count += distinct.len()
         if not distinct.len():
-            return part.with_columns(names.cast(pl.UInt32))
+            return part.replace_column(part.get_column_index("name"), names.cast(pl.UInt32))
         # a name's position among the distinct names is its code in an enum of them (the
         # cast costs 40 % less than a hash replacement; the names are never null here)
         codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
-        return part.with_columns(codes + first if first else codes)
+        # (the column replaced in place: a ``with_columns`` is a query of its own)
+        return part.replace_column(part.get_column_index("name"), codes + first if first else codes)
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
@@ -1343,8 +1345,9 @@ def _text_columns(
     scatter into a null column cost more than the rest of the chunk's columns together."""
     out: dict[str, pl.Series | pl.Expr] = {}
     memcpy = flags.get_column("memcpy")
-    memcpy_rows = memcpy.arg_true()
-    if memcpy_rows.len():
+    # (``any`` first: ``arg_true`` is a query of its own, and many chunks have no memcpy or sync rows)
+    if memcpy.any():
+        memcpy_rows = memcpy.arg_true()
         said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
             kind_arg = pl.col("kind_arg")
@@ -1360,8 +1363,8 @@ def _text_columns(
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
-    rows = flags.get_column("sync").arg_true()
-    if rows.len():
+    if flags.get_column("sync").any():
+        rows = flags.get_column("sync").arg_true()
         syncs = timed.select(source("sync_kind"), pl.col("name")).gather(rows)
         sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
         value = syncs.select(
