@@ -89,12 +89,15 @@ def iter_event_chunks(
     state: ArrayStream,
     try_decode: Callable[[bytes | memoryview], Any],
     chunk_bytes: int = 16 * 1024 * 1024,
+    first_bytes: int | None = None,
 ) -> Iterator[Any]:
     """Yield ``try_decode(chunk)`` for consecutive chunks of the traceEvents array.
 
     ``try_decode`` receives a JSON array text (``[ev,ev,...]``) and returns the decoded
     chunk, or raises ``ValueError`` when the text is not valid; the chunker uses that
-    to find safe cut points and the last complete event of a truncated file.
+    to find safe cut points and the last complete event of a truncated file.  The first
+    chunk is about ``first_bytes`` long (default: half a chunk), every later one about
+    ``chunk_bytes`` (a chunk ends at an event boundary, so any chunk may be longer).
     """
     # the first read asks for a whole chunk: a read-ahead stream then hands over its first
     # block as it is, and every later block stays whole too (no re-slicing copies)
@@ -128,10 +131,11 @@ def iter_event_chunks(
     del buf
 
     # --- stream whole-event chunks
-    # the first chunk is what the first read brought (the header taken off it) once that is at
-    # least half a chunk: topping it up to a whole chunk would read and scan a second block
-    # before the first chunk's rows reach the caller, which waits for them with nothing to do
-    want = chunk_bytes // 2
+    # the first chunk is ``first_bytes`` (default half a chunk), what the first read brought
+    # once the header is taken off it: topping it up to a whole chunk would read and scan a
+    # second block before the first chunk's rows reach the caller, which waits for them with
+    # nothing to do
+    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
     while True:
         while len(work) < want and not eof:
             more, eof = _read(stream, chunk_bytes, state)

@@ -309,7 +309,15 @@ LARGE_CHUNK_BYTES = 16 * 1024 * 1024
 LARGE_FILE_BYTES = 64 * 1024 * 1024
 
 
-#: what the first read-ahead block holds beyond half a chunk: room for the header before the events
+#: the least size of the first chunk, which is what the first read-ahead block brought: small,
+#: so that its rows reach the caller's thread after the gunzip and scan of a few hundred kB
+#: instead of half a chunk.  The first chunk's polars work costs several times a later one's in
+#: a fresh process (polars' code and caches are touched for the first time, whatever the rows);
+#: with a small first chunk that cost overlaps with the reading and scanning of the second
+#: chunk instead of following them (docs/performance.md)
+FIRST_CHUNK_BYTES = 64 * 1024
+#: what the first read-ahead block holds beyond the first chunk's least size: room for the
+#: header before the events (the first chunk takes whatever of the block the header leaves)
 _FIRST_BLOCK_MARGIN = 256 * 1024
 
 
@@ -364,13 +372,16 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         return frame, counters
 
     def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
-        # the first block is about half a chunk, what the chunker's first chunk needs (with room
-        # for the trace's header), so that the first rows reach this thread after the gunzip
-        # and scan of half a chunk instead of a whole one
+        # the first block is what the chunker's small first chunk needs (with room for the
+        # trace's header), so that the first rows reach this thread after the gunzip and scan
+        # of that block instead of half a chunk
         block = min(chunk_bytes, 8 * 1024 * 1024)
-        first = min(block, chunk_bytes // 2 + _FIRST_BLOCK_MARGIN)
+        first_chunk = min(FIRST_CHUNK_BYTES, chunk_bytes // 2)
+        first = min(block, first_chunk + _FIRST_BLOCK_MARGIN)
         with ReadAhead(open_stream(p, progress=progress), block=block, first=first) as stream:
-            yield from iter_event_chunks(stream, state, decode, chunk_bytes=chunk_bytes)  # type: ignore[arg-type]
+            yield from iter_event_chunks(
+                stream, state, decode, chunk_bytes=chunk_bytes, first_bytes=first_chunk  # type: ignore[arg-type]
+            )
 
     try:
         # three threads: the reader (file, gunzip), the chunker and scanner (Prefetch), and
@@ -995,7 +1006,8 @@ class _Parts:
         # no chunk has as nulls, as it does for any all-null column
         nulls = part.null_count().row(0)
         empty = [c for c, k in zip(part.columns, nulls, strict=True) if k == part.height and c not in _TIMED_KEPT]
-        self.timed.append(part.drop(empty) if empty else part)
+        # (taken by name: a ``drop`` is a query of its own)
+        self.timed.append(part[[c for c in part.columns if c not in empty]] if empty else part)
 
     def _number_labels(self, raw: pl.DataFrame) -> pl.DataFrame:
         """String pids/tids ("Spans", "stream 7") get temporary ids, numbered finally in
@@ -1047,11 +1059,12 @@ class _Parts:
         self.names.append(distinct)
         self.name_count += distinct.len()
         if not distinct.len():
-            return part.with_columns(names.cast(pl.UInt32))
+            return part.replace_column(part.get_column_index("name"), names.cast(pl.UInt32))
         # a name's position among the distinct names is its code in an enum of them (the
         # cast costs 40 % less than a hash replacement; the names are never null here)
         codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
-        return part.with_columns(codes + first if first else codes)
+        # (the column replaced in place: a ``with_columns`` is a query of its own)
+        return part.replace_column(part.get_column_index("name"), codes + first if first else codes)
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
@@ -1332,8 +1345,9 @@ def _text_columns(
     scatter into a null column cost more than the rest of the chunk's columns together."""
     out: dict[str, pl.Series | pl.Expr] = {}
     memcpy = flags.get_column("memcpy")
-    memcpy_rows = memcpy.arg_true()
-    if memcpy_rows.len():
+    # (``any`` first: ``arg_true`` is a query of its own, and many chunks have no memcpy or sync rows)
+    if memcpy.any():
+        memcpy_rows = memcpy.arg_true()
         said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
             kind_arg = pl.col("kind_arg")
@@ -1349,8 +1363,8 @@ def _text_columns(
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
-    rows = flags.get_column("sync").arg_true()
-    if rows.len():
+    if flags.get_column("sync").any():
+        rows = flags.get_column("sync").arg_true()
         syncs = timed.select(source("sync_kind"), pl.col("name")).gather(rows)
         sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
         value = syncs.select(

@@ -64,3 +64,20 @@ def test_in_place_end_is_used_for_a_closed_array() -> None:
     assert len(chunks[0]) == 40
     assert seen == [memoryview]  # the buffer itself, no copy of the events
     assert state.trailer == b',"traceName":"t"}'
+
+
+@pytest.mark.parametrize("first_bytes", [None, 100])
+def test_a_small_first_chunk_comes_first_and_keeps_every_event(first_bytes: int | None) -> None:
+    from tracekit.parsers._source import ReadAhead
+
+    data = b'{"traceEvents":[' + _EVENTS + b'],"traceName":"t"}'
+    state = ArrayStream()
+    # a read-ahead stream whose first block is short, as read_kineto opens it
+    with ReadAhead(io.BytesIO(data), block=1200, first=150) as stream:
+        chunks = list(iter_event_chunks(stream, state, _decode, chunk_bytes=1200, first_bytes=first_bytes))  # type: ignore[arg-type]
+    assert [e["name"] for chunk in chunks for e in chunk] == [f"op{i}" for i in range(40)]
+    assert state.trailer == b',"traceName":"t"}'
+    if first_bytes is None:  # the first chunk waits for half a chunk of events
+        assert sum(len(json.dumps(e)) for e in chunks[0]) >= 600 - 100
+    else:  # the first chunk is what the short first block brought: a few events
+        assert 1 <= len(chunks[0]) <= 4 < len(chunks[1])
