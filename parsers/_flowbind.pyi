@@ -1,4 +1,4 @@
-# Type stub of the native flow binding built from _flowbind.c (see kineto._bind_endpoints).
+# Type stub of the native flow binding built from _flowbind.c (see kineto._bind_endpoints and kineto._correlation_links).
 import polars as pl
 
 def bind(
@@ -11,3 +11,7 @@ def bind(
     slice_event_id: pl.Series,
     /,
 ) -> tuple[object, object]: ...
+
+def links(
+    kind: pl.Series, correlation: pl.Series, launch_mask: int, target_mask: int, /
+) -> tuple[tuple[object, object], tuple[object, object], tuple[object, object]]: ...

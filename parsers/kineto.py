@@ -1610,26 +1610,7 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
 def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     """Launch → GPU activity links: by correlation id where it names exactly one launch
     call, else by a launch flow between a launch call and a GPU activity."""
-    kind, correlation = pl.col("kind"), pl.col("correlation")
-    # (``event_id`` is the row number: the events are in canonical order)
-    rows = events.select("event_id", "kind", "correlation")
-    # a correlation id must name exactly one launch call to be trusted
-    unique_launch = (
-        rows.filter(kind.is_in(LAUNCH_KINDS) & correlation.is_not_null())
-        .filter(correlation.is_unique())
-        .select(pl.col("event_id").alias("launch_event_id"), "correlation")
-    )
-    gpu = rows.filter(kind.is_in(_LINK_TARGETS) & correlation.is_not_null()).select(
-        pl.col("event_id").alias("gpu_event_id"), "correlation"
-    )
-    # each GPU row meets at most one launch and keeps its (ascending) event order: the
-    # result is already sorted by (gpu_event_id, launch_event_id) and has no repeated pair
-    by_corr = LINKS.conform(
-        gpu.join(unique_launch, on="correlation", how="inner", maintain_order="left").with_columns(
-            pl.lit("correlation", dtype=LINK_SOURCE).alias("link_source")
-        )
-    )
-    del rows, unique_launch, gpu
+    by_corr = _correlation_links(events)
     kinds = events.get_column("kind")
     by_flow = flows.filter(
         (pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null()
@@ -1654,6 +1635,42 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     # a flow's GPU end never has a correlation link: only repeated flow pairs are dropped
     links = pl.concat([by_corr, by_flow])
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
+
+
+def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
+    """The links by correlation id: every GPU activity whose id names exactly one launch
+    call, in event order (``event_id`` is the row number: the events are in canonical order).
+
+    The native pairing (parsers/_flowbind.c), where it was built, gives the same rows from
+    one hash table over the launch calls' ids, in place of the five polars queries below."""
+    native = None if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0") else _flowbind
+    if native is not None:
+        codes = {v: i for i, v in enumerate(EVENT_KIND.categories.to_list())}
+        launch_mask = sum(1 << codes[k] for k in LAUNCH_KINDS)
+        target_mask = sum(1 << codes[k] for k in _LINK_TARGETS)
+        kind = events.get_column("kind").to_physical().cast(pl.Int64)
+        correlation = events.get_column("correlation").cast(pl.Int64)
+        columns = [pl.Series(_ArrowPair(pair)) for pair in native.links(kind, correlation, launch_mask, target_mask)]
+        source = pl.Series("link_source", ["correlation"], dtype=LINK_SOURCE).new_from_index(0, columns[0].len())
+        return pl.DataFrame([*columns, source])
+    kind, correlation = pl.col("kind"), pl.col("correlation")
+    rows = events.select("event_id", "kind", "correlation")
+    # a correlation id must name exactly one launch call to be trusted
+    unique_launch = (
+        rows.filter(kind.is_in(LAUNCH_KINDS) & correlation.is_not_null())
+        .filter(correlation.is_unique())
+        .select(pl.col("event_id").alias("launch_event_id"), "correlation")
+    )
+    gpu = rows.filter(kind.is_in(_LINK_TARGETS) & correlation.is_not_null()).select(
+        pl.col("event_id").alias("gpu_event_id"), "correlation"
+    )
+    # each GPU row meets at most one launch and keeps its (ascending) event order: the
+    # result is already sorted by (gpu_event_id, launch_event_id) and has no repeated pair
+    return LINKS.conform(
+        gpu.join(unique_launch, on="correlation", how="inner", maintain_order="left").with_columns(
+            pl.lit("correlation", dtype=LINK_SOURCE).alias("link_source")
+        )
+    )
 
 
 def _fill_sync_threads(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from tracekit.parsers import kineto
+from tracekit.schema import EVENT_KIND, LINKS
 
 native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
 
@@ -144,3 +145,57 @@ def test_flows_of_null_ids_come_in_one_order() -> None:
     ]
     for _ in range(5):
         assert kineto._flows(flow_rows, slices).rows() == expected
+
+
+def _events(seed: int, n: int, nulls: bool, chunks: int) -> pl.DataFrame:
+    """Events in canonical order (``event_id`` the row number) with every kind and few
+    correlation ids, so ids are shared by several launches, by none, or by exactly one."""
+    rng = random.Random(seed)
+    kinds = EVENT_KIND.categories.to_list()
+    frame = pl.DataFrame(
+        {
+            "event_id": list(range(n)),
+            "kind": [rng.choice(kinds) for _ in range(n)],
+            "correlation": [None if nulls and rng.random() < 0.1 else rng.randrange(n // 3 + 1) for _ in range(n)],
+        },
+        schema={"event_id": pl.Int64, "kind": EVENT_KIND, "correlation": pl.Int64},
+    )
+    if chunks == 1 or n < chunks:
+        return frame
+    step = n // chunks
+    return pl.concat([frame.slice(i * step, step if i < chunks - 1 else n) for i in range(chunks)], rechunk=False)
+
+
+@native
+@pytest.mark.parametrize(
+    ("seed", "n", "nulls", "chunks"),
+    [(1, 3000, False, 1), (2, 3000, True, 1), (3, 5000, True, 6), (4, 1, False, 1), (5, 0, False, 1)],
+)
+def test_native_correlation_links_match_polars(
+    seed: int, n: int, nulls: bool, chunks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _events(seed, n, nulls, chunks)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._correlation_links(events)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    fast = kineto._correlation_links(events)
+    assert fast.schema == pure.schema == LINKS.polars_schema
+    assert fast.rows() == pure.rows()
+    if n > 100:
+        assert pure.height  # the case links some GPU rows (and, by its few ids, leaves others)
+
+
+@native
+def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
+    events = pl.DataFrame(
+        {
+            "kind": ["runtime", "kernel", "runtime", "runtime", "kernel", "driver", "memcpy", "kernel", "kernel"],
+            "correlation": [1, 1, 2, 2, 2, None, None, 3, None],
+        },
+        schema={"kind": EVENT_KIND, "correlation": pl.Int64},
+    ).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
+    with pytest.raises(ValueError, match="differ in length"):
+        kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
+    with pytest.raises(TypeError, match="int64"):
+        kineto._flowbind.links(pl.Series([1], dtype=pl.Int32), pl.Series([1], dtype=pl.Int64), 1, 2)
