@@ -588,6 +588,143 @@ done:
     return result;
 }
 
+/* ---- flows paired by (kind, id)
+ *
+ * Rows are flow endpoints in file order: end 1 a source ("s"), 2 a destination ("f"),
+ * anything else a step that pairs with nothing; kind a small code; id the flow id; event
+ * the endpoint's bound slice (null where none).  Each distinct (kind, id) of a source or
+ * destination row is one flow, whose source (destination) is the event of its first
+ * source (destination) row in file order, null where it has none.  The flows come in
+ * order of first appearance (the caller sorts them).  A null end, kind or id pairs nothing. */
+typedef struct {
+    int64_t id;
+    int64_t kind; /* -1: empty slot */
+    int64_t flow; /* its index in the output */
+} FlowSlot;
+
+static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO:pair", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    Column col[4];
+    memset(col, 0, sizeof(col));
+    FlowSlot *table = NULL;
+    int64_t *ids = NULL, *kinds = NULL, *src = NULL, *dst = NULL;
+    uint8_t *src_bits = NULL, *dst_bits = NULL, *src_seen = NULL, *dst_seen = NULL;
+    PyObject *result = NULL, *o[4] = {NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 4; k++)
+        if (column_read(objs[k], &col[k]) != 0)
+            goto done;
+    int64_t n = col[0].n;
+    if (col[1].n != n || col[2].n != n || col[3].n != n) {
+        PyErr_SetString(PyExc_ValueError, "flow pairing: the columns differ in length");
+        goto done;
+    }
+    if (n > (INT64_MAX >> 8)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t size = 16;
+    while (size < 2 * n)
+        size *= 2;
+    size_t rows = (size_t)(n ? n : 1);
+    table = malloc((size_t)size * sizeof(FlowSlot));
+    ids = malloc(rows * sizeof(int64_t));
+    kinds = malloc(rows * sizeof(int64_t));
+    src = calloc(rows, sizeof(int64_t));
+    dst = calloc(rows, sizeof(int64_t));
+    src_bits = calloc(rows / 8 + 1, 1);
+    dst_bits = calloc(rows / 8 + 1, 1);
+    src_seen = calloc(rows / 8 + 1, 1);
+    dst_seen = calloc(rows / 8 + 1, 1);
+    if (table == NULL || ids == NULL || kinds == NULL || src == NULL || dst == NULL || src_bits == NULL
+        || dst_bits == NULL || src_seen == NULL || dst_seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t flows = 0, src_nulls = 0, dst_nulls = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t mask = size - 1;
+    /* seeded from the table's address: a trace cannot choose ids that collide */
+    uint64_t seed = avalanche((uint64_t)(uintptr_t)table ^ avalanche((uint64_t)(uintptr_t)ids ^ (uint64_t)n));
+    for (int64_t i = 0; i < size; i++)
+        table[i].kind = -1;
+    Cursor ce, ck, ci, cv;
+    cursor_init(&ce, &col[0]);
+    cursor_init(&ck, &col[1]);
+    cursor_init(&ci, &col[2]);
+    cursor_init(&cv, &col[3]);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t end, kind, id, event;
+        int ok = cursor_next(&ce, &end) & cursor_next(&ck, &kind) & cursor_next(&ci, &id);
+        int bound = cursor_next(&cv, &event);
+        if (!ok || (end != 1 && end != 2) || kind < 0)
+            continue;
+        int64_t i = (int64_t)(mix(seed, kind, id, 0) & (uint64_t)mask);
+        while (table[i].kind >= 0 && (table[i].kind != kind || table[i].id != id))
+            i = (i + 1) & mask;
+        FlowSlot *e = &table[i];
+        if (e->kind < 0) { /* at most one new flow a row: flows < n */
+            e->kind = kind;
+            e->id = id;
+            e->flow = flows;
+            ids[flows] = id;
+            kinds[flows] = kind;
+            flows++;
+        }
+        int64_t f = e->flow;
+        uint8_t bit = (uint8_t)(1u << (f & 7));
+        /* only the flow's first row of this end counts, bound or not */
+        uint8_t *seen = end == 1 ? src_seen : dst_seen;
+        if (seen[f >> 3] & bit)
+            continue;
+        seen[f >> 3] |= bit;
+        if (bound) {
+            (end == 1 ? src : dst)[f] = event;
+            (end == 1 ? src_bits : dst_bits)[f >> 3] |= bit;
+        }
+    }
+    for (int64_t f = 0; f < flows; f++) {
+        src_nulls += !((src_bits[f >> 3] >> (f & 7)) & 1);
+        dst_nulls += !((dst_bits[f >> 3] >> (f & 7)) & 1);
+    }
+    Py_END_ALLOW_THREADS
+    o[0] = export_int64(ids, NULL, flows, 0, "flow_id");
+    ids = NULL;
+    if (o[0] == NULL)
+        goto done;
+    o[1] = export_int64(kinds, NULL, flows, 0, "flow_kind");
+    kinds = NULL;
+    if (o[1] == NULL)
+        goto done;
+    o[2] = export_int64(src, src_bits, flows, src_nulls, "src_event_id");
+    src = NULL;
+    src_bits = NULL;
+    if (o[2] == NULL)
+        goto done;
+    o[3] = export_int64(dst, dst_bits, flows, dst_nulls, "dst_event_id");
+    dst = NULL;
+    dst_bits = NULL;
+    if (o[3] != NULL)
+        result = PyTuple_Pack(4, o[0], o[1], o[2], o[3]);
+done:
+    for (int k = 0; k < 4; k++) {
+        Py_XDECREF(o[k]);
+        column_free(&col[k]);
+    }
+    free(table);
+    free(ids);
+    free(kinds);
+    free(src);
+    free(dst);
+    free(src_bits);
+    free(dst_bits);
+    free(src_seen);
+    free(dst_seen);
+    return result;
+}
+
 static PyMethodDef flowbind_methods[] = {
     {"bind", flowbind_bind, METH_VARARGS,
      "bind(flow_pid, flow_tid, flow_start, slice_pid, slice_tid, slice_start, slice_event_id) -> "
@@ -597,6 +734,9 @@ static PyMethodDef flowbind_methods[] = {
      "links(kind, correlation, launch_mask, target_mask) -> three (schema capsule, array capsule) "
      "pairs: launch row, GPU row and correlation id of every GPU row whose id names exactly one "
      "launch row, in GPU row order."},
+    {"pair", flowbind_pair, METH_VARARGS,
+     "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
+     "kind, source and destination event of every distinct (kind, id), in order of first appearance."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1501,6 +1501,10 @@ class _ArrowPair:
         return self._pair
 
 
+#: every flow kind, at its position in the enum (a code's kind is gathered from it)
+_FLOW_KINDS = pl.Series("flow_kind", FLOW_KIND.categories.to_list(), dtype=FLOW_KIND)
+
+
 def _flow_kind(cat: pl.Expr) -> pl.Expr:
     """The flow kind of a lower-cased category: comparisons with the few known categories
     (a fraction of the cost of a hash ``replace`` of every row's text)."""
@@ -1577,6 +1581,19 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         # (the ends too: the rows of null ids, a source-only and a destination-only one per
         # kind, otherwise came in the grouping's arbitrary order, differing between runs)
         return FLOWS.conform(joined).sort(["flow_kind", "flow_id", "src_event_id", "dst_event_id"])
+    native = None if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0") else _flowbind
+    if native is not None:
+        # the native pairing (parsers/_flowbind.c): every (kind, id) with its first source
+        # and destination in one pass over the rows, then the flows sorted as below
+        end = ends.get_column("_src").cast(pl.Int64) + 2 * ends.get_column("_dst").cast(pl.Int64)
+        kind = ends.get_column("flow_kind").to_physical().cast(pl.Int64)
+        flow_id = ends.get_column("flow_id").cast(pl.Int64)
+        event_id = ends.get_column("event_id").cast(pl.Int64)
+        del ends
+        ids, codes, src, dst = (pl.Series(_ArrowPair(p)) for p in native.pair(end, kind, flow_id, event_id))
+        paired_kinds = _FLOW_KINDS.gather(codes).alias("flow_kind")
+        keys = ["flow_id"] if codes.len() == 0 or codes.min() == codes.max() else ["flow_kind", "flow_id"]
+        return pl.DataFrame([ids, paired_kinds, src, dst]).sort(keys)
     # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
     # then contiguous and in file order, so its first source and first destination are the
     # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)

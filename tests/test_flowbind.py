@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tracekit.parsers import kineto
-from tracekit.schema import EVENT_KIND, LINKS
+from tracekit.schema import EVENT_KIND, FLOWS, LINKS
 
 native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
 
@@ -199,3 +199,49 @@ def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
         kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
     with pytest.raises(TypeError, match="int64"):
         kineto._flowbind.links(pl.Series([1], dtype=pl.Int32), pl.Series([1], dtype=pl.Int64), 1, 2)
+
+
+@native
+@pytest.mark.parametrize(
+    ("seed", "n_flows", "n_slices", "chunks", "cats"),
+    [
+        (11, 600, 800, 1, ("ac2g",)),
+        (12, 900, 700, 5, ("ac2g", "fwdbwd", "gpu_user_annotation", "")),
+        (13, 1, 5, 1, ("fwdbwd",)),
+        (14, 50, 50, 1, ("ac2g", "async_cpu_to_gpu")),
+    ],
+)
+def test_native_pairing_matches_polars(
+    seed: int, n_flows: int, n_slices: int, chunks: int, cats: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # few ids, so a flow has several sources and destinations (the first in file order
+    # wins, bound or not), steps ("t") that pair with nothing, kinds sharing an id
+    rng = random.Random(seed)
+    ends, slices = _frames(seed, n_flows, n_slices, True, chunks)
+    flow_rows = pl.DataFrame(
+        {
+            "ph": [rng.choice("sfft") for _ in range(n_flows)],
+            "_cat": [rng.choice(cats) for _ in range(n_flows)],
+            "id": [rng.randrange(n_flows // 4 + 1) - 3 for _ in range(n_flows)],
+            "id_label": pl.Series([None] * n_flows, dtype=pl.String),
+        },
+        schema={"ph": pl.String, "_cat": pl.String, "id": pl.Int64, "id_label": pl.String},
+    ).hstack(ends.rechunk())
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._flows(flow_rows, slices)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    fast = kineto._flows(flow_rows, slices)
+    assert fast.schema == pure.schema == FLOWS.polars_schema
+    assert fast.rows() == pure.rows()
+    if n_flows > 100:
+        # the cases have flows with both ends, one end, and an unbound end
+        assert pure["src_event_id"].null_count()
+        assert pure["dst_event_id"].null_count()
+        assert pure.drop_nulls().height
+
+
+@native
+def test_native_pairing_rejects_columns_of_other_lengths() -> None:
+    one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
+    with pytest.raises(ValueError, match="differ in length"):
+        kineto._flowbind.pair(one, one, two, one)
