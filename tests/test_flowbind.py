@@ -245,3 +245,17 @@ def test_native_pairing_rejects_columns_of_other_lengths() -> None:
     one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
     with pytest.raises(ValueError, match="differ in length"):
         kineto._flowbind.pair(one, one, two, one)
+
+
+def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # past the size where polars' hashing is the faster, the native pairings are not used
+    # (and give the same tables below it: the tests above)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(kineto, "_NATIVE_PAIRING_MAX_ROWS", 100)
+    assert kineto._native_pairing(101) is None
+    assert kineto._native_pairing(100) is kineto._flowbind
+    events = _events(31, 500, True, 1)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._correlation_links(events)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    assert kineto._correlation_links(events).rows() == pure.rows()
