@@ -206,7 +206,7 @@ typedef struct {
     uint8_t ok[BLOCK];
 } Block;
 
-static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls);
+static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name);
 
 static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
     (void)self;
@@ -333,7 +333,7 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    result = export_int64(out, bits, nf, nulls);
+    result = export_int64(out, bits, nf, nulls, "event_id");
     out = NULL; /* owned by the exported array now (or freed with it) */
     bits = NULL;
 done:
@@ -379,7 +379,7 @@ static void capsule_free_schema(PyObject *capsule) {
 }
 
 /* Takes ownership of ``values`` and ``bits``, also when it fails. */
-static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls) {
+static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name) {
     struct ArrowSchema *s = calloc(1, sizeof(*s));
     struct ArrowArray *a = calloc(1, sizeof(*a));
     Owned *o = calloc(1, sizeof(*o));
@@ -392,7 +392,7 @@ static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t
         return PyErr_NoMemory();
     }
     s->format = "l";
-    s->name = "event_id";
+    s->name = name;
     s->flags = ARROW_FLAG_NULLABLE;
     s->release = release_schema;
     o->buffers[0] = bits;
@@ -423,11 +423,289 @@ static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t
     return pair;
 }
 
+/* ---- launch -> GPU activity links by correlation id
+ *
+ * Rows are events in canonical order (a row's position is its event id).  A launch row
+ * (its kind's bit set in launch_mask) with a correlation id is trusted only when no other
+ * launch row has that id; every GPU row (its kind's bit in target_mask) with the id of a
+ * trusted launch is linked to it.  The links come in GPU row order, as the pure Python
+ * path's join (parsers/kineto.py, _links) gives them.  A null kind or id matches nothing. */
+typedef struct {
+    int64_t corr;
+    int64_t row;   /* the launch row; -1 once a second launch row has the id */
+    int64_t used;  /* 0: empty slot */
+} CorrSlot;
+
+static inline int64_t corr_probe(const CorrSlot *tb, int64_t mask, uint64_t seed, int64_t corr) {
+    int64_t i = (int64_t)(avalanche(seed ^ (uint64_t)corr) & (uint64_t)mask);
+    while (tb[i].used && tb[i].corr != corr)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static inline int kind_in(int64_t kind, uint64_t mask) { return kind >= 0 && kind < 64 && ((mask >> kind) & 1); }
+
+static PyObject *flowbind_links(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[2];
+    unsigned long long launch_mask, target_mask;
+    if (!PyArg_ParseTuple(args, "OOKK:links", &objs[0], &objs[1], &launch_mask, &target_mask))
+        return NULL;
+    Column col[2];
+    memset(col, 0, sizeof(col));
+    CorrSlot *table = NULL;
+    int64_t *launch = NULL, *gpu = NULL, *corr = NULL;
+    PyObject *result = NULL, *a = NULL, *b = NULL, *c = NULL;
+    for (int k = 0; k < 2; k++)
+        if (column_read(objs[k], &col[k]) != 0)
+            goto done;
+    int64_t n = col[0].n;
+    if (col[1].n != n) {
+        PyErr_SetString(PyExc_ValueError, "link pairing: the kind and correlation columns differ in length");
+        goto done;
+    }
+    /* the launch rows are counted first: the table holds only their ids */
+    int64_t launches = 0, targets = 0;
+    Cursor ck, cc;
+    Py_BEGIN_ALLOW_THREADS
+    cursor_init(&ck, &col[0]);
+    cursor_init(&cc, &col[1]);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t kind, id;
+        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        if (ok && kind_in(kind, launch_mask))
+            launches++;
+        if (ok && kind_in(kind, target_mask))
+            targets++;
+    }
+    Py_END_ALLOW_THREADS
+    if (launches > (INT64_MAX >> 8)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t size = 16;
+    while (size < 2 * launches)
+        size *= 2;
+    table = calloc((size_t)size, sizeof(CorrSlot));
+    launch = malloc((size_t)(targets ? targets : 1) * sizeof(int64_t));
+    gpu = malloc((size_t)(targets ? targets : 1) * sizeof(int64_t));
+    corr = malloc((size_t)(targets ? targets : 1) * sizeof(int64_t));
+    if (table == NULL || launch == NULL || gpu == NULL || corr == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t m = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t mask = size - 1;
+    /* seeded from the table's address: a trace cannot choose ids that collide */
+    uint64_t seed = avalanche((uint64_t)(uintptr_t)table ^ avalanche((uint64_t)(uintptr_t)gpu ^ (uint64_t)n));
+    cursor_init(&ck, &col[0]);
+    cursor_init(&cc, &col[1]);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t kind, id;
+        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        if (!ok || !kind_in(kind, launch_mask))
+            continue;
+        CorrSlot *e = &table[corr_probe(table, mask, seed, id)];
+        if (e->used)
+            e->row = -1; /* a second launch row with this id: not trusted */
+        else {
+            e->used = 1;
+            e->corr = id;
+            e->row = i;
+        }
+    }
+    cursor_init(&ck, &col[0]);
+    cursor_init(&cc, &col[1]);
+    for (int64_t i = 0; i < n && m < targets; i++) {
+        int64_t kind, id;
+        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        if (!ok || !kind_in(kind, target_mask))
+            continue;
+        const CorrSlot *e = &table[corr_probe(table, mask, seed, id)];
+        if (e->used && e->row >= 0) {
+            launch[m] = e->row;
+            gpu[m] = i;
+            corr[m] = id;
+            m++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    /* each export takes its buffer over, also when it fails */
+    a = export_int64(launch, NULL, m, 0, "launch_event_id");
+    launch = NULL;
+    if (a == NULL)
+        goto done;
+    b = export_int64(gpu, NULL, m, 0, "gpu_event_id");
+    gpu = NULL;
+    if (b == NULL)
+        goto done;
+    c = export_int64(corr, NULL, m, 0, "correlation");
+    corr = NULL;
+    if (c != NULL)
+        result = PyTuple_Pack(3, a, b, c);
+done:
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_XDECREF(c);
+    for (int k = 0; k < 2; k++)
+        column_free(&col[k]);
+    free(table);
+    free(launch);
+    free(gpu);
+    free(corr);
+    return result;
+}
+
+/* ---- flows paired by (kind, id)
+ *
+ * Rows are flow endpoints in file order: end 1 a source ("s"), 2 a destination ("f"),
+ * anything else a step that pairs with nothing; kind a small code; id the flow id; event
+ * the endpoint's bound slice (null where none).  Each distinct (kind, id) of a source or
+ * destination row is one flow, whose source (destination) is the event of its first
+ * source (destination) row in file order, null where it has none.  The flows come in
+ * order of first appearance (the caller sorts them).  A null end, kind or id pairs nothing. */
+typedef struct {
+    int64_t id;
+    int64_t kind; /* -1: empty slot */
+    int64_t flow; /* its index in the output */
+} FlowSlot;
+
+static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO:pair", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    Column col[4];
+    memset(col, 0, sizeof(col));
+    FlowSlot *table = NULL;
+    int64_t *ids = NULL, *kinds = NULL, *src = NULL, *dst = NULL;
+    uint8_t *src_bits = NULL, *dst_bits = NULL, *src_seen = NULL, *dst_seen = NULL;
+    PyObject *result = NULL, *o[4] = {NULL, NULL, NULL, NULL};
+    for (int k = 0; k < 4; k++)
+        if (column_read(objs[k], &col[k]) != 0)
+            goto done;
+    int64_t n = col[0].n;
+    if (col[1].n != n || col[2].n != n || col[3].n != n) {
+        PyErr_SetString(PyExc_ValueError, "flow pairing: the columns differ in length");
+        goto done;
+    }
+    if (n > (INT64_MAX >> 8)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t size = 16;
+    while (size < 2 * n)
+        size *= 2;
+    size_t rows = (size_t)(n ? n : 1);
+    table = malloc((size_t)size * sizeof(FlowSlot));
+    ids = malloc(rows * sizeof(int64_t));
+    kinds = malloc(rows * sizeof(int64_t));
+    src = calloc(rows, sizeof(int64_t));
+    dst = calloc(rows, sizeof(int64_t));
+    src_bits = calloc(rows / 8 + 1, 1);
+    dst_bits = calloc(rows / 8 + 1, 1);
+    src_seen = calloc(rows / 8 + 1, 1);
+    dst_seen = calloc(rows / 8 + 1, 1);
+    if (table == NULL || ids == NULL || kinds == NULL || src == NULL || dst == NULL || src_bits == NULL
+        || dst_bits == NULL || src_seen == NULL || dst_seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t flows = 0, src_nulls = 0, dst_nulls = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t mask = size - 1;
+    /* seeded from the table's address: a trace cannot choose ids that collide */
+    uint64_t seed = avalanche((uint64_t)(uintptr_t)table ^ avalanche((uint64_t)(uintptr_t)ids ^ (uint64_t)n));
+    for (int64_t i = 0; i < size; i++)
+        table[i].kind = -1;
+    Cursor ce, ck, ci, cv;
+    cursor_init(&ce, &col[0]);
+    cursor_init(&ck, &col[1]);
+    cursor_init(&ci, &col[2]);
+    cursor_init(&cv, &col[3]);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t end, kind, id, event;
+        int ok = cursor_next(&ce, &end) & cursor_next(&ck, &kind) & cursor_next(&ci, &id);
+        int bound = cursor_next(&cv, &event);
+        if (!ok || (end != 1 && end != 2) || kind < 0)
+            continue;
+        int64_t i = (int64_t)(mix(seed, kind, id, 0) & (uint64_t)mask);
+        while (table[i].kind >= 0 && (table[i].kind != kind || table[i].id != id))
+            i = (i + 1) & mask;
+        FlowSlot *e = &table[i];
+        if (e->kind < 0) { /* at most one new flow a row: flows < n */
+            e->kind = kind;
+            e->id = id;
+            e->flow = flows;
+            ids[flows] = id;
+            kinds[flows] = kind;
+            flows++;
+        }
+        int64_t f = e->flow;
+        uint8_t bit = (uint8_t)(1u << (f & 7));
+        /* only the flow's first row of this end counts, bound or not */
+        uint8_t *seen = end == 1 ? src_seen : dst_seen;
+        if (seen[f >> 3] & bit)
+            continue;
+        seen[f >> 3] |= bit;
+        if (bound) {
+            (end == 1 ? src : dst)[f] = event;
+            (end == 1 ? src_bits : dst_bits)[f >> 3] |= bit;
+        }
+    }
+    for (int64_t f = 0; f < flows; f++) {
+        src_nulls += !((src_bits[f >> 3] >> (f & 7)) & 1);
+        dst_nulls += !((dst_bits[f >> 3] >> (f & 7)) & 1);
+    }
+    Py_END_ALLOW_THREADS
+    o[0] = export_int64(ids, NULL, flows, 0, "flow_id");
+    ids = NULL;
+    if (o[0] == NULL)
+        goto done;
+    o[1] = export_int64(kinds, NULL, flows, 0, "flow_kind");
+    kinds = NULL;
+    if (o[1] == NULL)
+        goto done;
+    o[2] = export_int64(src, src_bits, flows, src_nulls, "src_event_id");
+    src = NULL;
+    src_bits = NULL;
+    if (o[2] == NULL)
+        goto done;
+    o[3] = export_int64(dst, dst_bits, flows, dst_nulls, "dst_event_id");
+    dst = NULL;
+    dst_bits = NULL;
+    if (o[3] != NULL)
+        result = PyTuple_Pack(4, o[0], o[1], o[2], o[3]);
+done:
+    for (int k = 0; k < 4; k++) {
+        Py_XDECREF(o[k]);
+        column_free(&col[k]);
+    }
+    free(table);
+    free(ids);
+    free(kinds);
+    free(src);
+    free(dst);
+    free(src_bits);
+    free(dst_bits);
+    free(src_seen);
+    free(dst_seen);
+    return result;
+}
+
 static PyMethodDef flowbind_methods[] = {
     {"bind", flowbind_bind, METH_VARARGS,
      "bind(flow_pid, flow_tid, flow_start, slice_pid, slice_tid, slice_start, slice_event_id) -> "
      "(schema capsule, array capsule): per flow endpoint, the largest event id of a slice with "
      "its (pid, tid, start), or null."},
+    {"links", flowbind_links, METH_VARARGS,
+     "links(kind, correlation, launch_mask, target_mask) -> three (schema capsule, array capsule) "
+     "pairs: launch row, GPU row and correlation id of every GPU row whose id names exactly one "
+     "launch row, in GPU row order."},
+    {"pair", flowbind_pair, METH_VARARGS,
+     "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
+     "kind, source and destination event of every distinct (kind, id), in order of first appearance."},
     {NULL, NULL, 0, NULL},
 };
 

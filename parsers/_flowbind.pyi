@@ -1,4 +1,4 @@
-# Type stub of the native flow binding built from _flowbind.c (see kineto._bind_endpoints).
+# Type stub of the native flow binding built from _flowbind.c (see kineto._bind_endpoints, _flows and _correlation_links).
 import polars as pl
 
 def bind(
@@ -11,3 +11,11 @@ def bind(
     slice_event_id: pl.Series,
     /,
 ) -> tuple[object, object]: ...
+
+def links(
+    kind: pl.Series, correlation: pl.Series, launch_mask: int, target_mask: int, /
+) -> tuple[tuple[object, object], tuple[object, object], tuple[object, object]]: ...
+
+def pair(
+    end: pl.Series, kind: pl.Series, flow_id: pl.Series, event_id: pl.Series, /
+) -> tuple[tuple[object, object], tuple[object, object], tuple[object, object], tuple[object, object]]: ...

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from tracekit.parsers import kineto
+from tracekit.schema import EVENT_KIND, FLOWS, LINKS
 
 native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
 
@@ -144,3 +145,117 @@ def test_flows_of_null_ids_come_in_one_order() -> None:
     ]
     for _ in range(5):
         assert kineto._flows(flow_rows, slices).rows() == expected
+
+
+def _events(seed: int, n: int, nulls: bool, chunks: int) -> pl.DataFrame:
+    """Events in canonical order (``event_id`` the row number) with every kind and few
+    correlation ids, so ids are shared by several launches, by none, or by exactly one."""
+    rng = random.Random(seed)
+    kinds = EVENT_KIND.categories.to_list()
+    frame = pl.DataFrame(
+        {
+            "event_id": list(range(n)),
+            "kind": [rng.choice(kinds) for _ in range(n)],
+            "correlation": [None if nulls and rng.random() < 0.1 else rng.randrange(n // 3 + 1) for _ in range(n)],
+        },
+        schema={"event_id": pl.Int64, "kind": EVENT_KIND, "correlation": pl.Int64},
+    )
+    if chunks == 1 or n < chunks:
+        return frame
+    step = n // chunks
+    return pl.concat([frame.slice(i * step, step if i < chunks - 1 else n) for i in range(chunks)], rechunk=False)
+
+
+@native
+@pytest.mark.parametrize(
+    ("seed", "n", "nulls", "chunks"),
+    [(1, 3000, False, 1), (2, 3000, True, 1), (3, 5000, True, 6), (4, 1, False, 1), (5, 0, False, 1)],
+)
+def test_native_correlation_links_match_polars(
+    seed: int, n: int, nulls: bool, chunks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _events(seed, n, nulls, chunks)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._correlation_links(events)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    fast = kineto._correlation_links(events)
+    assert fast.schema == pure.schema == LINKS.polars_schema
+    assert fast.rows() == pure.rows()
+    if n > 100:
+        assert pure.height  # the case links some GPU rows (and, by its few ids, leaves others)
+
+
+@native
+def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
+    events = pl.DataFrame(
+        {
+            "kind": ["runtime", "kernel", "runtime", "runtime", "kernel", "driver", "memcpy", "kernel", "kernel"],
+            "correlation": [1, 1, 2, 2, 2, None, None, 3, None],
+        },
+        schema={"kind": EVENT_KIND, "correlation": pl.Int64},
+    ).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
+    with pytest.raises(ValueError, match="differ in length"):
+        kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
+    with pytest.raises(TypeError, match="int64"):
+        kineto._flowbind.links(pl.Series([1], dtype=pl.Int32), pl.Series([1], dtype=pl.Int64), 1, 2)
+
+
+@native
+@pytest.mark.parametrize(
+    ("seed", "n_flows", "n_slices", "chunks", "cats"),
+    [
+        (11, 600, 800, 1, ("ac2g",)),
+        (12, 900, 700, 5, ("ac2g", "fwdbwd", "gpu_user_annotation", "")),
+        (13, 1, 5, 1, ("fwdbwd",)),
+        (14, 50, 50, 1, ("ac2g", "async_cpu_to_gpu")),
+    ],
+)
+def test_native_pairing_matches_polars(
+    seed: int, n_flows: int, n_slices: int, chunks: int, cats: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # few ids, so a flow has several sources and destinations (the first in file order
+    # wins, bound or not), steps ("t") that pair with nothing, kinds sharing an id
+    rng = random.Random(seed)
+    ends, slices = _frames(seed, n_flows, n_slices, True, chunks)
+    flow_rows = pl.DataFrame(
+        {
+            "ph": [rng.choice("sfft") for _ in range(n_flows)],
+            "_cat": [rng.choice(cats) for _ in range(n_flows)],
+            "id": [rng.randrange(n_flows // 4 + 1) - 3 for _ in range(n_flows)],
+            "id_label": pl.Series([None] * n_flows, dtype=pl.String),
+        },
+        schema={"ph": pl.String, "_cat": pl.String, "id": pl.Int64, "id_label": pl.String},
+    ).hstack(ends.rechunk())
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._flows(flow_rows, slices)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    fast = kineto._flows(flow_rows, slices)
+    assert fast.schema == pure.schema == FLOWS.polars_schema
+    assert fast.rows() == pure.rows()
+    if n_flows > 100:
+        # the cases have flows with both ends, one end, and an unbound end
+        assert pure["src_event_id"].null_count()
+        assert pure["dst_event_id"].null_count()
+        assert pure.drop_nulls().height
+
+
+@native
+def test_native_pairing_rejects_columns_of_other_lengths() -> None:
+    one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
+    with pytest.raises(ValueError, match="differ in length"):
+        kineto._flowbind.pair(one, one, two, one)
+
+
+def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # past the size where polars' hashing is the faster, the native pairings are not used
+    # (and give the same tables below it: the tests above)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(kineto, "_NATIVE_PAIRING_MAX_ROWS", 100)
+    assert kineto._native_pairing(101) is None
+    assert kineto._native_pairing(100) is kineto._flowbind
+    events = _events(31, 500, True, 1)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    pure = kineto._correlation_links(events)
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
+    assert kineto._correlation_links(events).rows() == pure.rows()
