@@ -61,6 +61,7 @@ from tracekit.schema import (
     finalize_events,
 )
 
+from ._arrow import ArrowCapsules
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
 from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream
 
@@ -1503,18 +1504,6 @@ def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
 
 
-class _ArrowPair:
-    """An exported Arrow array (schema and array capsules) for polars' PyCapsule import."""
-
-    __slots__ = ("_pair",)
-
-    def __init__(self, pair: tuple[object, object]) -> None:
-        self._pair = pair
-
-    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
-        return self._pair
-
-
 #: every flow kind, at its position in the enum (a code's kind is gathered from it)
 _FLOW_KINDS = pl.Series("flow_kind", FLOW_KIND.categories.to_list(), dtype=FLOW_KIND)
 
@@ -1545,7 +1534,7 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
             *(flow_rows.get_column(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns")),
             *(keyed.get_column(c).cast(pl.Int64) for c in ("_track_pid", "_track_tid", "start_ns", "event_id")),
         ]
-        return pl.Series(_ArrowPair(native.bind(*columns))).alias("event_id")
+        return pl.Series(ArrowCapsules(native.bind(*columns))).alias("event_id")
     ends = flow_rows.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "pid", "tid", "start_ns",
         _track_key("pid", "tid", "start_ns").alias("_key"),
@@ -1605,7 +1594,7 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         flow_id = ends.get_column("flow_id").cast(pl.Int64)
         event_id = ends.get_column("event_id").cast(pl.Int64)
         del ends
-        ids, codes, src, dst = (pl.Series(_ArrowPair(p)) for p in native.pair(end, kind, flow_id, event_id))
+        ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_id, event_id))
         paired_kinds = _FLOW_KINDS.gather(codes).alias("flow_kind")
         keys = ["flow_id"] if codes.len() == 0 or codes.min() == codes.max() else ["flow_kind", "flow_id"]
         return pl.DataFrame([ids, paired_kinds, src, dst]).sort(keys)
@@ -1697,7 +1686,7 @@ def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
         target_mask = sum(1 << codes[k] for k in _LINK_TARGETS)
         kind = events.get_column("kind").to_physical().cast(pl.Int64)
         correlation = events.get_column("correlation").cast(pl.Int64)
-        columns = [pl.Series(_ArrowPair(pair)) for pair in native.links(kind, correlation, launch_mask, target_mask)]
+        columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind, correlation, launch_mask, target_mask)]
         source = pl.Series("link_source", ["correlation"], dtype=LINK_SOURCE).new_from_index(0, columns[0].len())
         return pl.DataFrame([*columns, source])
     kind, correlation = pl.col("kind"), pl.col("correlation")

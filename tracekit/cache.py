@@ -60,6 +60,7 @@ from typing import Any
 import polars as pl
 
 from ._version import __version__
+from .parsers._arrow import ArrowCapsules
 from .progress import Progress
 from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
@@ -318,18 +319,6 @@ def _spec(col: dict[str, Any], start: int) -> tuple[Any, ...]:
     )
 
 
-class _ArrowArray:
-    """One exported struct array, for polars' PyCapsule import (used once)."""
-
-    __slots__ = ("_pair",)
-
-    def __init__(self, pair: tuple[object, object]) -> None:
-        self._pair = pair
-
-    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
-        return self._pair
-
-
 def _arrow_array(col: dict[str, Any], whole: Any, start: int) -> Any:
     """The pure-Python reader's column: a pyarrow array over the mapped file, fully validated."""
     import pyarrow as pa
@@ -366,7 +355,7 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
     if native is not None:
         specs = [(int(described[s.name]["rows"]), [_spec(c, start) for c in described[s.name]["columns"]]) for s in TABLES]
         for schema, pair in zip(TABLES, native.map_tables(str(path), specs), strict=True):
-            frames[schema.name] = pl.DataFrame(_ArrowArray(pair))
+            frames[schema.name] = pl.DataFrame(ArrowCapsules(pair))
     else:
         import pyarrow as pa
 
