@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
@@ -61,8 +60,8 @@ from tracekit.schema import (
     finalize_events,
 )
 
-from ._arrow import ArrowCapsules
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
+from ._native import ArrowCapsules, usable
 from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream
 
 try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
@@ -429,9 +428,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
 
 def native_scanner() -> Any:
     """The native chunk scanner, or None when it was not built or ``TRACEKIT_PURE_PYTHON=1``."""
-    if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    return _kineto_scan
+    return usable(_kineto_scan)
 
 
 # column kinds of the native scanner (the K_* enum of _kineto_scan.c)
@@ -1528,7 +1525,7 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
     The rows are joined on one 64-bit hash of (pid, tid, start) and the matches checked on
     the real columns; the native binding (parsers/_flowbind.c), where it was built, gives
     the same result from one hash table over the endpoints' keys."""
-    native = None if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0") else _flowbind
+    native = usable(_flowbind)
     if native is not None:
         columns = [
             *(flow_rows.get_column(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns")),
@@ -1667,9 +1664,7 @@ _NATIVE_PAIRING_MAX_ROWS = 200_000
 
 def _native_pairing(rows: int) -> Any:
     """The native module for a pairing of ``rows`` rows, or None for the polars path."""
-    if rows > _NATIVE_PAIRING_MAX_ROWS or os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    return _flowbind
+    return None if rows > _NATIVE_PAIRING_MAX_ROWS else usable(_flowbind)
 
 
 def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:

@@ -60,7 +60,7 @@ from typing import Any
 import polars as pl
 
 from ._version import __version__
-from .parsers._arrow import ArrowCapsules
+from .parsers._native import ArrowCapsules, pure_python_requested
 from .progress import Progress
 from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
@@ -183,7 +183,7 @@ def _align(n: int) -> int:
 def _native() -> ModuleType | None:
     """The memory-mapping reader (tracekit/_colmap.c), or None: not built, or
     ``TRACEKIT_PURE_PYTHON=1`` asks for the pyarrow path (same tables)."""
-    if os.environ.get("TRACEKIT_PURE_PYTHON", "").strip() not in ("", "0"):
+    if pure_python_requested():
         return None
     try:
         return importlib.import_module("tracekit._colmap")

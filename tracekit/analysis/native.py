@@ -9,15 +9,11 @@ None where a module was not built or where ``TRACEKIT_PURE_PYTHON=1`` asks for t
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
 
-#: set to 1 to use the pure-Python paths even where the native modules are built
-PURE_PYTHON_ENV = "TRACEKIT_PURE_PYTHON"
+from tracekit.parsers._native import PURE_PYTHON_ENV, pure_python_requested
 
-
-def pure_python_requested() -> bool:
-    return os.environ.get(PURE_PYTHON_ENV, "").strip() not in ("", "0")
+__all__ = ["PURE_PYTHON_ENV", "load", "pure_python_requested"]
 
 
 def load(name: str) -> ModuleType | None:
