@@ -206,6 +206,20 @@ typedef struct {
     uint8_t ok[BLOCK];
 } Block;
 
+/* The slots of an open-addressing table for `keys` keys: a power of two, at least 16 and at
+ * least twice the keys (so probes stay short); -1, with MemoryError set, when that could not
+ * fit size_t (a slot is at most 32 bytes). */
+static int64_t table_slots(int64_t keys) {
+    if (keys > (INT64_MAX >> 8)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t size = 16;
+    while (size < 2 * keys)
+        size *= 2;
+    return size;
+}
+
 static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name);
 
 static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
@@ -229,13 +243,9 @@ static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "flow binding: columns of one table differ in length");
         goto done;
     }
-    if (nf > (INT64_MAX >> 8)) { /* the table (32 bytes a slot, up to 4 slots a key) must fit size_t */
-        PyErr_NoMemory();
+    int64_t size = table_slots(nf);
+    if (size < 0)
         goto done;
-    }
-    int64_t size = 16;
-    while (size < 2 * nf)
-        size *= 2;
     table = malloc((size_t)size * sizeof(Slot));
     /* a one-hash Bloom filter of the endpoints' keys, 16 bits a key: most slices of a trace
      * with few flows are ruled out there, in a few cache lines, before the table is probed */
@@ -479,13 +489,9 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
             targets++;
     }
     Py_END_ALLOW_THREADS
-    if (launches > (INT64_MAX >> 8)) {
-        PyErr_NoMemory();
+    int64_t size = table_slots(launches);
+    if (size < 0)
         goto done;
-    }
-    int64_t size = 16;
-    while (size < 2 * launches)
-        size *= 2;
     table = calloc((size_t)size, sizeof(CorrSlot));
     launch = malloc((size_t)(targets ? targets : 1) * sizeof(int64_t));
     gpu = malloc((size_t)(targets ? targets : 1) * sizeof(int64_t));
@@ -590,13 +596,9 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "flow pairing: the columns differ in length");
         goto done;
     }
-    if (n > (INT64_MAX >> 8)) {
-        PyErr_NoMemory();
+    int64_t size = table_slots(n);
+    if (size < 0)
         goto done;
-    }
-    int64_t size = 16;
-    while (size < 2 * n)
-        size *= 2;
     size_t rows = (size_t)(n ? n : 1);
     table = malloc((size_t)size * sizeof(FlowSlot));
     ids = malloc(rows * sizeof(int64_t));
