@@ -45,7 +45,8 @@
 
 /* ------------------------------------------------------------------ columns */
 
-enum { K_STR, K_INT, K_TIME, K_FLOAT, K_DIM, K_RAW, K_RANKS };
+/* K_TIME_NS is never a field's kind: a K_TIME column handed over in nanoseconds (times_to_ns) */
+enum { K_STR, K_INT, K_TIME, K_FLOAT, K_DIM, K_RAW, K_RANKS, K_TIME_NS };
 
 typedef struct {
     const char *name;
@@ -257,6 +258,7 @@ typedef struct {
     Buf valid;  /* bitmap of the main value */
     Buf lvalid; /* INT: bitmap of labels */
     size_t nvalid, nlabels, nfloat;
+    int ns; /* TIME: the integers are nanoseconds (times_to_ns) */
 } Col;
 
 /* ------------------------------------------------------------------ values */
@@ -1263,6 +1265,28 @@ static int scan_chunk(Scan *sc, Out *out) {
     return finish_columns(out);
 }
 
+/* A time column of integers alone (no float among its values) is handed over in nanoseconds,
+ * its microseconds multiplied by 1000 in place, wrapping past int64 as polars' Int64 product
+ * does: kineto._scanned_frame then needs no fix, and no new column, for it.  A chunk with
+ * events left to the msgspec path keeps microseconds (those events' times may be floats,
+ * which send the whole column through float64 there). */
+static void times_to_ns(Out *out) {
+    if (out->nfallback) return;
+    const int times[2] = {C_TS, C_DUR};
+    for (int t = 0; t < 2; t++) {
+        Col *col = &out->cols[times[t]];
+        if (col->nvalid == 0 || col->nfloat) continue;
+        size_t n = col->val.len / 8 < out->rows ? col->val.len / 8 : out->rows;
+        for (size_t k = 0; k < n; k++) {
+            uint64_t u;
+            memcpy(&u, col->val.p + k * 8, 8);
+            u *= 1000u;
+            memcpy(col->val.p + k * 8, &u, 8);
+        }
+        col->ns = 1;
+    }
+}
+
 static void free_out(Out *out) {
     mem_free(out->fallback.p);
     for (int c = 0; c < N_COLS; c++) {
@@ -1460,8 +1484,8 @@ static PyObject *column_entry(Out *out, int c) {
         label = Py_None;
         Py_INCREF(label);
     }
-    return Py_BuildValue("(sinnNN)", COLS[c].name, kind, (Py_ssize_t)col->nfloat, (Py_ssize_t)col->nlabels, main,
-                         label);
+    return Py_BuildValue("(sinnNN)", COLS[c].name, col->ns ? K_TIME_NS : kind, (Py_ssize_t)col->nfloat,
+                         (Py_ssize_t)col->nlabels, main, label);
 }
 
 /* ------------------------------------------------------------------ Python */
@@ -1473,7 +1497,8 @@ PyDoc_STRVAR(scan_doc,
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
              "label column or None) per field; a column exports itself through the Arrow\n"
              "PyCapsule interface; a field without any value in the chunk has None for its\n"
-             "column (every row null).  fallback: (start, end, index) of each event left to the\n"
+             "column (every row null); a time column of integers alone comes in nanoseconds\n"
+             "(kind 7) when no event is left to the msgspec path, else in microseconds.  fallback: (start, end, index) of each event left to the\n"
              "msgspec path (byte range in the chunk, position among the chunk's events).");
 
 static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
@@ -1504,6 +1529,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = scan_chunk(&sc, out);
+    if (rc >= 0) times_to_ns(out);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *result = NULL;

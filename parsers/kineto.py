@@ -431,14 +431,15 @@ def native_scanner() -> Any:
     return usable(_kineto_scan)
 
 
-# column kinds of the native scanner (the K_* enum of _kineto_scan.c)
-_K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS = range(7)
+# column kinds of the native scanner (the K_* enum of _kineto_scan.c); _K_TIME_NS: a time
+# column of integers the scanner already multiplied into nanoseconds (no fix here)
+_K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS, _K_TIME_NS = range(8)
 _BASE_ID = ("pid", "tid", "id")
 # the type of a scanned column by kind, for the columns the scanner leaves out when a chunk has
 # no value for them (text as strings; times, as integers, are floats only once a float came)
 _SCAN_NULL_TYPE: dict[int, pl.DataType] = {
     _K_STR: pl.String(), _K_INT: pl.Int64(), _K_TIME: pl.Int64(), _K_FLOAT: pl.Float64(),
-    _K_DIM: pl.Int64(), _K_RAW: pl.String(), _K_RANKS: pl.String(),
+    _K_DIM: pl.Int64(), _K_RAW: pl.String(), _K_RANKS: pl.String(), _K_TIME_NS: pl.Int64(),
 }
 
 
@@ -505,7 +506,9 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
             fixes[name] = pl.when(compact.str.starts_with("[") & compact.str.ends_with("]")).then(compact)
         elif kind == _K_TIME and values is not None:
             # _time_series: one float in the chunk sends every value through float64 (the
-            # scanner gave float64 then; a float among the fallback events needs a cast)
+            # scanner gave float64 then; a float among the fallback events needs a cast).
+            # (Integers alone came as _K_TIME_NS, already in nanoseconds, unless the chunk
+            # has fallback events: then they are microseconds here.)
             fixes[name] = _us_to_ns(col.cast(pl.Float64)) if nfloat or name in float_times else col * 1000
         elif kind == _K_INT and nlabels:
             text = pl.col(name + "_label")
@@ -959,9 +962,11 @@ class _Parts:
         self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
         flows = _rows(raw, ((ph == "s") | (ph == "f") | (ph == "t")) & stamped, _FLOW_SOURCE_COLUMNS)
         flow_cat = flows.get_column("cat")
-        self.flows.append(
-            flows.replace_column(1, (flow_cat if folded else flow_cat.str.to_lowercase()).fill_null("").alias("_cat"))
-        )
+        if not folded:
+            flow_cat = flow_cat.str.to_lowercase()
+        if flow_cat.null_count():  # (a fill copies the column even when there is nothing to fill)
+            flow_cat = flow_cat.fill_null("")
+        self.flows.append(flows.replace_column(1, flow_cat.alias("_cat")))
         memory = _rows(raw, instant & is_memory, ["start_ns", *_MEMORY_SOURCE_COLUMNS])
         if memory.height or not self.memory:
             self.memory.append(_memory_rows(memory))
@@ -1012,7 +1017,8 @@ class _Parts:
         :meth:`final_label_ids`.  A numeric id in the temporary ids' range (at most -2**62:
         only a hostile trace has one) is taken as a label too, by its decimal text, so no
         trace's id is mistaken for a temporary one."""
-        reserved = [c for c in ("pid", "tid") if (raw[c] <= _TEMP_LABEL_BASE).any()]
+        # (the least id against the range: a reduction, no mask of every row)
+        reserved = [c for c in ("pid", "tid") if _at_most(raw.get_column(c).min(), _TEMP_LABEL_BASE)]
         if reserved:
             raw = raw.with_columns(
                 e
@@ -1052,6 +1058,8 @@ class _Parts:
         buffers it was cut from: kept as text, every part (and the sorted events table after
         it) would keep the scanner's whole name buffer of its chunk alive."""
         names = part.get_column("name")
+        if names.null_count():  # (an event without a name is named ""; a fill copies the column, so only then)
+            names = names.fill_null("")
         distinct = names.unique()
         first = self.name_count
         self.names.append(distinct)
@@ -1078,6 +1086,11 @@ class _Parts:
         frame = pl.concat(self.timed, how="diagonal_relaxed", rechunk=False)
         self.timed.clear()
         return frame
+
+
+def _at_most(least: Any, bound: int) -> bool:
+    """Whether a column's least value (None when it has none) is at most ``bound``."""
+    return least is not None and least <= bound
 
 
 def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
@@ -1287,7 +1300,7 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
     outputs: list[tuple[tuple[str, ...] | None, pl.Expr | str]] = [
         (None, pl.col("_order")),
         (None, kind),
-        (None, pl.col("name").fill_null("")),
+        (None, pl.col("name")),  # (a null name becomes "" in _Parts._encode_names)
         (None, pl.col("pid")),
         (None, pl.col("tid").cast(pl.Int64)),
         (("device", "pid"), device.cast(pl.Int32, strict=False).alias("device")),
@@ -1386,6 +1399,8 @@ class _CopyNames:
 
     def __init__(self) -> None:
         self.names = pl.Series("name", [], dtype=pl.String)
+        #: an enum of ``names``, made when they change (not on every lookup)
+        self.codes = pl.Enum(self.names)
         self.said = pl.DataFrame(
             schema={
                 "direction": pl.String, "memcpy_kind": MEMCPY_KIND, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND
@@ -1396,8 +1411,9 @@ class _CopyNames:
         """``direction`` (null where the name names none), ``memcpy_kind`` (the direction, or
         ``unknown``), ``src_memory``, ``dst_memory`` for each of ``names`` (a null name says
         what an empty one says: nothing)."""
-        names = names.fill_null("")
-        index = names.cast(pl.Enum(self.names), strict=False).to_physical()
+        if names.null_count():  # (a fill copies the names even when there is nothing to fill)
+            names = names.fill_null("")
+        index = names.cast(self.codes, strict=False).to_physical()
         if index.null_count():
             new = names.filter(index.is_null()).unique()
             lname = pl.col("name").str.to_lowercase()
@@ -1410,7 +1426,8 @@ class _CopyNames:
             )
             self.names = pl.concat([self.names, new])
             self.said = pl.concat([self.said, said])
-            index = names.cast(pl.Enum(self.names)).to_physical()
+            self.codes = pl.Enum(self.names)
+            index = names.cast(self.codes).to_physical()
         return self.said.gather(index)
 
 

@@ -7,6 +7,7 @@ not JSON, says so (ValueError, as the msgspec path does).
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -58,6 +59,8 @@ SCANNED = {
     b'{"ph":"f","ts":1,"args":[1,2]}]',
     "negative floats beyond the fast path": b'[{"ph":"X","ts":-3.922337203685477580825,"dur":-1e-30},'
     b'{"ph":"X","ts":-9007199254740993.5,"dur":-1.5e300,"cat":"kernel","args":{"est. achieved occupancy %":-2e-40}}]',
+    "integer times past int64 in nanoseconds": b'[{"ph":"X","ts":9223372036854776,"dur":-9223372036854776},'
+    b'{"ph":"X","ts":-5,"dur":7},{"ph":"X","ts":-9223372036854775808},{"ph":"X","dur":0}]',
     "first float after ints and nulls": b'[{"ph":"X"},{"ph":"X","ts":5,"dur":null},{"ph":"X","ts":null},'
     b'{"ph":"X","ts":-7,"dur":3},{"ph":"X","ts":2.5,"dur":1},{"ph":"X","ts":9,"dur":0.5}]',
     "texts around the inline view limit": b'[{"ph":"X","cat":"","name":"","ts":1},{"ph":"X","cat":"cpu_op",'
@@ -189,6 +192,31 @@ def test_a_float_time_among_fallback_events_sends_native_times_through_float64()
     frame = kineto._scan_columns(NATIVE, chunk)
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
+
+
+@needs_native
+def test_integer_times_come_in_nanoseconds_unless_msgspec_decodes_some_events() -> None:
+    """A time column of integers alone is handed over in ns (kind 7), multiplied as polars
+    would, wrapping past int64; a float in it, or an event left to msgspec, keeps the µs
+    column (kind 2) for the frame's fix.  Either way the frame is the msgspec path's."""
+
+    def times(chunk: bytes) -> dict[str, tuple[int, list[int | float | None]]]:
+        scanned = NATIVE.scan(chunk)
+        assert scanned
+        return {
+            name: (kind, pl.Series(values).to_list())
+            for name, kind, _, _, values, _ in scanned[1]
+            if name in ("ts", "dur") and values is not None
+        }
+
+    wrapping = b'[{"ph":"X","ts":9223372036854776,"dur":3},{"ph":"X","ts":-5}]'
+    assert times(wrapping) == {"ts": (7, [-9223372036854775616, -5000]), "dur": (7, [3000, None])}
+    assert times(b'[{"ph":"X","ts":1,"dur":2.5}]') == {"ts": (7, [1000]), "dur": (2, [2.5])}
+    assert times(b'[{"ph":"X","ts":1,"dur":2},{"ph":"X","pid":1.5,"ts":3}]') == {"ts": (2, [1]), "dur": (2, [2])}
+    for chunk in (wrapping, b'[{"ph":"X","ts":1,"dur":2},{"ph":"X","pid":1.5,"ts":3}]'):
+        frame = kineto._scan_columns(NATIVE, chunk)
+        assert frame is not None
+        assert_frame_equal(frame, _msgspec_frame(chunk))
 
 
 @needs_native
