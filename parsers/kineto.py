@@ -1276,70 +1276,85 @@ def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable
 
 def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> list[pl.Expr | str]:
     """:func:`_event_columns`' outputs for a chunk with the source columns ``have``: an
-    expression, or the name of a text column :func:`_text_columns` gives."""
+    expression, or the name of a text column :func:`_text_columns` gives.  Only the outputs
+    the chunk has a source for are built (most chunks lack most argument columns, and
+    building an expression costs several µs a call)."""
     source = _source(have, dtypes)
     kind = pl.col("kind")
     on_gpu = kind.is_in(GPU_KINDS)
     is_sync = kind == EventKind.SYNC.value
-    tid_stream = (
-        pl.coalesce(pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False))
-        if "tid_label" in have
-        else pl.coalesce(pl.col("tid"))
-    )
-    device = pl.when(on_gpu | is_sync).then(pl.coalesce(source("device"), pl.col("pid"))).otherwise(None)
-    stream = source("stream")
-    stream = (
-        pl.when(on_gpu)
-        .then(pl.coalesce(stream, tid_stream))
-        .when(is_sync)
-        .then(pl.when(stream >= 0).then(stream).otherwise(None))
-        .otherwise(None)
-    )
-    # (the columns each output is made from, and the output, or the name of a text column;
-    # None: always made)
-    outputs: list[tuple[tuple[str, ...] | None, pl.Expr | str]] = [
-        (None, pl.col("_order")),
-        (None, kind),
-        (None, pl.col("name")),  # (a null name becomes "" in _Parts._encode_names)
-        (None, pl.col("pid")),
-        (None, pl.col("tid").cast(pl.Int64)),
-        (("device", "pid"), device.cast(pl.Int32, strict=False).alias("device")),
-        (("stream", "tid", "tid_label"), stream.alias("stream")),
-        (None, pl.col("start_ns")),
-        (None, pl.col("dur_ns")),
-        (("correlation",), source("correlation")),
+
+    def device() -> pl.Expr:
+        return pl.when(on_gpu | is_sync).then(pl.coalesce(source("device"), pl.col("pid"))).otherwise(None)
+
+    def stream() -> pl.Expr:
+        tid_stream = (
+            pl.coalesce(pl.col("tid"), pl.col("tid_label").str.extract(r"(\d+)", 1).cast(pl.Int64, strict=False))
+            if "tid_label" in have
+            else pl.coalesce(pl.col("tid"))
+        )
+        value = source("stream")
+        return (
+            pl.when(on_gpu)
+            .then(pl.coalesce(value, tid_stream))
+            .when(is_sync)
+            .then(pl.when(value >= 0).then(value).otherwise(None))
+            .otherwise(None)
+        )
+
+    def at_least(name: str, least: int, out: str, when: pl.Expr | None = None) -> pl.Expr:
+        value = source(name)
+        keep = value >= least if when is None else when & (value >= least)
+        return pl.when(keep).then(value).otherwise(None).alias(out)
+
+    # (the columns each output is made from, and a builder of the output, or the name of a
+    # text column; None: always made)
+    outputs: list[tuple[tuple[str, ...] | None, Callable[[], pl.Expr] | str]] = [
+        (None, lambda: pl.col("_order")),
+        (None, lambda: kind),
+        (None, lambda: pl.col("name")),  # (a null name becomes "" in _Parts._encode_names)
+        (None, lambda: pl.col("pid")),
+        (None, lambda: pl.col("tid").cast(pl.Int64)),
+        (("device", "pid"), lambda: device().cast(pl.Int32, strict=False).alias("device")),
+        (("stream", "tid", "tid_label"), lambda: stream().alias("stream")),
+        (None, lambda: pl.col("start_ns")),
+        (None, lambda: pl.col("dur_ns")),
+        (("correlation",), lambda: source("correlation")),
         (("external_id", "external_id_v1"),
-         pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
-        (("bytes",), source("bytes")),
+         lambda: pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
+        (("bytes",), lambda: source("bytes")),
         (None, "memcpy_kind"),
         (None, "src_memory"),
         (None, "dst_memory"),
-        (("grid",), source("grid").alias("grid_blocks")),
-        (("block",), source("block").alias("block_threads")),
-        (("registers",), source("registers").cast(pl.Int32, strict=False).alias("registers_per_thread")),
-        (("shared_memory",), source("shared_memory").alias("shared_memory_bytes")),
-        (("occupancy",), source("occupancy").alias("occupancy_pct")),
+        (("grid",), lambda: source("grid").alias("grid_blocks")),
+        (("block",), lambda: source("block").alias("block_threads")),
+        (("registers",), lambda: source("registers").cast(pl.Int32, strict=False).alias("registers_per_thread")),
+        (("shared_memory",), lambda: source("shared_memory").alias("shared_memory_bytes")),
+        (("occupancy",), lambda: source("occupancy").alias("occupancy_pct")),
         (None, "sync_kind"),
-        (("wait_on_stream",),
-         pl.when(is_sync & (source("wait_on_stream") >= 0)).then(source("wait_on_stream")).otherwise(None).alias("wait_stream")),
-        (("wait_corr",),
-         pl.when(source("wait_corr") >= 0).then(source("wait_corr")).otherwise(None).alias("wait_event_correlation")),
-        (("sequence_nr",), source("sequence_nr")),
-        (("python_id",), source("python_id")),
-        (("python_parent_id",), source("python_parent_id")),
-        (("input_dims",), source("input_dims")),
-        (("input_types",), source("input_types")),
-        (("concrete_inputs",), source("concrete_inputs")),
-        (("collective",), source("collective")),
-        (("pg_name",), source("pg_name").alias("process_group")),
-        (("pg_ranks",), source("pg_ranks").alias("group_ranks")),
+        (("wait_on_stream",), lambda: at_least("wait_on_stream", 0, "wait_stream", is_sync)),
+        (("wait_corr",), lambda: at_least("wait_corr", 0, "wait_event_correlation")),
+        (("sequence_nr",), lambda: source("sequence_nr")),
+        (("python_id",), lambda: source("python_id")),
+        (("python_parent_id",), lambda: source("python_parent_id")),
+        (("input_dims",), lambda: source("input_dims")),
+        (("input_types",), lambda: source("input_types")),
+        (("concrete_inputs",), lambda: source("concrete_inputs")),
+        (("collective",), lambda: source("collective")),
+        (("pg_name",), lambda: source("pg_name").alias("process_group")),
+        (("pg_ranks",), lambda: source("pg_ranks").alias("group_ranks")),
         (("group_size",),
-         pl.when(source("group_size") > 0).then(source("group_size")).otherwise(None).cast(pl.Int32, strict=False).alias("group_size")),
-        (("coll_seq", "coll_seq_v2"), pl.coalesce(source("coll_seq"), source("coll_seq_v2")).alias("collective_seq")),
-        (("msg_elems",),
-         pl.when(source("msg_elems") >= 0).then(source("msg_elems")).otherwise(None).alias("message_elements")),
+         lambda: pl.when(source("group_size") > 0).then(source("group_size")).otherwise(None)
+         .cast(pl.Int32, strict=False).alias("group_size")),
+        (("coll_seq", "coll_seq_v2"),
+         lambda: pl.coalesce(source("coll_seq"), source("coll_seq_v2")).alias("collective_seq")),
+        (("msg_elems",), lambda: at_least("msg_elems", 0, "message_elements")),
     ]
-    return [expr for sources, expr in outputs if sources is None or any(s in have for s in sources)]
+    return [
+        made if isinstance(made, str) else made()
+        for sources, made in outputs
+        if sources is None or any(s in have for s in sources)
+    ]
 
 
 def _text_columns(
