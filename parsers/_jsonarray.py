@@ -129,13 +129,26 @@ def iter_event_chunks(
     work = bytearray(b"[")
     work += memoryview(buf)[start:]
     del buf
-
-    # --- stream whole-event chunks
     # the first chunk is ``first_bytes`` (default half a chunk), what the first read brought
     # once the header is taken off it: topping it up to a whole chunk would read and scan a
     # second block before the first chunk's rows reach the caller, which waits for them with
     # nothing to do
     want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    yield from _stream_chunks(work, eof, stream, state, try_decode, chunk_bytes, want)
+
+
+def _stream_chunks(
+    work: bytearray,
+    eof: bool,
+    stream: BinaryIO,
+    state: ArrayStream,
+    try_decode: Callable[[bytes | memoryview], Any],
+    chunk_bytes: int,
+    want: int,
+) -> Iterator[Any]:
+    """The chunks of the events array from ``work`` (``[`` and the events read so far) and
+    what ``stream`` holds after it, then the tail (shared by both chunkers)."""
+    # --- stream whole-event chunks
     while True:
         while len(work) < want and not eof:
             more, eof = _read(stream, chunk_bytes, state)
@@ -172,6 +185,94 @@ def iter_event_chunks(
         yield decoded
         return
     yield from _finish(bytes(work[1:]), state, try_decode)
+
+
+class _BufferRest:
+    """What is left of a whole buffer after ``start``, read as a stream (the streaming
+    chunker's input once the whole-buffer chunker hands over to it)."""
+
+    damage: str | None = None
+
+    def __init__(self, buf: Any, start: int, end: int):
+        self._buf = buf
+        self._pos = start
+        self._end = end
+
+    def read(self, n: int = -1) -> bytes:
+        stop = self._end if n is None or n < 0 else min(self._end, self._pos + n)
+        data = bytes(memoryview(self._buf)[self._pos : stop])
+        self._pos = stop
+        return data
+
+
+_NON_WS = re.compile(rb"[^ \t\r\n]")
+
+
+def iter_buffer_chunks(
+    buf: Any,
+    size: int,
+    state: ArrayStream,
+    try_decode: Callable[[bytes | memoryview], Any],
+    chunk_bytes: int = 16 * 1024 * 1024,
+    first_bytes: int | None = None,
+    consumed: Callable[[int], None] | None = None,
+) -> Iterator[Any]:
+    """What :func:`iter_event_chunks` yields, for a document held whole in ``buf[:size]``
+    (a writable buffer with ``find``/``rfind``: a private :class:`mmap.mmap`, a bytearray).
+
+    Each chunk is a view of ``buf`` itself: the comma at a cut turns into ``]`` for the
+    decode, then into the ``[`` that opens the next chunk, so no byte is copied.  After each
+    chunk ``consumed(offset)`` hears that the bytes before ``offset`` are no longer needed
+    (the caller may give their pages back).  At the tail, or at the first chunk that does
+    not decode (damage), the rest goes through the streaming chunker's own code, so
+    truncated and damaged documents give exactly its outcome.
+    """
+    state.total_bytes = size
+    off = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" and size >= 3 else 0
+    lead = _NON_WS.search(buf, off, size)
+    first = buf[lead.start()] if lead is not None else -1
+    if first == 0x5B:  # '['
+        state.bare_array = True
+        pos = lead.start() if lead is not None else 0
+    elif first == 0x7B:  # '{'
+        match = _ARRAY_KEY.search(buf, off, min(size, off + HEADER_SEARCH_LIMIT))
+        if match is None:
+            raise NotATraceArray("no traceEvents array", bytes(buf[off : min(size, off + 4 * 1024 * 1024)]))
+        state.header = bytes(buf[off : match.start()])
+        pos = match.end() - 1  # the array's '['
+    else:
+        raise NotATraceArray("not a JSON object or array", bytes(buf[off : min(size, off + 4096)]))
+    # buf[pos] is always the '[' that opens the next chunk
+    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    while True:
+        end = pos + want
+        want = chunk_bytes
+        cut = None
+        while end < size:
+            cut = _last_boundary(buf, end, pos, size)
+            if cut is not None:
+                break
+            end += chunk_bytes  # not one event boundary in the window: a larger event
+        if cut is None:
+            break  # the tail
+        decoded, cut = _decode_before(buf, cut, try_decode, lo=pos)
+        if decoded is None:  # damaged bytes: the streaming chunker takes over from here
+            state.total_bytes = end
+            work = bytearray(memoryview(buf)[pos:end])
+            yield from _stream_chunks(work, False, _BufferRest(buf, end, size), state, try_decode, chunk_bytes, 0)  # type: ignore[arg-type]
+            return
+        yield decoded
+        assert cut is not None
+        buf[cut] = 0x5B  # '[' opens the next chunk
+        pos = cut
+        if consumed is not None:
+            consumed(pos)
+    # --- the tail: last events, closing bracket, trailer (or a truncated end)
+    state.total_bytes = size
+    work = bytearray(memoryview(buf)[pos:size])
+    if consumed is not None:
+        consumed(size)
+    yield from _stream_chunks(work, True, _BufferRest(buf, size, size), state, try_decode, chunk_bytes, 0)  # type: ignore[arg-type]
 
 
 _MISS = object()
@@ -216,28 +317,29 @@ def _close_in_place(work: bytearray, state: ArrayStream, try_decode: Callable[[b
     return _MISS
 
 
-def _decode_at(work: bytearray, cut: int, try_decode: Callable[[bytes | memoryview], Any]) -> Any:
-    """Decode ``work[:cut]`` as a closed array (the comma at ``cut`` becomes ']' meanwhile)."""
+def _decode_at(work: Any, cut: int, try_decode: Callable[[bytes | memoryview], Any], lo: int = 0) -> Any:
+    """Decode ``work[lo:cut]`` as a closed array (the comma at ``cut`` becomes ']' meanwhile)."""
     work[cut] = 0x5D
     try:
-        return try_decode(memoryview(work)[: cut + 1])
+        return try_decode(memoryview(work)[lo : cut + 1])
     finally:
         work[cut] = 0x2C
 
 
 def _decode_before(
-    work: bytearray, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4
+    work: Any, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4, lo: int = 0
 ) -> tuple[Any, int | None]:
-    """Try the last few boundaries (a cut can fall inside a string); (decoded, cut) or (None, cut)."""
+    """Try the last few boundaries (a cut can fall inside a string); (decoded, cut) or (None, cut).
+    ``work[lo]`` is the ``[`` that opens the chunk."""
     last = cut
     for _ in range(tries):
         if cut is None:
             break
         try:
-            return _decode_at(work, cut, try_decode), cut
+            return _decode_at(work, cut, try_decode, lo), cut
         except ValueError:
             last = cut
-            cut = _last_boundary(work, cut - 1)
+            cut = _last_boundary(work, cut - 1, lo)
     return None, last
 
 
@@ -275,22 +377,23 @@ def _skip_damage(work: bytearray, good_end: int, state: ArrayStream) -> bytearra
     return rest
 
 
-def _last_boundary(buf: bytes | bytearray, end: int) -> int | None:
-    """Position of the last ``,`` in buf[:end] that sits between ``}`` and ``{``."""
+def _last_boundary(buf: Any, end: int, lo: int = 0, size: int | None = None) -> int | None:
+    """Position of the last ``,`` in buf[lo + 1:end] that sits between ``}`` and ``{``
+    (``buf[:size]`` is the data, all of ``buf`` by default)."""
     pos = end
+    n = len(buf) if size is None else size
     while True:
-        pos = buf.rfind(b",", 0, pos)
-        if pos <= 0:
+        pos = int(buf.rfind(b",", lo, pos))
+        if pos <= lo:
             return None
         j = pos + 1
-        n = len(buf)
         while j < n and buf[j] in _WS:
             j += 1
         if j < n and buf[j] == 0x7B:  # '{'
             i = pos - 1
-            while i >= 0 and buf[i] in _WS:
+            while i >= lo and buf[i] in _WS:
                 i -= 1
-            if i >= 0 and buf[i] == 0x7D:  # '}'
+            if i >= lo and buf[i] == 0x7D:  # '}'
                 return pos
 
 

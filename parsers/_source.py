@@ -7,6 +7,7 @@ of the decompressed content; :func:`sniff` reads the first bytes to tell formats
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import queue
 import threading
@@ -17,6 +18,13 @@ from pathlib import Path
 from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
+
+from ._native import usable
+
+try:  # the whole-file gunzip (parsers/_inflate.c), built when a C compiler was there
+    from . import _inflate
+except ImportError:  # pragma: no cover - depends on the build
+    _inflate = None  # type: ignore[assignment]
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -209,6 +217,115 @@ def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> Bi
     if magic == GZIP_MAGIC:
         return GzipStream(p, max_decompressed_bytes(), progress)  # type: ignore[return-value]
     return _open_raw(p, progress)
+
+
+#: a gzip file whose content is at most this large (its last member's recorded size) is
+#: decompressed whole into one mapping; a larger one is streamed, in bounded memory
+WHOLE_GZIP_MAX_BYTES = 64 * 1024 * 1024
+#: the file names libdeflate is looked for under, in order (opened at run time)
+LIBDEFLATE_NAMES = ("libdeflate.so.0", "libdeflate.so", "libdeflate.0.dylib", "libdeflate.dylib")
+# _inflate.gunzip's outcomes
+_WHOLE_OK = 0
+#: pages handed back to the system at least this many bytes at a time
+_RELEASE_STEP = 1 << 20
+
+
+class WholeBuffer:
+    """A file's whole decompressed content in one writable private mapping (``buffer[:size]``).
+
+    Plain JSON is the file mapped copy-on-write (a write changes this mapping only); gzip is
+    decompressed into an anonymous mapping by libdeflate.  The reader cuts its chunks in
+    place and calls :meth:`consumed` as it goes: the pages behind it are given back
+    (``MADV_DONTNEED``), so the resident part stays about a chunk long as the parse advances,
+    and ``progress`` hears the file's bytes in proportion."""
+
+    def __init__(self, buffer: mmap.mmap, size: int, file_bytes: int, progress: ProgressSink | None):
+        self.buffer = buffer
+        self.size = size
+        self._file_bytes = file_bytes
+        self._progress = progress
+        self._released = 0
+        self._reported = 0
+
+    def consumed(self, offset: int) -> None:
+        """The bytes before ``offset`` are no longer needed."""
+        offset = min(offset, self.size)
+        upto = offset - offset % mmap.PAGESIZE
+        if upto - self._released >= _RELEASE_STEP or (offset == self.size and upto > self._released):
+            if hasattr(mmap, "MADV_DONTNEED"):
+                self.buffer.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
+            self._released = upto
+        if self._progress is not None:
+            done = self._file_bytes if offset == self.size else self._file_bytes * offset // max(1, self.size)
+            if done > self._reported:
+                self._progress.advance(done - self._reported)
+                self._reported = done
+
+    def close(self) -> None:
+        # (a view of the buffer still held elsewhere keeps the mapping until it is collected)
+        with contextlib.suppress(BufferError):
+            self.buffer.close()
+
+    def __enter__(self) -> WholeBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_whole(path: str | Path, *, progress: ProgressSink | None = None) -> WholeBuffer | None:
+    """The whole content of ``path`` in one buffer, or None where the caller streams it
+    (:func:`open_stream`) instead.
+
+    A plain file is mapped (any size: its pages are read on demand and given back behind
+    the reader).  A gzip file is decompressed whole when the native module and libdeflate
+    are there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
+    :data:`WHOLE_GZIP_MAX_BYTES`; anything unusual (a damaged or cut member, content over the
+    limit, no libdeflate) gives None, and the streaming path then decides from the start,
+    with its own salvage, messages and limit."""
+    p = Path(path)
+    with open(p, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        magic = fh.read(2)
+        if magic == GZIP_MAGIC:
+            return _gunzip_whole(p, fh, size, progress)
+        if size == 0 or not p.is_file():
+            return None
+        try:
+            buffer = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError, OverflowError):
+            return None
+    return WholeBuffer(buffer, size, size, progress)
+
+
+def _gunzip_whole(p: Path, fh: BinaryIO, size: int, progress: ProgressSink | None) -> WholeBuffer | None:
+    inflate = usable(_inflate)
+    if inflate is None or size < 20 or size > WHOLE_GZIP_MAX_BYTES:
+        return None
+    # a gzip member ends with its content's size (modulo 4 GiB): the last member's tells
+    # whether the file is small enough (a multi-member file may still turn out larger: the
+    # mapping's size bounds the output, and the streaming path takes over)
+    fh.seek(size - 4)
+    if int.from_bytes(fh.read(4), "little") > WHOLE_GZIP_MAX_BYTES:
+        return None
+    fh.seek(0)
+    src = fh.read()
+    # the mapping reserves addresses only: pages exist once written
+    capacity = max(1, min(max_decompressed_bytes(), WHOLE_GZIP_MAX_BYTES))
+    buffer = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):  # 2 MB pages: 500 times fewer page faults
+        with contextlib.suppress(OSError):
+            buffer.madvise(mmap.MADV_HUGEPAGE)
+    result = None
+    for name in LIBDEFLATE_NAMES:
+        result = inflate.gunzip(src, buffer, name)
+        if result is not None:
+            break
+    del src
+    if result is None or result[0] != _WHOLE_OK:
+        buffer.close()
+        return None
+    return WholeBuffer(buffer, result[1], size, progress)
 
 
 class ReadAhead:
