@@ -244,17 +244,23 @@ def iter_buffer_chunks(
         raise NotATraceArray("not a JSON object or array", bytes(buf[off : min(size, off + 4096)]))
     # buf[pos] is always the '[' that opens the next chunk
     want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    last = False
     while True:
         end = pos + want
         want = chunk_bytes
         cut = None
-        while end < size:
+        while cut is None and end < size:
             cut = _last_boundary(buf, end, pos, size)
-            if cut is not None:
-                break
-            end += chunk_bytes  # not one event boundary in the window: a larger event
+            end += 0 if cut is not None else chunk_bytes  # no boundary in the window: a larger event
         if cut is None:
-            break  # the tail
+            # the rest is shorter than a chunk: cut it at its last boundary too, as the streaming
+            # chunker does when its last block arrives, so that the tail holds only the last
+            # event and what follows the array
+            end = size
+            cut = _last_boundary(buf, size, pos, size) if not last else None
+            last = True
+            if cut is None:
+                break  # the tail
         decoded, cut = _decode_before(buf, cut, try_decode, lo=pos)
         if decoded is None:  # damaged bytes: the streaming chunker takes over from here
             state.total_bytes = end
