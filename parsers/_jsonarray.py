@@ -18,8 +18,9 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -228,22 +229,109 @@ def iter_buffer_chunks(
     truncated and damaged documents give exactly its outcome.
     """
     state.total_bytes = size
-    off = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" and size >= 3 else 0
+    pos, state.header, state.bare_array = _array_start(buf, size)
+    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    yield from _buffer_loop(buf, size, pos, want, state, try_decode, chunk_bytes, consumed)
+
+
+class Whole(Protocol):
+    """What :func:`iter_whole_chunks` reads (``_source.WholeBuffer``)."""
+
+    buffer: Any
+    size: int
+    head: bytes
+
+    def ready(self) -> bool: ...
+
+    def consumed(self, offset: int) -> None: ...
+
+
+def iter_whole_chunks(
+    whole: Whole,
+    resume: Callable[[], AbstractContextManager[Any]],
+    state: ArrayStream,
+    try_decode: Callable[[bytes | memoryview], Any],
+    chunk_bytes: int = 16 * 1024 * 1024,
+    first_bytes: int | None = None,
+) -> Iterator[Any]:
+    """What :func:`iter_event_chunks` yields, for content that comes whole into one buffer
+    (``whole``): the first chunk is cut from ``whole.head`` while the rest is still being
+    decompressed, the others from the buffer once ``whole.ready()``.  When the whole content
+    cannot be had, ``resume()`` opens the streaming path from the start of the content and the
+    streaming chunker goes on from where the first chunk ended."""
+    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    first = _head_chunk(whole.head, try_decode, want)
+    if first is not None:
+        decoded, cut, state.header, state.bare_array = first
+        yield decoded
+        del decoded
+    if whole.ready():
+        if first is None:
+            yield from iter_buffer_chunks(
+                whole.buffer, whole.size, state, try_decode, chunk_bytes, first_bytes, whole.consumed
+            )
+            return
+        state.total_bytes = whole.size
+        whole.buffer[cut] = 0x5B  # '[' opens the next chunk
+        yield from _buffer_loop(whole.buffer, whole.size, cut, chunk_bytes, state, try_decode, chunk_bytes, whole.consumed)
+        return
+    with resume() as stream:
+        if first is None:
+            yield from iter_event_chunks(stream, state, try_decode, chunk_bytes, first_bytes)
+            return
+        # pass over what the first chunk took, up to and with the comma at its cut
+        skip, eof = cut + 1, False
+        while skip > 0 and not eof:
+            data, eof = _read(stream, skip, state)
+            skip -= len(data)
+        yield from _stream_chunks(bytearray(b"["), eof, stream, state, try_decode, chunk_bytes, chunk_bytes)
+
+
+def _head_chunk(head: bytes, try_decode: Callable[[bytes | memoryview], Any], want: int) -> tuple[Any, int, bytes, bool] | None:
+    """The first chunk cut from the content's first bytes: (decoded, the position of the cut,
+    header, bare array), or None when those bytes do not hold a whole first chunk (the
+    caller then starts from the whole content)."""
+    size = len(head)
+    try:
+        pos, header, bare = _array_start(head, size)
+    except NotATraceArray:
+        return None
+    work = bytearray(head)
+    cut = _last_boundary(work, min(pos + want, size), pos, size)
+    decoded, cut = _decode_before(work, cut, try_decode, lo=pos)
+    if decoded is None or cut is None:
+        return None
+    return decoded, cut, header, bare
+
+
+def _array_start(buf: Any, size: int) -> tuple[int, bytes, bool]:
+    """Where the events array of ``buf[:size]`` opens (the position of its ``[``), the header
+    before it and whether the document is a bare array; what :func:`iter_event_chunks` finds."""
+    off = 3 if size >= 3 and bytes(buf[:3]) == b"\xef\xbb\xbf" else 0
     lead = _NON_WS.search(buf, off, size)
     first = buf[lead.start()] if lead is not None else -1
-    if first == 0x5B:  # '['
-        state.bare_array = True
-        pos = lead.start() if lead is not None else 0
-    elif first == 0x7B:  # '{'
+    if lead is not None and first == 0x5B:  # '['
+        return lead.start(), b"", True
+    if first == 0x7B:  # '{'
         match = _ARRAY_KEY.search(buf, off, min(size, off + HEADER_SEARCH_LIMIT))
         if match is None:
             raise NotATraceArray("no traceEvents array", bytes(buf[off : min(size, off + 4 * 1024 * 1024)]))
-        state.header = bytes(buf[off : match.start()])
-        pos = match.end() - 1  # the array's '['
-    else:
-        raise NotATraceArray("not a JSON object or array", bytes(buf[off : min(size, off + 4096)]))
-    # buf[pos] is always the '[' that opens the next chunk
-    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+        return match.end() - 1, bytes(buf[off : match.start()]), False
+    raise NotATraceArray("not a JSON object or array", bytes(buf[off : min(size, off + 4096)]))
+
+
+def _buffer_loop(
+    buf: Any,
+    size: int,
+    pos: int,
+    want: int,
+    state: ArrayStream,
+    try_decode: Callable[[bytes | memoryview], Any],
+    chunk_bytes: int,
+    consumed: Callable[[int], None] | None,
+) -> Iterator[Any]:
+    """The whole-buffer chunker's chunks from ``buf[pos]``, the ``[`` opening the next one
+    (the first about ``want`` bytes long), to the end."""
     last = False
     while True:
         end = pos + want

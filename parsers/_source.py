@@ -238,18 +238,50 @@ class WholeBuffer:
     """A file's whole decompressed content in one writable private mapping (``buffer[:size]``).
 
     Plain JSON is the file mapped copy-on-write (a write changes this mapping only); gzip is
-    decompressed into an anonymous mapping by libdeflate.  The reader cuts its chunks in
+    decompressed into an anonymous mapping by libdeflate, in a thread of its own, while
+    :attr:`head` (the content's first bytes, decompressed by zlib at once) lets the reader
+    start on the first chunk.  :meth:`ready` waits for the mapping: False when the whole
+    decompression did not succeed (the caller then streams).  The reader cuts its chunks in
     place and calls :meth:`consumed` as it goes: the pages behind it are given back
-    (``MADV_DONTNEED``), so the resident part stays about a chunk long as the parse advances,
-    and ``progress`` hears the file's bytes in proportion."""
+    (``MADV_DONTNEED``), so the resident part shrinks as the parse advances, and
+    ``progress`` hears the file's bytes in proportion."""
 
-    def __init__(self, buffer: mmap.mmap, size: int, file_bytes: int, progress: ProgressSink | None):
+    def __init__(
+        self,
+        buffer: mmap.mmap,
+        size: int,
+        file_bytes: int,
+        progress: ProgressSink | None,
+        head: bytes = b"",
+        fill: Callable[[], tuple[int, int] | None] | None = None,
+    ):
         self.buffer = buffer
+        #: the content's size (known once :meth:`ready` said True)
         self.size = size
+        #: the content's first bytes, available before :meth:`ready` (b"" for a plain file)
+        self.head = head
         self._file_bytes = file_bytes
         self._progress = progress
         self._released = 0
         self._reported = 0
+        self._ok: bool | None = None if fill is not None else True
+        self._thread: threading.Thread | None = None
+        if fill is not None:
+            outcome: list[tuple[int, int] | None] = []
+            self._outcome = outcome
+            self._thread = threading.Thread(target=lambda: outcome.append(fill()), name="tracekit-gunzip", daemon=True)
+            self._thread.start()
+
+    def ready(self) -> bool:
+        """Wait for the whole content; False when it could not be had (stream instead)."""
+        if self._ok is None:
+            assert self._thread is not None
+            self._thread.join()
+            result = self._outcome[0] if self._outcome else None
+            self._ok = result is not None and result[0] == _WHOLE_OK
+            if result is not None and self._ok:
+                self.size = result[1]
+        return self._ok
 
     def consumed(self, offset: int) -> None:
         """The bytes before ``offset`` are no longer needed."""
@@ -266,6 +298,8 @@ class WholeBuffer:
                 self._reported = done
 
     def close(self) -> None:
+        if self._thread is not None:  # the mapping outlives the decompression writing into it
+            self._thread.join()
         # (a view of the buffer still held elsewhere keeps the mapping until it is collected)
         with contextlib.suppress(BufferError):
             self.buffer.close()
@@ -277,22 +311,23 @@ class WholeBuffer:
         self.close()
 
 
-def open_whole(path: str | Path, *, progress: ProgressSink | None = None) -> WholeBuffer | None:
+def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: int = 0) -> WholeBuffer | None:
     """The whole content of ``path`` in one buffer, or None where the caller streams it
     (:func:`open_stream`) instead.
 
     A plain file up to :data:`WHOLE_FILE_MAX_BYTES` is mapped (its pages are read on demand
-    and given back behind the reader).  A gzip file is decompressed whole when the native module and libdeflate
-    are there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
-    :data:`WHOLE_GZIP_MAX_BYTES`; anything unusual (a damaged or cut member, content over the
-    limit, no libdeflate) gives None, and the streaming path then decides from the start,
-    with its own salvage, messages and limit."""
+    and given back behind the reader).  A gzip file is decompressed whole when the native
+    module is there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
+    :data:`WHOLE_GZIP_MAX_BYTES`, in a background thread; its first ``head`` bytes are there
+    at once.  Anything unusual (a damaged or cut member, content over the limit, no
+    libdeflate) makes :meth:`WholeBuffer.ready` say False, and the streaming path then
+    decides, with its own salvage, messages and limit."""
     p = Path(path)
     with open(p, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         magic = fh.read(2)
         if magic == GZIP_MAGIC:
-            return _gunzip_whole(p, fh, size, progress)
+            return _gunzip_whole(fh, size, progress, head)
         if size == 0 or size > WHOLE_FILE_MAX_BYTES or not p.is_file():
             return None
         try:
@@ -302,7 +337,7 @@ def open_whole(path: str | Path, *, progress: ProgressSink | None = None) -> Who
     return WholeBuffer(buffer, size, size, progress)
 
 
-def _gunzip_whole(p: Path, fh: BinaryIO, size: int, progress: ProgressSink | None) -> WholeBuffer | None:
+def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: int) -> WholeBuffer | None:
     inflate = usable(_inflate)
     if inflate is None or size < 20 or size > WHOLE_GZIP_MAX_BYTES:
         return None
@@ -320,16 +355,19 @@ def _gunzip_whole(p: Path, fh: BinaryIO, size: int, progress: ProgressSink | Non
     if hasattr(mmap, "MADV_HUGEPAGE"):  # 2 MB pages: 500 times fewer page faults
         with contextlib.suppress(OSError):
             buffer.madvise(mmap.MADV_HUGEPAGE)
-    result = None
-    for name in LIBDEFLATE_NAMES:
-        result = inflate.gunzip(src, buffer, name)
-        if result is not None:
-            break
-    del src
-    if result is None or result[0] != _WHOLE_OK:
-        buffer.close()
+    first = b""
+    if head > 0:  # (a prefix of the content whatever the members: the first member's start)
+        with contextlib.suppress(zlib.error):
+            first = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(src, head)
+
+    def fill() -> tuple[int, int] | None:
+        for name in LIBDEFLATE_NAMES:
+            result: tuple[int, int] | None = inflate.gunzip(src, buffer, name)
+            if result is not None:
+                return result
         return None
-    return WholeBuffer(buffer, result[1], size, progress)
+
+    return WholeBuffer(buffer, 0, size, progress, head=first, fill=fill)
 
 
 class ReadAhead:

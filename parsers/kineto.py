@@ -60,7 +60,7 @@ from tracekit.schema import (
     finalize_events,
 )
 
-from ._jsonarray import ArrayStream, NotATraceArray, iter_buffer_chunks, iter_event_chunks
+from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks, iter_whole_chunks
 from ._native import ArrowCapsules, usable
 from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream, open_whole
 
@@ -380,12 +380,12 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         first = min(block, first_chunk + _FIRST_BLOCK_MARGIN)
         # the whole content in one buffer where it can be (a plain file mapped, a small or
         # medium gzip decompressed whole by libdeflate): chunks cut in place, nothing copied
-        whole = open_whole(p, progress=progress)
+        whole = open_whole(p, progress=progress, head=first)
         if whole is not None:
             with whole:
-                yield from iter_buffer_chunks(
-                    whole.buffer, whole.size, state, decode, chunk_bytes=chunk_bytes,
-                    first_bytes=first_chunk, consumed=whole.consumed,
+                yield from iter_whole_chunks(
+                    whole, lambda: ReadAhead(open_stream(p, progress=progress), block=block), state, decode,
+                    chunk_bytes=chunk_bytes, first_bytes=first_chunk,
                 )
             return
         with ReadAhead(open_stream(p, progress=progress), block=block, first=first) as stream:

@@ -149,23 +149,63 @@ def _digest_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict
 @pytest.mark.parametrize("members", [1, 3])
 def test_gzip_whole_and_streamed_give_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: int) -> None:
     path = _write_gz(tmp_path / "t.json.gz", _sample(), members)
-    whole = source.open_whole(path)
-    assert whole is not None  # the whole-buffer path is the one taken
-    whole.close()
+    assert _whole_ok(path)  # the whole-buffer path is the one taken
     a, b = _digest_both_ways(path, monkeypatch)
     assert not parse_digests.differences(a, b)
+    for chunk in (4096, 1 << 16):
+        _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
 
 
+def _whole_ok(path: Path) -> bool:
+    whole = source.open_whole(path, head=4096)
+    if whole is None:
+        return False
+    with whole:
+        return whole.ready()
+
+
+def _tables_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> tuple[Any, Any]:
+    whole = read_kineto(path, chunk_bytes=chunk)
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "open_whole", lambda *a, **k: None)
+        streamed = read_kineto(path, chunk_bytes=chunk)
+    return whole, streamed
+
+
+def _assert_same_tables(a: Any, b: Any) -> None:
+    assert a.info == b.info
+    for name in ("events", "links", "flows", "devices", "threads", "counters", "memory"):
+        assert a.table(name).equals(b.table(name)), name
+
+
+@pytest.mark.parametrize("size_field", [False, True])
 @pytest.mark.parametrize("cut", [0.5, 0.97])
-def test_truncated_gzip_streams_and_salvages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: float) -> None:
+def test_truncated_gzip_streams_and_salvages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: float, size_field: bool
+) -> None:
     data = gzip.compress(_sample())
     path = tmp_path / "cut.json.gz"
-    path.write_bytes(data[: int(len(data) * cut)])
-    assert source.open_whole(path) is None  # a cut member: the streaming path decides
+    # (with a plausible size in its last 4 bytes, a cut file is tried whole, and fails there)
+    path.write_bytes(data[: int(len(data) * cut)] + (b"\0\x10\0\0" if size_field else b""))
+    assert not _whole_ok(path)  # a cut member: the streaming path decides
     tables = read_kineto(path)
     assert tables.info.truncated
     assert tables.events.height > 0
     assert any("truncated" in w for w in tables.info.warnings)
+    # the first chunk may come from the head before the whole decompression fails: the
+    # streaming chunker then goes on after it, with the same outcome
+    for chunk in (4096, 1 << 16):
+        _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
+
+
+def test_damaged_gzip_member_streams_after_the_first_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = bytearray(gzip.compress(_sample(), compresslevel=1))
+    data[len(data) * 3 // 4] ^= 0x55  # a flipped byte late in the deflate stream
+    path = tmp_path / "damaged.json.gz"
+    path.write_bytes(bytes(data))
+    assert not _whole_ok(path)
+    for chunk in (4096, 1 << 16):
+        _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
 
 
 def test_plain_json_mapped_gives_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,6 +213,7 @@ def test_plain_json_mapped_gives_the_same_tables(tmp_path: Path, monkeypatch: py
     path.write_bytes(_sample())
     data = path.read_bytes()
     with source.open_whole(path) as whole:  # type: ignore[union-attr]
+        assert whole.ready()
         assert whole.size == len(data)
         assert whole.buffer[: whole.size] == data
     a, b = _digest_both_ways(path, monkeypatch)
@@ -186,8 +227,9 @@ def test_without_libdeflate_or_with_pure_python_the_gzip_streams(tmp_path: Path,
     expected = parse_digests.file_digest(path)
     with monkeypatch.context() as m:
         m.setattr(source, "LIBDEFLATE_NAMES", ("libtracekit-no-such-library.so",))
-        assert source.open_whole(path) is None
+        assert not _whole_ok(path)
         assert not parse_digests.differences(expected, parse_digests.file_digest(path))
+        _assert_same_tables(*_tables_both_ways(path, monkeypatch, 4096))
     with monkeypatch.context() as m:
         m.setenv("TRACEKIT_PURE_PYTHON", "1")
         assert source.open_whole(path) is None
@@ -197,9 +239,10 @@ def test_decompressed_size_limit_holds_on_the_whole_path(tmp_path: Path, monkeyp
     data = _sample()
     path = _write_gz(tmp_path / "t.json.gz", data)
     monkeypatch.setenv("TRACEKIT_MAX_BYTES", str(len(data) - 1))
-    assert source.open_whole(path) is None
-    with pytest.raises(TraceTooLargeError, match="exceeds the limit"):
-        read_kineto(path)
+    assert not _whole_ok(path)
+    for chunk in (4096, None):
+        with pytest.raises(TraceTooLargeError, match="exceeds the limit"):
+            read_kineto(path, chunk_bytes=chunk)
     monkeypatch.setenv("TRACEKIT_MAX_BYTES", str(len(data)))
     assert read_kineto(path).events.height > 0
 
