@@ -30,9 +30,9 @@ typedef int (*gunzip_fn)(void *d, const void *in, size_t in_n, void *out, size_t
 typedef void (*free_fn)(void *d);
 
 /* outcome codes returned to Python (parsers/_source.py mirrors them) */
-#define R_OK 0          /* every member decompressed, the rest of the input is zero padding */
-#define R_DAMAGED 1     /* a member is damaged or cut short: the streaming path decides */
-#define R_TOO_LARGE 2   /* the output does not fit in the buffer */
+#define OUTCOME_OK 0          /* every member decompressed, the rest of the input is zero padding */
+#define OUTCOME_DAMAGED 1     /* a member is damaged or cut short: the streaming path decides */
+#define OUTCOME_TOO_LARGE 2   /* the output does not fit in the buffer */
 
 PyDoc_STRVAR(gunzip_doc,
              "gunzip(src, dst, library) -> (outcome, nbytes) or None\n\n"
@@ -69,17 +69,17 @@ static PyObject *inflate_gunzip(PyObject *self, PyObject *args) {
     unsigned char *out = (unsigned char *)dst.buf;
     size_t in_n = (size_t)src.len, out_n = (size_t)dst.len;
     size_t in_off = 0, out_off = 0;
-    int outcome = R_OK;
+    int outcome = OUTCOME_OK;
     Py_BEGIN_ALLOW_THREADS
     for (;;) {
         size_t used_in = 0, used_out = 0;
         int rc = gunzip(d, in + in_off, in_n - in_off, out + out_off, out_n - out_off, &used_in, &used_out);
         if (rc == LD_INSUFFICIENT_SPACE) {
-            outcome = R_TOO_LARGE;
+            outcome = OUTCOME_TOO_LARGE;
             break;
         }
         if (rc != LD_SUCCESS || used_in == 0 || used_in > in_n - in_off || used_out > out_n - out_off) {
-            outcome = R_DAMAGED;
+            outcome = OUTCOME_DAMAGED;
             break;
         }
         in_off += used_in;

@@ -233,6 +233,37 @@ def test_without_libdeflate_or_with_pure_python_the_gzip_streams(tmp_path: Path,
     with monkeypatch.context() as m:
         m.setenv("TRACEKIT_PURE_PYTHON", "1")
         assert source.open_whole(path) is None
+    with monkeypatch.context() as m:  # an install without a compiler
+        m.setattr(source, "_inflate", None)
+        assert source.open_whole(path) is None
+
+
+@needs_libdeflate
+def test_gunzip_on_mutated_input_never_disagrees_with_zlib() -> None:
+    """Hostile input: flipped, cut and spliced bytes give an outcome, never a crash, and a
+    success only with zlib's own bytes."""
+    import random
+    import zlib
+
+    rng = random.Random(17)
+    data = _sample()[:20_000]
+    good = gzip.compress(data, compresslevel=6)
+    out = bytearray(64 * 1024)
+    lib = source.LIBDEFLATE_NAMES[0]
+    for _ in range(300):
+        bad = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            bad[rng.randrange(len(bad))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            bad = bad[: rng.randrange(len(bad))]
+        result = _inflate.gunzip(bytes(bad), out, lib)
+        assert result is not None
+        assert result[0] in (0, 1, 2)
+        if result[0] == 0:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            assert bytes(out[: result[1]]) == d.decompress(bytes(bad))
+            assert d.eof
+            assert not d.unused_data.strip(b"\0")
 
 
 def test_decompressed_size_limit_holds_on_the_whole_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
