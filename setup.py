@@ -15,6 +15,8 @@ setup(
     ext_modules=[
         # the Kineto reader's chunk scanner: JSON events straight into columns (parsers/kineto.py)
         Extension("tracekit.parsers._kineto_scan", ["parsers/_kineto_scan.c"], extra_compile_args=_FLAGS, optional=True, **_ARROW),
+        # the Kineto reader's whole-file gunzip with libdeflate, opened at run time (parsers/_source.py)
+        Extension("tracekit.parsers._inflate", ["parsers/_inflate.c"], extra_compile_args=_FLAGS, libraries=["dl"], optional=True),
         # the Kineto reader's flow endpoints bound to their slices (parsers/kineto.py, _bind_endpoints)
         Extension("tracekit.parsers._flowbind", ["parsers/_flowbind.c"], extra_compile_args=_FLAGS, optional=True, **_ARROW),
         # the critical path's longest paths of every step graph (tracekit/analysis/critical_path.py)

@@ -60,9 +60,9 @@ from tracekit.schema import (
     finalize_events,
 )
 
-from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
+from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks, iter_whole_chunks
 from ._native import ArrowCapsules, usable
-from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream
+from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream, open_whole
 
 try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
     from . import _kineto_scan
@@ -378,6 +378,16 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         block = min(chunk_bytes, 8 * 1024 * 1024)
         first_chunk = min(FIRST_CHUNK_BYTES, chunk_bytes // 2)
         first = min(block, first_chunk + _FIRST_BLOCK_MARGIN)
+        # the whole content in one buffer where it can be (a plain file mapped, a small or
+        # medium gzip decompressed whole by libdeflate): chunks cut in place, nothing copied
+        whole = open_whole(p, progress=progress, head=first)
+        if whole is not None:
+            with whole:
+                yield from iter_whole_chunks(
+                    whole, lambda: ReadAhead(open_stream(p, progress=progress), block=block), state, decode,
+                    chunk_bytes=chunk_bytes, first_bytes=first_chunk,
+                )
+            return
         with ReadAhead(open_stream(p, progress=progress), block=block, first=first) as stream:
             yield from iter_event_chunks(
                 stream, state, decode, chunk_bytes=chunk_bytes, first_bytes=first_chunk  # type: ignore[arg-type]

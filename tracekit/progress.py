@@ -10,7 +10,8 @@ down (``read_trace(..., progress=p)``, ``diagnose(..., progress=p)``):
 * :meth:`Progress.advance` adds bytes done in the current phase.  The readers count bytes at
   the file-object layer (:mod:`tracekit.parsers._source`), so the count is right whatever
   decoder sits on top; for a gzip file it counts compressed bytes read from disk, against
-  the file's size.
+  the file's size (a file read whole into one buffer reports its bytes in proportion to the
+  content the reader has passed).
 
 ``on_update`` receives an immutable :class:`ProgressState` snapshot, possibly from a
 background thread (the read-ahead thread counts the bytes): renderers must be thread-safe
