@@ -222,10 +222,9 @@ def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> Bi
 #: a gzip file whose content is at most this large (its last member's recorded size) is
 #: decompressed whole into one mapping; a larger one is streamed, in bounded memory
 WHOLE_GZIP_MAX_BYTES = 64 * 1024 * 1024
-#: a plain file at most this large is mapped whole; a larger one is read in blocks.  Measured
-#: (docs/performance.md): mapped, a 299 MB trace's parse takes about 10 % less CPU than read in
-#: blocks, a 1.1 GB one's about 6 % more (the kernel's work on the mapping's pages)
-WHOLE_FILE_MAX_BYTES = 384 * 1024 * 1024
+#: a plain file at most this large is read whole into one mapping; a larger one is read in
+#: blocks.  The same bound as for gzip: the whole content is resident at the start of the parse
+WHOLE_FILE_MAX_BYTES = 64 * 1024 * 1024
 #: the file names libdeflate is looked for under, in order (opened at run time)
 LIBDEFLATE_NAMES = ("libdeflate.so.0", "libdeflate.so", "libdeflate.0.dylib", "libdeflate.dylib")
 # _inflate.gunzip's outcomes
@@ -237,10 +236,9 @@ _RELEASE_STEP = 1 << 20
 class WholeBuffer:
     """A file's whole decompressed content in one writable private mapping (``buffer[:size]``).
 
-    Plain JSON is the file mapped copy-on-write (a write changes this mapping only); gzip is
-    decompressed into an anonymous mapping by libdeflate, in a thread of its own, while
-    :attr:`head` (the content's first bytes, decompressed by zlib at once) lets the reader
-    start on the first chunk.  :meth:`ready` waits for the mapping: False when the whole
+    The content is read (plain JSON) or decompressed by libdeflate (gzip) into an anonymous
+    mapping, in a thread of its own, while :attr:`head` (the content's first bytes, read or
+    decompressed by zlib at once) lets the reader start on the first chunk.  :meth:`ready` waits for the mapping: False when the whole
     decompression did not succeed (the caller then streams).  The reader cuts its chunks in
     place and calls :meth:`consumed` as it goes: the pages behind it are given back
     (``MADV_DONTNEED``), so the resident part shrinks as the parse advances, and
@@ -315,8 +313,8 @@ def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: 
     """The whole content of ``path`` in one buffer, or None where the caller streams it
     (:func:`open_stream`) instead.
 
-    A plain file up to :data:`WHOLE_FILE_MAX_BYTES` is mapped (its pages are read on demand
-    and given back behind the reader).  A gzip file is decompressed whole when the native
+    A plain file up to :data:`WHOLE_FILE_MAX_BYTES` is read into it (its pages given back
+    behind the reader).  A gzip file is decompressed whole when the native
     module is there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
     :data:`WHOLE_GZIP_MAX_BYTES`, in a background thread; its first ``head`` bytes are there
     at once.  Anything unusual (a damaged or cut member, content over the limit, no
@@ -330,11 +328,45 @@ def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: 
             return _gunzip_whole(fh, size, progress, head)
         if size == 0 or size > WHOLE_FILE_MAX_BYTES or not p.is_file():
             return None
+        fh.seek(0)
+        first = fh.read(head) if head > 0 else b""
+    return _read_whole(p, size, progress, first)
+
+
+def _anonymous(capacity: int) -> mmap.mmap:
+    """A private anonymous mapping of ``capacity`` bytes (addresses only: pages exist once
+    written), with 2 MB pages where the system gives them: 500 times fewer page faults."""
+    buffer = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        with contextlib.suppress(OSError):
+            buffer.madvise(mmap.MADV_HUGEPAGE)
+    return buffer
+
+
+def _read_whole(path: Path, size: int, progress: ProgressSink | None, head: bytes) -> WholeBuffer:
+    """A plain file read whole into an anonymous mapping, in a thread of its own (``head``, its
+    first bytes, already read).  Read, not mapped: a mapped file that another process cuts
+    short while it is parsed (a profiler rewriting its trace) kills the reader with SIGBUS,
+    where a read just ends early, as the streaming path's does."""
+    buffer = _anonymous(size)
+
+    def fill() -> tuple[int, int] | None:
+        view = memoryview(buffer)
+        done = 0
         try:
-            buffer = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError, OverflowError):
-            return None
-    return WholeBuffer(buffer, size, size, progress)
+            with open(path, "rb") as fh:
+                while done < size:
+                    got = fh.readinto(view[done:])
+                    if not got:
+                        break
+                    done += got
+        except OSError:
+            return None  # the streaming path reads it again and reports the error
+        finally:
+            view.release()
+        return _WHOLE_OK, done
+
+    return WholeBuffer(buffer, 0, size, progress, head=head, fill=fill)
 
 
 def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: int) -> WholeBuffer | None:
@@ -349,12 +381,7 @@ def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: 
         return None
     fh.seek(0)
     src = fh.read()
-    # the mapping reserves addresses only: pages exist once written
-    capacity = max(1, min(max_decompressed_bytes(), WHOLE_GZIP_MAX_BYTES))
-    buffer = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):  # 2 MB pages: 500 times fewer page faults
-        with contextlib.suppress(OSError):
-            buffer.madvise(mmap.MADV_HUGEPAGE)
+    buffer = _anonymous(max(1, min(max_decompressed_bytes(), WHOLE_GZIP_MAX_BYTES)))
     first = b""
     if head > 0:  # (a prefix of the content whatever the members: the first member's start)
         with contextlib.suppress(zlib.error):

@@ -1,4 +1,4 @@
-"""The Kineto reader's whole-buffer input: a plain file mapped, a gzip decompressed whole by
+"""The Kineto reader's whole-buffer input: a plain file read whole, a gzip decompressed whole by
 libdeflate (parsers/_inflate.c), chunks cut in place.  It must give what the streaming path
 gives (the same chunks, the same salvage of truncated and damaged files, the same limit),
 and fall back to that path wherever it cannot be used."""
@@ -208,7 +208,7 @@ def test_damaged_gzip_member_streams_after_the_first_chunk(tmp_path: Path, monke
         _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
 
 
-def test_plain_json_mapped_gives_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_json_read_whole_gives_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.json"
     path.write_bytes(_sample())
     data = path.read_bytes()
@@ -219,6 +219,18 @@ def test_plain_json_mapped_gives_the_same_tables(tmp_path: Path, monkeypatch: py
     a, b = _digest_both_ways(path, monkeypatch)
     assert not parse_digests.differences(a, b)
     assert path.read_bytes() == data  # the cuts written into the mapping never reach the file
+
+
+def test_plain_file_cut_short_while_read_ends_early_without_a_crash(tmp_path: Path) -> None:
+    # a profiler rewriting its trace while it is parsed: the file is shorter than its size at
+    # open (a mapped file would kill the reader with SIGBUS); the content read is what there is
+    path = tmp_path / "t.json"
+    data = _sample()
+    path.write_bytes(data[: len(data) // 2])
+    with source._read_whole(path, len(data), None, b"") as whole:
+        assert whole.ready()
+        assert whole.size == len(data) // 2
+        assert whole.buffer[: whole.size] == data[: len(data) // 2]
 
 
 @needs_libdeflate
