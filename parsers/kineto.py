@@ -27,11 +27,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Generic, TypeVar, Union
 
 import msgspec
 import polars as pl
@@ -72,6 +73,8 @@ try:  # the native flow binding (parsers/_flowbind.c), built with the scanner
     from . import _flowbind
 except ImportError:  # pragma: no cover - an install without a compiler
     _flowbind = None  # type: ignore[assignment]
+
+T = TypeVar("T")
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -1118,6 +1121,35 @@ def _final_ids(col: pl.Expr, ids: dict[int, int]) -> pl.Expr:
     return pl.coalesce(pl.lit(finals).gather(index), col)
 
 
+class _Beside(Generic[T]):
+    """``work()`` run on a thread of its own, beside the caller's work: polars' queries and
+    the native modules release the GIL, so two independent parts of the end of a parse use
+    both cores.  :meth:`result` waits for it and returns its value or raises its exception."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work: Callable[[], T] | None = work
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="tracekit-beside", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        work, self._work = self._work, None
+        try:
+            if work is not None:
+                self._value = work()
+        except BaseException as exc:  # raised in the caller by result()
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        value, self._value = self._value, None
+        return value  # type: ignore[return-value]
+
+
 def _build_tables(
     path: Path,
     parts: _Parts,
@@ -1136,45 +1168,24 @@ def _build_tables(
     if not parts.timed:
         parts.add(_columns([]))
     ids = parts.final_label_ids()
-    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
-    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
-    # of them distinct), and renumbering and grouping all of it cost more than this
-    meta = _concat(parts.meta)
+    # the tables that need nothing of the events (threads, memory, counters) are built on a
+    # second thread while this one puts the events in order (the result is awaited even
+    # when this thread fails, so no work outlives the parse).  Of the metadata rows only
+    # those :func:`_threads` reads are handed over, each part filtered here: the rest
+    # (mtia_rank_0 has 310 k rows of it, nine of them distinct) is then freed before the
+    # events' columns are built, which reuse its memory
     name = pl.col("name")
-    meta = meta.filter((name == "process_name") | (name == "thread_name"))
-    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
-    threads = _threads(_renumber(meta, ids))
-    del meta
-    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
-    memory = _renumber(_concat(parts.memory), ids).with_columns(pl.col("start_ns") + base_ns)
-    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
-    main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
-    if parts.unknown:
-        cats = (
-            _concat(parts.unknown).group_by("cat").agg(pl.col("len").sum())
-            .sort(["len", "cat"], descending=[True, False], nulls_last=True)
-        )
-        total = int(cats["len"].sum())
-        listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
-        warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
-
-    names, name_ranks = parts.take_names()
-    timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
-    del name_ranks
-    # the flows are bound before the canonical sort, to the event ids the sort will give,
-    # so their temporaries come and go while only the unsorted events exist
-    order = canonical_order(timed[0])
-    flows = _flows(flow_rows, _slices(timed[0], order))
-    del flow_rows
-    for helper in ("_track_pid", "_track_tid"):
-        timed[0].drop_in_place(helper)
-    # the unsorted events are handed over with no other reference left to them, so the
-    # canonical sort can free each source column as soon as its sorted copy exists
-    events = finalize_events(timed.pop(), names=names, order=order)
-    del names, order
-    links = _links(events, flows)
-    events = _fill_sync_threads(events, links)
-    counters = _counters(counter_rows, base_ns)
+    names = (name == "process_name") | (name == "thread_name")
+    meta = [part.filter(names) for part in parts.meta]
+    parts.meta.clear()
+    memories = parts.memory[:]
+    parts.memory.clear()
+    side = _Beside(partial(_side_tables, meta, memories, counter_rows, ids, base_ns))
+    del meta, memories
+    try:
+        events, links, flows = _event_tables(parts, ids, rank, base_ns, warnings)
+    finally:
+        threads, memory, counters = side.result()
     devices = _devices(top, events)
 
     first = events["start_ns"].min()
@@ -1204,6 +1215,83 @@ def _build_tables(
         counters=counters,
         memory=memory,
     )
+
+
+def _side_tables(
+    metas: list[pl.DataFrame], memories: list[pl.DataFrame], counter_rows: list[dict[str, Any]],
+    ids: dict[int, int], base_ns: int,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The threads, memory and counters tables (from the parts' process and thread name rows,
+    their memory rows and the counter events), which need nothing of the timed events."""
+    # of the process and thread name rows (``metas``), only each (name, pid, tid)'s last in
+    # file order: traces repeat their metadata, and renumbering and grouping all of it cost
+    # more than this
+    name = pl.col("name")
+    meta = _concat(metas).filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+    threads = _threads(_renumber(meta, ids))
+    del meta
+    memory = _renumber(_concat(memories), ids).with_columns(pl.col("start_ns") + base_ns)
+    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
+    return threads, memory, _counters(counter_rows, base_ns)
+
+
+def _event_tables(
+    parts: _Parts, ids: dict[int, int], rank: int | None, base_ns: int, warnings: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The events (in canonical order), links and flows tables.
+
+    Once the canonical order is known and the flow endpoints are bound to their slices, the
+    flows are paired and the links found on a second thread, from the endpoints and the
+    events' kinds and correlation ids in canonical order, while this thread gathers every
+    event column into that order.  (The binding stays on this thread: the slices' keys it
+    reads are then released before the sort, whose peak holds the events twice over.)"""
+    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
+    main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
+    if parts.unknown:
+        cats = (
+            _concat(parts.unknown).group_by("cat").agg(pl.col("len").sum())
+            .sort(["len", "cat"], descending=[True, False], nulls_last=True)
+        )
+        total = int(cats["len"].sum())
+        listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
+        warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
+
+    names, name_ranks = parts.take_names()
+    timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
+    del name_ranks
+    # the flows are bound before the canonical sort, to the event ids the sort will give,
+    # so their temporaries come and go while only the unsorted events exist
+    order = canonical_order(timed[0])
+    ends = _flow_ends(flow_rows, _slices(timed[0], order))
+    del flow_rows
+    for helper in ("_track_pid", "_track_tid"):
+        timed[0].drop_in_place(helper)
+    # what the links read of the events, in canonical order (the event id is the row
+    # number); a column every chunk left out (all null) is null here as in the events
+    keyed = pl.DataFrame(
+        [
+            timed[0].get_column(c) if c in timed[0].columns else pl.repeat(None, timed[0].height, dtype=pl.Int64, eager=True).alias(c)
+            for c in ("kind", "correlation")
+        ]
+    ).select(pl.all().gather(order), pl.int_range(0, pl.len(), dtype=pl.Int64).alias("event_id"))
+    paired = _Beside(partial(_paired_tables, ends, keyed))
+    del ends, keyed
+    try:
+        # the unsorted events are handed over with no other reference left to them, so the
+        # canonical sort can free each source column as soon as its sorted copy exists
+        events = finalize_events(timed.pop(), names=names, order=order)
+    finally:
+        links, flows = paired.result()
+    del names, order
+    return _fill_sync_threads(events, links), links, flows
+
+
+def _paired_tables(ends: pl.DataFrame, keyed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The links and flows tables, from the bound flow endpoints (:func:`_flow_ends`) and the
+    events' ``kind``, ``correlation`` and ``event_id`` in canonical order."""
+    flows = _pair_flows(ends)
+    del ends
+    return _links(keyed, flows), flows
 
 
 def _main_pid(counts: pl.DataFrame) -> int | None:
@@ -1559,17 +1647,30 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
 
 
 def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
+    """The flows table from the flow endpoint rows and the slices they bind to."""
+    return _pair_flows(_flow_ends(flow_rows, keyed))
+
+
+def _flow_ends(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
+    """Each flow endpoint's end flags, kind, id and the event it is bound to (no rows when
+    there are no endpoints)."""
     if flow_rows.height == 0:
-        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
+        return flow_rows
     # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
     # compared once, as two flags
-    ends = flow_rows.select(
+    return flow_rows.select(
         (pl.col("ph") == "s").alias("_src"),
         (pl.col("ph") == "f").alias("_dst"),
         _flow_kind(pl.col("_cat")).alias("flow_kind"),
         pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
     ).with_columns(_bind_endpoints(flow_rows, keyed))
-    del flow_rows
+
+
+def _pair_flows(ends: pl.DataFrame) -> pl.DataFrame:
+    """The flows table: each (kind, id) with its first source's and destination's event
+    (``ends``: :func:`_flow_ends`)."""
+    if ends.height == 0:
+        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
 
     def first_end(end: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col(end)).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))

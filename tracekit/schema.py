@@ -478,7 +478,7 @@ TABLE_NAMES = tuple(s.name for s in TABLES)
 
 
 #: columns gathered per query by :func:`finalize_events`
-_GATHER_BATCH = 4
+_GATHER_BATCH = 2
 
 
 def canonical_order(events: pl.DataFrame) -> pl.Series:
