@@ -1141,6 +1141,10 @@ class _Beside(Generic[T]):
         except BaseException as exc:  # raised in the caller by result()
             self._error = exc
 
+    def wait(self) -> None:
+        """Wait for the work to end (its value or error stays for :meth:`result`)."""
+        self._thread.join()
+
     def result(self) -> T:
         self._thread.join()
         if self._error is not None:
@@ -1168,9 +1172,9 @@ def _build_tables(
     if not parts.timed:
         parts.add(_columns([]))
     ids = parts.final_label_ids()
-    # the tables that need nothing of the events (threads, memory, counters) are built on a
-    # second thread while this one puts the events in order (the result is awaited even
-    # when this thread fails, so no work outlives the parse).  Of the metadata rows only
+    # what needs nothing of the events (the threads, memory and counters tables, the flow
+    # endpoints before their binding) is built on a second thread while this one puts the
+    # events in order (and awaited even when this thread fails: no work outlives the parse).  Of the metadata rows only
     # those :func:`_threads` reads are handed over, each part filtered here: the rest
     # (mtia_rank_0 has 310 k rows of it, nine of them distinct) is then freed before the
     # events' columns are built, which reuse its memory
@@ -1180,12 +1184,14 @@ def _build_tables(
     parts.meta.clear()
     memories = parts.memory[:]
     parts.memory.clear()
-    side = _Beside(partial(_side_tables, meta, memories, counter_rows, ids, base_ns))
-    del meta, memories
+    flow_parts = parts.flows[:]
+    parts.flows.clear()
+    side = _Beside(partial(_side_tables, meta, memories, flow_parts, counter_rows, ids, base_ns))
+    del meta, memories, flow_parts
     try:
-        events, links, flows = _event_tables(parts, ids, rank, base_ns, warnings)
+        events, links, flows, (threads, memory, counters) = _event_tables(parts, ids, rank, base_ns, warnings, side)
     finally:
-        threads, memory, counters = side.result()
+        side.wait()
     devices = _devices(top, events)
 
     first = events["start_ns"].min()
@@ -1218,11 +1224,12 @@ def _build_tables(
 
 
 def _side_tables(
-    metas: list[pl.DataFrame], memories: list[pl.DataFrame], counter_rows: list[dict[str, Any]],
-    ids: dict[int, int], base_ns: int,
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    metas: list[pl.DataFrame], memories: list[pl.DataFrame], flow_parts: list[pl.DataFrame],
+    counter_rows: list[dict[str, Any]], ids: dict[int, int], base_ns: int,
+) -> tuple[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], pl.DataFrame]:
     """The threads, memory and counters tables (from the parts' process and thread name rows,
-    their memory rows and the counter events), which need nothing of the timed events."""
+    their memory rows and the counter events), and the flow endpoints from the parts' flow
+    rows (:func:`_flow_endpoints`): what needs nothing of the timed events."""
     # of the process and thread name rows (``metas``), only each (name, pid, tid)'s last in
     # file order: traces repeat their metadata, and renumbering and grouping all of it cost
     # more than this
@@ -1232,20 +1239,22 @@ def _side_tables(
     del meta
     memory = _renumber(_concat(memories), ids).with_columns(pl.col("start_ns") + base_ns)
     memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
-    return threads, memory, _counters(counter_rows, base_ns)
+    endpoints = _flow_endpoints(_renumber(_concat(flow_parts), ids).with_columns(pl.col("start_ns") + base_ns))
+    return (threads, memory, _counters(counter_rows, base_ns)), endpoints
 
 
 def _event_tables(
-    parts: _Parts, ids: dict[int, int], rank: int | None, base_ns: int, warnings: list[str]
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    parts: _Parts, ids: dict[int, int], rank: int | None, base_ns: int, warnings: list[str],
+    side: _Beside[tuple[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], pl.DataFrame]],
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
     """The events (in canonical order), links and flows tables.
 
     Once the canonical order is known and the flow endpoints are bound to their slices, the
     flows are paired and the links found on a second thread, from the endpoints and the
     events' kinds and correlation ids in canonical order, while this thread gathers every
     event column into that order.  (The binding stays on this thread: the slices' keys it
-    reads are then released before the sort, whose peak holds the events twice over.)"""
-    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
+    reads are then released before the sort, whose peak holds the events twice over.)
+    ``side`` is :func:`_side_tables` at work: its tables are handed back with these."""
     main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
     if parts.unknown:
         cats = (
@@ -1262,8 +1271,9 @@ def _event_tables(
     # the flows are bound before the canonical sort, to the event ids the sort will give,
     # so their temporaries come and go while only the unsorted events exist
     order = canonical_order(timed[0])
-    ends = _flow_ends(flow_rows, _slices(timed[0], order))
-    del flow_rows
+    side_tables, endpoints = side.result()
+    ends = _flow_ends(endpoints, _slices(timed[0], order))
+    del endpoints
     for helper in ("_track_pid", "_track_tid"):
         timed[0].drop_in_place(helper)
     # what the links read of the events, in canonical order (the event id is the row
@@ -1283,7 +1293,7 @@ def _event_tables(
     finally:
         links, flows = paired.result()
     del names, order
-    return _fill_sync_threads(events, links), links, flows
+    return _fill_sync_threads(events, links), links, flows, side_tables
 
 
 def _paired_tables(ends: pl.DataFrame, keyed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -1648,14 +1658,11 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
 
 def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     """The flows table from the flow endpoint rows and the slices they bind to."""
-    return _pair_flows(_flow_ends(flow_rows, keyed))
+    return _pair_flows(_flow_ends(_flow_endpoints(flow_rows), keyed))
 
 
-def _flow_ends(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
-    """Each flow endpoint's end flags, kind, id and the event it is bound to (no rows when
-    there are no endpoints)."""
-    if flow_rows.height == 0:
-        return flow_rows
+def _flow_endpoints(flow_rows: pl.DataFrame) -> pl.DataFrame:
+    """Each flow endpoint's end flags, kind and id, and the track and time it binds by."""
     # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
     # compared once, as two flags
     return flow_rows.select(
@@ -1663,7 +1670,15 @@ def _flow_ends(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         (pl.col("ph") == "f").alias("_dst"),
         _flow_kind(pl.col("_cat")).alias("flow_kind"),
         pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
-    ).with_columns(_bind_endpoints(flow_rows, keyed))
+        "pid", "tid", "start_ns",
+    )
+
+
+def _flow_ends(endpoints: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
+    """The endpoints (:func:`_flow_endpoints`) with the event each is bound to instead of
+    its track and time."""
+    event_id = _bind_endpoints(endpoints, keyed) if endpoints.height else pl.Series("event_id", [], dtype=pl.Int64)
+    return endpoints.select("_src", "_dst", "flow_kind", "flow_id").with_columns(event_id)
 
 
 def _pair_flows(ends: pl.DataFrame) -> pl.DataFrame:
