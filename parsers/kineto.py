@@ -1174,13 +1174,8 @@ def _build_tables(
     ids = parts.final_label_ids()
     # what needs nothing of the events (the threads, memory and counters tables, the flow
     # endpoints before their binding) is built on a second thread while this one puts the
-    # events in order (and awaited even when this thread fails: no work outlives the parse).  Of the metadata rows only
-    # those :func:`_threads` reads are handed over, each part filtered here: the rest
-    # (mtia_rank_0 has 310 k rows of it, nine of them distinct) is then freed before the
-    # events' columns are built, which reuse its memory
-    name = pl.col("name")
-    names = (name == "process_name") | (name == "thread_name")
-    meta = [part.filter(names) for part in parts.meta]
+    # events in order (and awaited even when this thread fails: no work outlives the parse)
+    meta = parts.meta[:]
     parts.meta.clear()
     memories = parts.memory[:]
     parts.memory.clear()
@@ -1227,14 +1222,20 @@ def _side_tables(
     metas: list[pl.DataFrame], memories: list[pl.DataFrame], flow_parts: list[pl.DataFrame],
     counter_rows: list[dict[str, Any]], ids: dict[int, int], base_ns: int,
 ) -> tuple[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], pl.DataFrame]:
-    """The threads, memory and counters tables (from the parts' process and thread name rows,
-    their memory rows and the counter events), and the flow endpoints from the parts' flow
+    """The threads, memory and counters tables (from the parts' metadata rows, their memory rows and the counter events), and the flow endpoints from the parts' flow
     rows (:func:`_flow_endpoints`): what needs nothing of the timed events."""
-    # of the process and thread name rows (``metas``), only each (name, pid, tid)'s last in
-    # file order: traces repeat their metadata, and renumbering and grouping all of it cost
-    # more than this
+    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
+    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
+    # of them distinct), and renumbering and grouping all of it cost more than this.  Each
+    # part is filtered and let go of first (before the events' columns are built, which
+    # then reuse its memory), so the concatenation copies a few rows, not all
     name = pl.col("name")
-    meta = _concat(metas).filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+    wanted = (name == "process_name") | (name == "thread_name")
+    metas.reverse()
+    kept = []
+    while metas:
+        kept.append(metas.pop().filter(wanted))
+    meta = _concat(kept).filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
     threads = _threads(_renumber(meta, ids))
     del meta
     memory = _renumber(_concat(memories), ids).with_columns(pl.col("start_ns") + base_ns)
