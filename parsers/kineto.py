@@ -59,6 +59,7 @@ from tracekit.schema import (
     TraceTables,
     canonical_order,
     finalize_events,
+    start_order,
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
@@ -1267,11 +1268,19 @@ def _event_tables(
         warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
 
     names, name_ranks = parts.take_names()
-    timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
-    del name_ranks
+    unsorted = parts.take_timed()
+    # the canonical sort's first step, the stable order by start alone, runs beside the
+    # final columns' work (the base time added after does not change it)
+    lead = _Beside(partial(_start_order, unsorted.get_column("start_ns"), base_ns))
+    try:
+        timed = [_final_event_columns(unsorted, ids, main_pid, rank, base_ns, name_ranks)]
+    finally:
+        by_start = lead.result()
+    del name_ranks, unsorted
     # the flows are bound before the canonical sort, to the event ids the sort will give,
     # so their temporaries come and go while only the unsorted events exist
-    order = canonical_order(timed[0])
+    order = canonical_order(timed[0], by_start)
+    del by_start
     side_tables, endpoints = side.result()
     ends = _flow_ends(endpoints, _slices(timed[0], order))
     del endpoints
@@ -1295,6 +1304,22 @@ def _event_tables(
         links, flows = paired.result()
     del names, order
     return _fill_sync_threads(events, links), links, flows, side_tables
+
+
+#: the range of an Int64 column
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _start_order(start: pl.Series, base_ns: int) -> pl.Series | None:
+    """:func:`tracekit.schema.start_order` of ``start + base_ns``, from ``start`` alone: the
+    same order, as long as no start plus the base time leaves the Int64 range (None then,
+    and the canonical sort works it out from the final starts)."""
+    low, high = start.min(), start.max()
+    if not isinstance(low, int) or not isinstance(high, int):  # no start at all
+        return start_order(start)
+    if not _INT64_MIN <= low + base_ns <= high + base_ns <= _INT64_MAX:
+        return None
+    return start_order(start)
 
 
 def _paired_tables(ends: pl.DataFrame, keyed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
