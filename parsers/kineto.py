@@ -1223,8 +1223,9 @@ def _side_tables(
     metas: list[pl.DataFrame], memories: list[pl.DataFrame], flow_parts: list[pl.DataFrame],
     counter_rows: list[dict[str, Any]], ids: dict[int, int], base_ns: int,
 ) -> tuple[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], pl.DataFrame]:
-    """The threads, memory and counters tables (from the parts' metadata rows, their memory rows and the counter events), and the flow endpoints from the parts' flow
-    rows (:func:`_flow_endpoints`): what needs nothing of the timed events."""
+    """The threads, memory and counters tables (from the parts' metadata rows, their memory
+    rows and the counter events), and the flow endpoints from the parts' flow rows
+    (:func:`_flow_endpoints`): what needs nothing of the timed events."""
     # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
     # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
     # of them distinct), and renumbering and grouping all of it cost more than this.  Each
