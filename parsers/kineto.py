@@ -27,12 +27,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Union
 
 import msgspec
 import polars as pl
@@ -59,7 +58,6 @@ from tracekit.schema import (
     TraceTables,
     canonical_order,
     finalize_events,
-    start_order,
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
@@ -74,8 +72,6 @@ try:  # the native flow binding (parsers/_flowbind.c), built with the scanner
     from . import _flowbind
 except ImportError:  # pragma: no cover - an install without a compiler
     _flowbind = None  # type: ignore[assignment]
-
-T = TypeVar("T")
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -1122,39 +1118,6 @@ def _final_ids(col: pl.Expr, ids: dict[int, int]) -> pl.Expr:
     return pl.coalesce(pl.lit(finals).gather(index), col)
 
 
-class _Beside(Generic[T]):
-    """``work()`` run on a thread of its own, beside the caller's work: polars' queries and
-    the native modules release the GIL, so two independent parts of the end of a parse use
-    both cores.  :meth:`result` waits for it and returns its value or raises its exception."""
-
-    def __init__(self, work: Callable[[], T]) -> None:
-        self._work: Callable[[], T] | None = work
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="tracekit-beside", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        work, self._work = self._work, None
-        try:
-            if work is not None:
-                self._value = work()
-        except BaseException as exc:  # raised in the caller by result()
-            self._error = exc
-
-    def wait(self) -> None:
-        """Wait for the work to end (its value or error stays for :meth:`result`)."""
-        self._thread.join()
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        value, self._value = self._value, None
-        return value  # type: ignore[return-value]
-
-
 def _build_tables(
     path: Path,
     parts: _Parts,
@@ -1173,21 +1136,45 @@ def _build_tables(
     if not parts.timed:
         parts.add(_columns([]))
     ids = parts.final_label_ids()
-    # what needs nothing of the events (the threads, memory and counters tables, the flow
-    # endpoints before their binding) is built on a second thread while this one puts the
-    # events in order (and awaited even when this thread fails: no work outlives the parse)
-    meta = parts.meta[:]
-    parts.meta.clear()
-    memories = parts.memory[:]
-    parts.memory.clear()
-    flow_parts = parts.flows[:]
-    parts.flows.clear()
-    side = _Beside(partial(_side_tables, meta, memories, flow_parts, counter_rows, ids, base_ns))
-    del meta, memories, flow_parts
-    try:
-        events, links, flows, (threads, memory, counters) = _event_tables(parts, ids, rank, base_ns, warnings, side)
-    finally:
-        side.wait()
+    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
+    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
+    # of them distinct), and renumbering and grouping all of it cost more than this
+    meta = _concat(parts.meta)
+    name = pl.col("name")
+    meta = meta.filter((name == "process_name") | (name == "thread_name"))
+    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+    threads = _threads(_renumber(meta, ids))
+    del meta
+    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
+    memory = _renumber(_concat(parts.memory), ids).with_columns(pl.col("start_ns") + base_ns)
+    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
+    main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
+    if parts.unknown:
+        cats = (
+            _concat(parts.unknown).group_by("cat").agg(pl.col("len").sum())
+            .sort(["len", "cat"], descending=[True, False], nulls_last=True)
+        )
+        total = int(cats["len"].sum())
+        listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
+        warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
+
+    names, name_ranks = parts.take_names()
+    timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
+    del name_ranks
+    # the flows are bound before the canonical sort, to the event ids the sort will give,
+    # so their temporaries come and go while only the unsorted events exist
+    order = canonical_order(timed[0])
+    flows = _flows(flow_rows, _slices(timed[0], order))
+    del flow_rows
+    for helper in ("_track_pid", "_track_tid"):
+        timed[0].drop_in_place(helper)
+    # the unsorted events are handed over with no other reference left to them, so the
+    # canonical sort can free each source column as soon as its sorted copy exists
+    events = finalize_events(timed.pop(), names=names, order=order)
+    del names, order
+    links = _links(events, flows)
+    events = _fill_sync_threads(events, links)
+    counters = _counters(counter_rows, base_ns)
     devices = _devices(top, events)
 
     first = events["start_ns"].min()
@@ -1217,118 +1204,6 @@ def _build_tables(
         counters=counters,
         memory=memory,
     )
-
-
-def _side_tables(
-    metas: list[pl.DataFrame], memories: list[pl.DataFrame], flow_parts: list[pl.DataFrame],
-    counter_rows: list[dict[str, Any]], ids: dict[int, int], base_ns: int,
-) -> tuple[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], pl.DataFrame]:
-    """The threads, memory and counters tables (from the parts' metadata rows, their memory
-    rows and the counter events), and the flow endpoints from the parts' flow rows
-    (:func:`_flow_endpoints`): what needs nothing of the timed events."""
-    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
-    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
-    # of them distinct), and renumbering and grouping all of it cost more than this.  Each
-    # part is filtered and let go of first (before the events' columns are built, which
-    # then reuse its memory), so the concatenation copies a few rows, not all
-    name = pl.col("name")
-    wanted = (name == "process_name") | (name == "thread_name")
-    metas.reverse()
-    kept = []
-    while metas:
-        kept.append(metas.pop().filter(wanted))
-    meta = _concat(kept).filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
-    threads = _threads(_renumber(meta, ids))
-    del meta
-    memory = _renumber(_concat(memories), ids).with_columns(pl.col("start_ns") + base_ns)
-    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
-    endpoints = _flow_endpoints(_renumber(_concat(flow_parts), ids).with_columns(pl.col("start_ns") + base_ns))
-    return (threads, memory, _counters(counter_rows, base_ns)), endpoints
-
-
-def _event_tables(
-    parts: _Parts, ids: dict[int, int], rank: int | None, base_ns: int, warnings: list[str],
-    side: _Beside[tuple[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame], pl.DataFrame]],
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
-    """The events (in canonical order), links and flows tables.
-
-    Once the canonical order is known and the flow endpoints are bound to their slices, the
-    flows are paired and the links found on a second thread, from the endpoints and the
-    events' kinds and correlation ids in canonical order, while this thread gathers every
-    event column into that order.  (The binding stays on this thread: the slices' keys it
-    reads are then released before the sort, whose peak holds the events twice over.)
-    ``side`` is :func:`_side_tables` at work: its tables are handed back with these."""
-    main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
-    if parts.unknown:
-        cats = (
-            _concat(parts.unknown).group_by("cat").agg(pl.col("len").sum())
-            .sort(["len", "cat"], descending=[True, False], nulls_last=True)
-        )
-        total = int(cats["len"].sum())
-        listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
-        warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
-
-    names, name_ranks = parts.take_names()
-    unsorted = parts.take_timed()
-    # the canonical sort's first step, the stable order by start alone, runs beside the
-    # final columns' work (the base time added after does not change it)
-    lead = _Beside(partial(_start_order, unsorted.get_column("start_ns"), base_ns))
-    try:
-        timed = [_final_event_columns(unsorted, ids, main_pid, rank, base_ns, name_ranks)]
-    finally:
-        by_start = lead.result()
-    del name_ranks, unsorted
-    # the flows are bound before the canonical sort, to the event ids the sort will give,
-    # so their temporaries come and go while only the unsorted events exist
-    order = canonical_order(timed[0], by_start)
-    del by_start
-    side_tables, endpoints = side.result()
-    ends = _flow_ends(endpoints, _slices(timed[0], order))
-    del endpoints
-    for helper in ("_track_pid", "_track_tid"):
-        timed[0].drop_in_place(helper)
-    # what the links read of the events, in canonical order (the event id is the row
-    # number); a column every chunk left out (all null) is null here as in the events
-    keyed = pl.DataFrame(
-        [
-            timed[0].get_column(c) if c in timed[0].columns else pl.repeat(None, timed[0].height, dtype=pl.Int64, eager=True).alias(c)
-            for c in ("kind", "correlation")
-        ]
-    ).select(pl.all().gather(order), pl.int_range(0, pl.len(), dtype=pl.Int64).alias("event_id"))
-    paired = _Beside(partial(_paired_tables, ends, keyed))
-    del ends, keyed
-    try:
-        # the unsorted events are handed over with no other reference left to them, so the
-        # canonical sort can free each source column as soon as its sorted copy exists
-        events = finalize_events(timed.pop(), names=names, order=order)
-    finally:
-        links, flows = paired.result()
-    del names, order
-    return _fill_sync_threads(events, links), links, flows, side_tables
-
-
-#: the range of an Int64 column
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def _start_order(start: pl.Series, base_ns: int) -> pl.Series | None:
-    """:func:`tracekit.schema.start_order` of ``start + base_ns``, from ``start`` alone: the
-    same order, as long as no start plus the base time leaves the Int64 range (None then,
-    and the canonical sort works it out from the final starts)."""
-    low, high = start.min(), start.max()
-    if not isinstance(low, int) or not isinstance(high, int):  # no start at all
-        return start_order(start)
-    if not _INT64_MIN <= low + base_ns <= high + base_ns <= _INT64_MAX:
-        return None
-    return start_order(start)
-
-
-def _paired_tables(ends: pl.DataFrame, keyed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The links and flows tables, from the bound flow endpoints (:func:`_flow_ends`) and the
-    events' ``kind``, ``correlation`` and ``event_id`` in canonical order."""
-    flows = _pair_flows(ends)
-    del ends
-    return _links(keyed, flows), flows
 
 
 def _main_pid(counts: pl.DataFrame) -> int | None:
@@ -1684,35 +1559,17 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
 
 
 def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
-    """The flows table from the flow endpoint rows and the slices they bind to."""
-    return _pair_flows(_flow_ends(_flow_endpoints(flow_rows), keyed))
-
-
-def _flow_endpoints(flow_rows: pl.DataFrame) -> pl.DataFrame:
-    """Each flow endpoint's end flags, kind and id, and the track and time it binds by."""
+    if flow_rows.height == 0:
+        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
     # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
     # compared once, as two flags
-    return flow_rows.select(
+    ends = flow_rows.select(
         (pl.col("ph") == "s").alias("_src"),
         (pl.col("ph") == "f").alias("_dst"),
         _flow_kind(pl.col("_cat")).alias("flow_kind"),
         pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
-        "pid", "tid", "start_ns",
-    )
-
-
-def _flow_ends(endpoints: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
-    """The endpoints (:func:`_flow_endpoints`) with the event each is bound to instead of
-    its track and time."""
-    event_id = _bind_endpoints(endpoints, keyed) if endpoints.height else pl.Series("event_id", [], dtype=pl.Int64)
-    return endpoints.select("_src", "_dst", "flow_kind", "flow_id").with_columns(event_id)
-
-
-def _pair_flows(ends: pl.DataFrame) -> pl.DataFrame:
-    """The flows table: each (kind, id) with its first source's and destination's event
-    (``ends``: :func:`_flow_ends`)."""
-    if ends.height == 0:
-        return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
+    ).with_columns(_bind_endpoints(flow_rows, keyed))
+    del flow_rows
 
     def first_end(end: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col(end)).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))

@@ -478,16 +478,13 @@ TABLE_NAMES = tuple(s.name for s in TABLES)
 
 
 #: columns gathered per query by :func:`finalize_events`
-_GATHER_BATCH = 2
+_GATHER_BATCH = 4
 
 
-def canonical_order(events: pl.DataFrame, lead: pl.Series | None = None) -> pl.Series:
+def canonical_order(events: pl.DataFrame) -> pl.Series:
     """The row order :func:`finalize_events` sorts ``events`` into (row ``order[i]`` of the
     input becomes event ``i``): by start, longest first, then kind, pid, tid, device,
-    stream, name and the input position ``_order``, where those columns exist.
-
-    ``lead``: the rows' stable order by start alone (nulls last), when the caller worked it
-    out already (:func:`start_order`); the rest of the sort then only breaks its ties."""
+    stream, name and the input position ``_order``, where those columns exist."""
     keys = ["start_ns", "dur_ns"]
     descending = [False, True]
     for extra in ("kind", "pid", "tid", "device", "stream", "name", "_order"):
@@ -502,15 +499,7 @@ def canonical_order(events: pl.DataFrame, lead: pl.Series | None = None) -> pl.S
         if position.null_count() == 0 and position.is_sorted():
             keys.pop()
             descending.pop()
-    return _sort_order(events, keys, descending, lead)
-
-
-def start_order(start: pl.Series) -> pl.Series:
-    """The row order of a stable sort by ``start`` alone, nulls last (the first step of
-    :func:`canonical_order`, which a caller may run apart and hand over as its ``lead``)."""
-    return pl.DataFrame([start]).select(
-        pl.arg_sort_by(start.name, nulls_last=True, maintain_order=True)
-    ).to_series()
+    return _sort_order(events, keys, descending)
 
 
 def finalize_events(
@@ -570,9 +559,7 @@ def finalize_events(
     return EVENTS.conform(sorted_frame)
 
 
-def _sort_order(
-    frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[bool], first: pl.Series | None = None
-) -> pl.Series:
+def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[bool]) -> pl.Series:
     """The row order of a stable multi-key sort (nulls last), computed cheaply.
 
     A multi-key sort encodes every key of every row (about 220 bytes a row with event
@@ -580,14 +567,11 @@ def _sort_order(
     it (about 2% of a real trace's events) are sorted by every key; they keep the positions
     their tie groups hold, so the result equals the full sort.  Ties are found by comparing
     each sorted value with its neighbours (nulls equal to nulls), not by hashing.
-    ``first``: the sort by the first key alone, when the caller has it (it is reordered in
-    place into the result).
     """
     lead = frame.get_column(keys[0])
-    if first is None:
-        first = pl.DataFrame([lead]).select(
-            pl.arg_sort_by(keys[0], descending=descending[0], nulls_last=True, maintain_order=True)
-        ).to_series()
+    first = pl.DataFrame([lead]).select(
+        pl.arg_sort_by(keys[0], descending=descending[0], nulls_last=True, maintain_order=True)
+    ).to_series()
     if len(keys) == 1 or first.len() < 2:
         return first
     ordered = lead.rechunk().gather(first)
