@@ -29,6 +29,7 @@
 /* ---- one int64 column: its exported chunks, read in place (never copied) */
 typedef struct {
     int64_t n; /* rows in all chunks */
+    char format; /* the Arrow format: 'l' int64, or where the caller allows narrower ones 'i' int32, 'I' uint32, 'C' uint8 */
     int64_t count, cap;
     struct ArrowArray *chunks; /* moved out of the stream; released by column_free */
 } Column;
@@ -56,8 +57,9 @@ static int chunk_check(const struct ArrowArray *a) {
     return 0;
 }
 
-/* Read an object exporting an int64 Arrow stream (a polars Series) into ``c``. */
-static int column_read(PyObject *obj, Column *c) {
+/* Read an object exporting an int64 Arrow stream (a polars Series) into ``c``; with
+ * ``narrow``, also an int32, uint32 or uint8 one (``c->format`` says which). */
+static int column_read_as(PyObject *obj, Column *c, int narrow) {
     memset(c, 0, sizeof(*c));
     PyObject *capsule = PyObject_CallMethod(obj, "__arrow_c_stream__", NULL);
     if (capsule == NULL)
@@ -81,11 +83,15 @@ static int column_read(PyObject *obj, Column *c) {
         PyErr_SetString(PyExc_ValueError, "flow binding: the column's Arrow schema could not be read");
         goto done;
     }
-    int is_int64 = schema.format != NULL && strcmp(schema.format, "l") == 0;
+    const char *f = schema.format;
+    int ok_format = f != NULL && f[0] != '\0' && f[1] == '\0'
+        && (f[0] == 'l' || (narrow && (f[0] == 'i' || f[0] == 'I' || f[0] == 'C')));
+    c->format = ok_format ? f[0] : '\0';
     if (schema.release != NULL)
         schema.release(&schema);
-    if (!is_int64) {
-        PyErr_SetString(PyExc_TypeError, "flow binding: every column must be int64");
+    if (!ok_format) {
+        PyErr_SetString(PyExc_TypeError, narrow ? "flow binding: every column must be int64, int32, uint32 or uint8"
+                                                : "flow binding: every column must be int64");
         goto done;
     }
     for (;;) {
@@ -124,6 +130,8 @@ done:
         column_free(c);
     return rc;
 }
+
+static int column_read(PyObject *obj, Column *c) { return column_read_as(obj, c, 0); }
 
 /* Reads a column's values in order across its chunks. */
 typedef struct {
@@ -220,7 +228,8 @@ static int64_t table_slots(int64_t keys) {
     return size;
 }
 
-static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name);
+static PyObject *export_fixed(void *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name, const char *format);
+#define export_int64(values, bits, n, nulls, name) export_fixed(values, bits, n, nulls, name, "l")
 
 static PyObject *flowbind_bind(PyObject *self, PyObject *args) {
     (void)self;
@@ -357,7 +366,7 @@ done:
     return result;
 }
 
-/* ---- the result as an Arrow array (format "l") polars takes over */
+/* ---- the result as an Arrow array (int64 or uint32) polars takes over */
 typedef struct {
     const void *buffers[2];
 } Owned;
@@ -388,8 +397,9 @@ static void capsule_free_schema(PyObject *capsule) {
     free(s);
 }
 
-/* Takes ownership of ``values`` and ``bits``, also when it fails. */
-static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name) {
+/* A fixed-width Arrow array of ``format`` (a static string: "l" int64, "I" uint32).  Takes
+ * ownership of ``values`` and ``bits``, also when it fails. */
+static PyObject *export_fixed(void *values, uint8_t *bits, int64_t n, int64_t nulls, const char *name, const char *format) {
     struct ArrowSchema *s = calloc(1, sizeof(*s));
     struct ArrowArray *a = calloc(1, sizeof(*a));
     Owned *o = calloc(1, sizeof(*o));
@@ -401,7 +411,7 @@ static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t
         free(bits);
         return PyErr_NoMemory();
     }
-    s->format = "l";
+    s->format = format;
     s->name = name;
     s->flags = ARROW_FLAG_NULLABLE;
     s->release = release_schema;
@@ -431,6 +441,260 @@ static PyObject *export_int64(int64_t *values, uint8_t *bits, int64_t n, int64_t
     Py_DECREF(sc);
     Py_DECREF(ac); /* on failure this releases the array and its buffers */
     return pair;
+}
+
+/* ---- the events' canonical order (parsers/kineto.py, _canonical_order)
+ *
+ * A stable sort of the rows by (start ascending, duration descending, then up to six keys
+ * ascending), nulls last in every key and equal to one another, ties kept in row order;
+ * schema.canonical_order's polars sort gives the same permutation.  The rows are first put
+ * in order of start alone by an LSD radix sort of the start values (stable; a byte that is
+ * the same in every value costs no pass), the null starts after them in row order; only
+ * the rows that share their start with a neighbour are then sorted by every key, within
+ * their run, from a compact copy of just those rows' keys. */
+#define ORDER_KEYS 8
+#define RADIX_BITS 11
+#define RADIX_SIZE (1 << RADIX_BITS)
+typedef struct {
+    int64_t v[ORDER_KEYS]; /* keys 1.. (key 0, the start, is equal within a run) */
+    uint8_t valid[ORDER_KEYS];
+    int64_t row;
+} TieRow;
+
+/* compares two tied rows: key 1 (the duration) descending, the others ascending, nulls last */
+static int tie_cmp(const TieRow *a, const TieRow *b, int nkeys) {
+    for (int k = 1; k < nkeys; k++) {
+        if (a->valid[k] != b->valid[k])
+            return a->valid[k] ? -1 : 1; /* nulls last */
+        if (!a->valid[k] || a->v[k] == b->v[k])
+            continue;
+        int less = a->v[k] < b->v[k];
+        if (k == 1)
+            less = !less;
+        return less ? -1 : 1;
+    }
+    return a->row < b->row ? -1 : (a->row > b->row ? 1 : 0);
+}
+
+/* insertion sort for short runs, merge sort (with ``tmp``) for long ones */
+static void tie_sort(TieRow *r, TieRow *tmp, int64_t n, int nkeys) {
+    if (n <= 16) {
+        for (int64_t i = 1; i < n; i++) {
+            TieRow x = r[i];
+            int64_t j = i;
+            while (j > 0 && tie_cmp(&x, &r[j - 1], nkeys) < 0) {
+                r[j] = r[j - 1];
+                j--;
+            }
+            r[j] = x;
+        }
+        return;
+    }
+    int64_t h = n / 2;
+    tie_sort(r, tmp, h, nkeys);
+    tie_sort(r + h, tmp, n - h, nkeys);
+    int64_t i = 0, j = h, o = 0;
+    while (i < h && j < n)
+        tmp[o++] = tie_cmp(&r[j], &r[i], nkeys) < 0 ? r[j++] : r[i++];
+    while (i < h)
+        tmp[o++] = r[i++];
+    while (j < n)
+        tmp[o++] = r[j++];
+    memcpy(r, tmp, (size_t)n * sizeof(TieRow));
+}
+
+static PyObject *flowbind_order(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs < 2 || nargs > ORDER_KEYS) {
+        PyErr_SetString(PyExc_TypeError, "order: takes the start, the duration and up to six more key columns");
+        return NULL;
+    }
+    int nkeys = (int)nargs;
+    Column col[ORDER_KEYS];
+    memset(col, 0, sizeof(col));
+    uint64_t *keys = NULL, *keys2 = NULL;
+    uint32_t *rows = NULL, *rows2 = NULL, *out = NULL; /* row numbers: n is checked to fit */
+    int32_t *slot = NULL;
+    int64_t *radix = NULL;
+    uint8_t *valid0 = NULL;
+    TieRow *ties = NULL, *tmp = NULL;
+    int64_t *tied_rows = NULL;
+    PyObject *result = NULL;
+    for (int k = 0; k < nkeys; k++)
+        if (column_read_as(PyTuple_GET_ITEM(args, k), &col[k], k >= 2) != 0) /* start and duration: int64 */
+            goto done;
+    int64_t n = col[0].n;
+    for (int k = 1; k < nkeys; k++)
+        if (col[k].n != n) {
+            PyErr_SetString(PyExc_ValueError, "order: the key columns differ in length");
+            goto done;
+        }
+    if (n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "order: more rows than a 32-bit row number holds");
+        goto done;
+    }
+    size_t m = (size_t)(n ? n : 1);
+    keys = malloc(m * sizeof(uint64_t));
+    keys2 = malloc(m * sizeof(uint64_t));
+    rows = malloc(m * sizeof(uint32_t));
+    rows2 = malloc(m * sizeof(uint32_t));
+    valid0 = malloc(m);
+    radix = malloc(RADIX_SIZE * sizeof(int64_t));
+    slot = malloc(m * sizeof(int32_t));
+    if (keys == NULL || keys2 == NULL || rows == NULL || rows2 == NULL || valid0 == NULL || slot == NULL || radix == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t ntied = 0, nvalid = 0;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* the valid starts as offsets from the smallest, which sort as the values do */
+    Cursor c0;
+    cursor_init(&c0, &col[0]);
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    int rising = 1; /* the valid starts never fall in row order: no pass is needed */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v;
+        valid0[i] = (uint8_t)cursor_next(&c0, &v);
+        if (valid0[i]) {
+            rising &= nvalid == 0 || v >= hi;
+            keys[nvalid] = (uint64_t)v;
+            rows[nvalid++] = (uint32_t)i;
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+    }
+    /* LSD radix passes of RADIX_BITS bits, only as many as the range of the starts needs */
+    uint64_t span = nvalid ? (uint64_t)hi - (uint64_t)lo : 0;
+    int passes = 0;
+    while (!rising && passes * RADIX_BITS < 64 && (span >> (passes * RADIX_BITS)) != 0)
+        passes++;
+    for (int64_t i = 0; i < nvalid; i++)
+        keys[i] -= (uint64_t)lo;
+    for (int b = 0; b < passes; b++) {
+        int shift = b * RADIX_BITS;
+        memset(radix, 0, RADIX_SIZE * sizeof(int64_t));
+        for (int64_t i = 0; i < nvalid; i++)
+            radix[(keys[i] >> shift) & (RADIX_SIZE - 1)]++;
+        int64_t pos = 0;
+        for (int d = 0; d < RADIX_SIZE; d++) {
+            int64_t c = radix[d];
+            radix[d] = pos;
+            pos += c;
+        }
+        for (int64_t i = 0; i < nvalid; i++) {
+            int64_t to = radix[(keys[i] >> shift) & (RADIX_SIZE - 1)]++;
+            keys2[to] = keys[i];
+            rows2[to] = rows[i];
+        }
+        uint64_t *tk = keys; keys = keys2; keys2 = tk;
+        uint32_t *tr = rows; rows = rows2; rows2 = tr;
+    }
+    /* the null starts last, in row order */
+    int64_t at = nvalid;
+    for (int64_t i = 0; i < n; i++)
+        if (!valid0[i])
+            rows[at++] = (uint32_t)i;
+    /* the rows in a run of equal starts (the null starts are one run) get a compact slot,
+     * in sorted order, so each run's slots are contiguous */
+    for (int64_t i = 0; i < n; i++)
+        slot[i] = -1;
+    for (int64_t p = 0; p < n; p++) {
+        int tied;
+        if (p < nvalid)
+            tied = (p > 0 && keys[p - 1] == keys[p]) || (p + 1 < nvalid && keys[p + 1] == keys[p]);
+        else
+            tied = n - nvalid > 1;
+        if (tied)
+            slot[rows[p]] = (int32_t)ntied++;
+    }
+    if (ntied > 0) {
+        ties = malloc((size_t)ntied * sizeof(TieRow));
+        tmp = malloc((size_t)ntied * sizeof(TieRow));
+        tied_rows = malloc((size_t)ntied * sizeof(int64_t));
+        if (ties == NULL || tmp == NULL || tied_rows == NULL)
+            failed = 1;
+    }
+    if (!failed && ntied > 0) {
+        /* the tied rows in row order (``tied``), then each other key read at just those rows,
+         * walking the column's chunks forward */
+        int64_t t = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (slot[i] >= 0) {
+                ties[slot[i]].row = i;
+                tied_rows[t++] = i;
+            }
+        for (int k = 1; k < nkeys; k++) {
+            const Column *c = &col[k];
+            int64_t chunk = 0, base = 0; /* the chunk holding row ``base`` onwards */
+            for (int64_t j = 0; j < ntied; j++) {
+                int64_t i = tied_rows[j];
+                while (chunk < c->count && i >= base + c->chunks[chunk].length)
+                    base += c->chunks[chunk++].length;
+                int64_t v = 0;
+                int ok = 0;
+                if (chunk < c->count) { /* always: the column has n rows */
+                    const struct ArrowArray *a = &c->chunks[chunk];
+                    int64_t at = a->offset + (i - base);
+                    const uint8_t *bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
+                    ok = bits == NULL || ((bits[at >> 3] >> (at & 7)) & 1);
+                    if (ok) {
+                        const void *data = a->buffers[1];
+                        switch (c->format) {
+                        case 'i': v = ((const int32_t *)data)[at]; break;
+                        case 'I': v = ((const uint32_t *)data)[at]; break;
+                        case 'C': v = ((const uint8_t *)data)[at]; break;
+                        default: v = ((const int64_t *)data)[at]; break;
+                        }
+                    }
+                }
+                int64_t sl = slot[i];
+                ties[sl].v[k] = v;
+                ties[sl].valid[k] = (uint8_t)ok;
+            }
+        }
+        /* each run sorted by every key; a run's rows fill the positions it holds */
+        int64_t p = 0;
+        while (p < n) {
+            if (slot[rows[p]] < 0) {
+                p++;
+                continue;
+            }
+            int64_t q = p + 1;
+            int null_run = p >= nvalid;
+            while (q < n && (null_run || q < nvalid) && slot[rows[q]] >= 0
+                   && (null_run || keys[q] == keys[p]))
+                q++;
+            int64_t first = slot[rows[p]];
+            tie_sort(ties + first, tmp, q - p, nkeys);
+            for (int64_t j = p; j < q; j++)
+                rows[j] = (uint32_t)ties[first + (j - p)].row;
+            p = q;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = rows;
+    rows = NULL;
+    result = export_fixed(out, NULL, n, 0, "order", "I");
+done:
+    for (int k = 0; k < nkeys; k++)
+        column_free(&col[k]);
+    free(keys);
+    free(keys2);
+    free(rows);
+    free(rows2);
+    free(valid0);
+    free(radix);
+    free(slot);
+    free(ties);
+    free(tmp);
+    free(tied_rows);
+    return result;
 }
 
 /* ---- launch -> GPU activity links by correlation id
@@ -708,11 +972,14 @@ static PyMethodDef flowbind_methods[] = {
     {"pair", flowbind_pair, METH_VARARGS,
      "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
      "kind, source and destination event of every distinct (kind, id), in order of first appearance."},
+    {"order", flowbind_order, METH_VARARGS,
+     "order(start, duration, *keys) -> (schema capsule, array capsule): the row order of a stable "
+     "sort by start, duration descending, then each key, nulls last (up to six more keys)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef flowbind_module = {
-    PyModuleDef_HEAD_INIT, "_flowbind", "Flow endpoints bound to slices (see parsers/_flowbind.c).", 0,
+    PyModuleDef_HEAD_INIT, "_flowbind", "Flow endpoints bound to slices, and the events' canonical order (see parsers/_flowbind.c).", 0,
     flowbind_methods, NULL, NULL, NULL, NULL,
 };
 

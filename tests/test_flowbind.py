@@ -259,3 +259,85 @@ def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) ->
     pure = kineto._correlation_links(events)
     monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
     assert kineto._correlation_links(events).rows() == pure.rows()
+
+
+def _sort_keys(seed: int, n: int, nulls: bool, chunks: int, sliced: bool) -> pl.DataFrame:
+    """Events with many ties on the start (and on the keys after it), nulls in every key."""
+    rng = random.Random(seed)
+    kinds = list(EVENT_KIND.categories)
+
+    def pick(pool: list[object]) -> object:
+        return None if nulls and rng.random() < 0.05 else rng.choice(pool)
+
+    starts: list[object] = [-(2**62), -5, 0, 3, 7, 2**40, 2**62]
+    frame = pl.DataFrame(
+        {
+            "_order": list(range(n)),
+            "kind": pl.Series([pick(kinds) for _ in range(n)], dtype=EVENT_KIND),
+            "name": pl.Series([pick([0, 1, 2**32 - 1]) for _ in range(n)], dtype=pl.UInt32),
+            "pid": [pick([-1, 0, 5]) for _ in range(n)],
+            "tid": [pick([0, 2**40]) for _ in range(n)],
+            "start_ns": pl.Series([pick(starts) for _ in range(n)], dtype=pl.Int64),
+            "dur_ns": pl.Series([pick([-3, 0, 1, 10**12]) for _ in range(n)], dtype=pl.Int64),
+            "device": pl.Series([pick([-1, 0, 7]) for _ in range(n)], dtype=pl.Int32),
+            "stream": pl.Series([pick([0, 1]) for _ in range(n)], dtype=pl.Int64),
+        }
+    )
+    if sliced:
+        frame = frame.slice(3)
+    if chunks > 1 and frame.height >= chunks:
+        step = frame.height // chunks
+        parts = [frame.slice(i * step, step if i < chunks - 1 else frame.height) for i in range(chunks)]
+        frame = pl.concat(parts, rechunk=False)
+    return frame
+
+
+@native
+@pytest.mark.parametrize(
+    ("seed", "n", "nulls", "chunks", "sliced"),
+    [(1, 0, False, 1, False), (2, 1, True, 1, False), (3, 500, False, 1, False), (4, 2000, True, 5, False),
+     (5, 3000, True, 3, True), (6, 50, True, 7, True)],
+)
+def test_native_canonical_order_matches_polars(seed: int, n: int, nulls: bool, chunks: int, sliced: bool) -> None:
+    from tracekit.schema import canonical_order
+
+    events = _sort_keys(seed, n, nulls, chunks, sliced)
+    got = kineto._canonical_order(events)
+    assert got.equals(canonical_order(events))
+    assert got.dtype == pl.get_index_type()
+    assert got.name == "start_ns"
+
+
+@native
+def test_native_canonical_order_of_rising_starts_and_distinct_starts() -> None:
+    from tracekit.schema import canonical_order
+
+    for starts in (list(range(100)), [5 * ((i * 37) % 100) for i in range(100)]):
+        events = _sort_keys(9, 100, True, 2, False).with_columns(pl.Series("start_ns", starts, dtype=pl.Int64))
+        assert kineto._canonical_order(events).equals(canonical_order(events))
+
+
+def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.schema import canonical_order
+
+    events = _sort_keys(10, 300, True, 2, False)
+    falling = events.with_columns(pl.Series("_order", list(range(300, 0, -1)), dtype=pl.Int64))
+    assert kineto._canonical_order(falling).equals(canonical_order(falling))
+    monkeypatch.setattr(kineto, "_NATIVE_PAIRING_MAX_ROWS", 10)
+    assert kineto._canonical_order(events).equals(canonical_order(events))
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    assert kineto._canonical_order(events).equals(canonical_order(events))
+
+
+@native
+def test_native_order_rejects_bad_columns() -> None:
+    assert kineto._flowbind is not None
+    start = pl.Series([1, 2], dtype=pl.Int64)
+    with pytest.raises(ValueError, match="differ in length"):
+        kineto._flowbind.order(start, pl.Series([1], dtype=pl.Int64))
+    with pytest.raises(TypeError, match="int64"):
+        kineto._flowbind.order(start, pl.Series([1.0, 2.0]))
+    with pytest.raises(TypeError, match="int64"):
+        kineto._flowbind.order(start.cast(pl.Int32), start)
+    with pytest.raises(TypeError):
+        kineto._flowbind.order(start)
