@@ -1701,6 +1701,8 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
 
 #: the keys of the canonical order after the start and the duration (schema.canonical_order)
 _ORDER_KEYS = ("kind", "pid", "tid", "device", "stream", "name")
+#: the native canonical order takes tables up to this many rows (its row numbers are 32-bit)
+_NATIVE_ORDER_MAX_ROWS = 2**31 - 1
 #: the integer types the native sort reads as they are
 _NARROW = (pl.Int64, pl.Int32, pl.UInt32, pl.UInt8)
 
@@ -1709,9 +1711,9 @@ def _canonical_order(events: pl.DataFrame) -> pl.Series:
     """:func:`tracekit.schema.canonical_order` of the events, the same permutation.
 
     The native sort (parsers/_flowbind.c, ``order``), where it was built, takes tables of up
-    to :data:`_NATIVE_PAIRING_MAX_ROWS` rows: a radix sort of the starts, then the rows that
+    to :data:`_NATIVE_ORDER_MAX_ROWS` rows: a radix sort of the starts, then the rows that
     share a start sorted by every key, in one call instead of some ten polars queries."""
-    native = _native_pairing(events.height)
+    native = None if events.height > _NATIVE_ORDER_MAX_ROWS else usable(_flowbind)
     names = events.columns
     if (
         native is None

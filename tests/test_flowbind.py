@@ -323,7 +323,7 @@ def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: 
     events = _sort_keys(10, 300, True, 2, False)
     falling = events.with_columns(pl.Series("_order", list(range(300, 0, -1)), dtype=pl.Int64))
     assert kineto._canonical_order(falling).equals(canonical_order(falling))
-    monkeypatch.setattr(kineto, "_NATIVE_PAIRING_MAX_ROWS", 10)
+    monkeypatch.setattr(kineto, "_NATIVE_ORDER_MAX_ROWS", 10)
     assert kineto._canonical_order(events).equals(canonical_order(events))
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
     assert kineto._canonical_order(events).equals(canonical_order(events))
