@@ -519,7 +519,7 @@ static PyObject *flowbind_order(PyObject *self, PyObject *args) {
     int64_t *radix = NULL;
     uint8_t *valid0 = NULL;
     TieRow *ties = NULL, *tmp = NULL;
-    int64_t *tied_rows = NULL;
+    int64_t *tied_rows = NULL, *event_id = NULL;
     PyObject *result = NULL;
     for (int k = 0; k < nkeys; k++)
         if (column_read_as(PyTuple_GET_ITEM(args, k), &col[k], k >= 2) != 0) /* start and duration: int64 */
@@ -678,9 +678,23 @@ static PyObject *flowbind_order(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
+    /* the event id each row gets: the inverse of the order */
+    event_id = malloc(m * sizeof(int64_t));
+    if (event_id == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t p = 0; p < n; p++)
+        event_id[rows[p]] = p;
     out = rows;
     rows = NULL;
-    result = export_fixed(out, NULL, n, 0, "order", "I");
+    PyObject *order = export_fixed(out, NULL, n, 0, "order", "I");
+    PyObject *ids = export_int64(event_id, NULL, n, 0, "event_id");
+    event_id = NULL; /* owned by ``ids`` now, also when it failed */
+    if (order != NULL && ids != NULL)
+        result = PyTuple_Pack(2, order, ids);
+    Py_XDECREF(order);
+    Py_XDECREF(ids);
 done:
     for (int k = 0; k < nkeys; k++)
         column_free(&col[k]);
@@ -694,6 +708,7 @@ done:
     free(ties);
     free(tmp);
     free(tied_rows);
+    free(event_id);
     return result;
 }
 
@@ -973,8 +988,9 @@ static PyMethodDef flowbind_methods[] = {
      "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
      "kind, source and destination event of every distinct (kind, id), in order of first appearance."},
     {"order", flowbind_order, METH_VARARGS,
-     "order(start, duration, *keys) -> (schema capsule, array capsule): the row order of a stable "
-     "sort by start, duration descending, then each key, nulls last (up to six more keys)."},
+     "order(start, duration, *keys) -> two (schema capsule, array capsule) pairs: the row order "
+     "(uint32) of a stable sort by start, duration descending, then each key, nulls last (up to "
+     "six more keys), and its inverse, the position (int64) each row is sorted to."},
     {NULL, NULL, 0, NULL},
 };
 

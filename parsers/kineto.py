@@ -1186,8 +1186,9 @@ def _build_tables(
     del name_ranks
     # the flows are bound before the canonical sort, to the event ids the sort will give,
     # so their temporaries come and go while only the unsorted events exist
-    order = _canonical_order(timed[0])
-    flows = _flows(flow_rows, _slices(timed[0], order))
+    order, event_id = _canonical_order(timed[0])
+    flows = _flows(flow_rows, _slices(timed[0], order, event_id))
+    del event_id
     del flow_rows
     for helper in ("_track_pid", "_track_tid"):
         timed[0].drop_in_place(helper)
@@ -1534,12 +1535,14 @@ def _track_key(pid: str, tid: str, start: str) -> pl.Expr:
     return pl.struct(pl.col(pid).alias("p"), pl.col(tid).alias("t"), pl.col(start).alias("s")).hash(seed=0)
 
 
-def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
+def _slices(timed: pl.DataFrame, order: pl.Series, event_id: pl.Series | None = None) -> pl.DataFrame:
     """Every timed event's track, start and the event id the canonical sort will give it
-    (``order`` is :func:`canonical_order` of ``timed``)."""
-    event_id = pl.Series("event_id", [], dtype=pl.Int64).extend_constant(None, order.len())
-    if order.len():
-        event_id = event_id.scatter(order, pl.int_range(0, order.len(), dtype=pl.Int64, eager=True))
+    (``order`` is :func:`canonical_order` of ``timed``; ``event_id``, where given, its
+    inverse, the event ids themselves)."""
+    if event_id is None:
+        event_id = pl.Series("event_id", [], dtype=pl.Int64).extend_constant(None, order.len())
+        if order.len():
+            event_id = event_id.scatter(order, pl.int_range(0, order.len(), dtype=pl.Int64, eager=True))
     # from the columns alone: a ``select`` on the frame (many chunks a column) would first
     # copy every column of it into one chunk
     return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
@@ -1707,8 +1710,10 @@ _NATIVE_ORDER_MAX_ROWS = 2**31 - 1
 _NARROW = (pl.Int64, pl.Int32, pl.UInt32, pl.UInt8)
 
 
-def _canonical_order(events: pl.DataFrame) -> pl.Series:
-    """:func:`tracekit.schema.canonical_order` of the events, the same permutation.
+def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]:
+    """:func:`tracekit.schema.canonical_order` of the events, the same permutation, and
+    where the native sort made it, its inverse (the event id of each row, as
+    :func:`_slices` wants it), else None.
 
     The native sort (parsers/_flowbind.c, ``order``), where it was built, takes tables of up
     to :data:`_NATIVE_ORDER_MAX_ROWS` rows: a radix sort of the starts, then the rows that
@@ -1720,13 +1725,15 @@ def _canonical_order(events: pl.DataFrame) -> pl.Series:
         or not all(k in names for k in ("start_ns", "dur_ns", *_ORDER_KEYS))
         or ("_order" in names and not _rises(events.get_column("_order")))
     ):
-        return canonical_order(events)
+        return canonical_order(events), None
     keys = [events.get_column(k).to_physical() for k in ("start_ns", "dur_ns", *_ORDER_KEYS)]
     # the start and duration as int64, the other keys also as the narrower integers the
     # native sort reads in place (an Enum's physical codes sort as its categories do)
     columns = [k if k.dtype in (_NARROW if i >= 2 else (pl.Int64,)) else k.cast(pl.Int64) for i, k in enumerate(keys)]
-    order: pl.Series = pl.Series(ArrowCapsules(native.order(*columns))).cast(pl.get_index_type())
-    return order.alias("start_ns")
+    ordered, inverse = native.order(*columns)
+    order: pl.Series = pl.Series(ArrowCapsules(ordered)).cast(pl.get_index_type()).alias("start_ns")
+    event_id: pl.Series = pl.Series(ArrowCapsules(inverse))
+    return order, event_id
 
 
 def _rises(position: pl.Series) -> bool:

@@ -302,8 +302,11 @@ def test_native_canonical_order_matches_polars(seed: int, n: int, nulls: bool, c
     from tracekit.schema import canonical_order
 
     events = _sort_keys(seed, n, nulls, chunks, sliced)
-    got = kineto._canonical_order(events)
+    got, event_id = kineto._canonical_order(events)
     assert got.equals(canonical_order(events))
+    # the inverse, as _slices gives it from the order alone
+    assert event_id is not None
+    assert event_id.equals(kineto._slices(events.with_columns(_track_pid=0, _track_tid=0), got)["event_id"])
     assert got.dtype == pl.get_index_type()
     assert got.name == "start_ns"
 
@@ -314,7 +317,7 @@ def test_native_canonical_order_of_rising_starts_and_distinct_starts() -> None:
 
     for starts in (list(range(100)), [5 * ((i * 37) % 100) for i in range(100)]):
         events = _sort_keys(9, 100, True, 2, False).with_columns(pl.Series("start_ns", starts, dtype=pl.Int64))
-        assert kineto._canonical_order(events).equals(canonical_order(events))
+        assert kineto._canonical_order(events)[0].equals(canonical_order(events))
 
 
 def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,11 +325,14 @@ def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: 
 
     events = _sort_keys(10, 300, True, 2, False)
     falling = events.with_columns(pl.Series("_order", list(range(300, 0, -1)), dtype=pl.Int64))
-    assert kineto._canonical_order(falling).equals(canonical_order(falling))
+    assert kineto._canonical_order(falling)[0].equals(canonical_order(falling))
     monkeypatch.setattr(kineto, "_NATIVE_ORDER_MAX_ROWS", 10)
-    assert kineto._canonical_order(events).equals(canonical_order(events))
+    order, event_id = kineto._canonical_order(events)
+    assert order.equals(canonical_order(events))
+    assert event_id is None
+    monkeypatch.setattr(kineto, "_NATIVE_ORDER_MAX_ROWS", 10**9)
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    assert kineto._canonical_order(events).equals(canonical_order(events))
+    assert kineto._canonical_order(events)[1] is None
 
 
 @native
