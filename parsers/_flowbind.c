@@ -541,8 +541,7 @@ static PyObject *flowbind_order(PyObject *self, PyObject *args) {
     rows2 = malloc(m * sizeof(uint32_t));
     valid0 = malloc(m);
     radix = malloc(RADIX_SIZE * sizeof(int64_t));
-    slot = malloc(m * sizeof(int32_t));
-    if (keys == NULL || keys2 == NULL || rows == NULL || rows2 == NULL || valid0 == NULL || slot == NULL || radix == NULL) {
+    if (keys == NULL || keys2 == NULL || rows == NULL || rows2 == NULL || valid0 == NULL || radix == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -596,81 +595,94 @@ static PyObject *flowbind_order(PyObject *self, PyObject *args) {
     for (int64_t i = 0; i < n; i++)
         if (!valid0[i])
             rows[at++] = (uint32_t)i;
-    /* the rows in a run of equal starts (the null starts are one run) get a compact slot,
-     * in sorted order, so each run's slots are contiguous */
-    for (int64_t i = 0; i < n; i++)
-        slot[i] = -1;
-    for (int64_t p = 0; p < n; p++) {
-        int tied;
-        if (p < nvalid)
-            tied = (p > 0 && keys[p - 1] == keys[p]) || (p + 1 < nvalid && keys[p + 1] == keys[p]);
-        else
-            tied = n - nvalid > 1;
-        if (tied)
-            slot[rows[p]] = (int32_t)ntied++;
-    }
-    if (ntied > 0) {
-        ties = malloc((size_t)ntied * sizeof(TieRow));
-        tmp = malloc((size_t)ntied * sizeof(TieRow));
-        tied_rows = malloc((size_t)ntied * sizeof(int64_t));
-        if (ties == NULL || tmp == NULL || tied_rows == NULL)
-            failed = 1;
-    }
-    if (!failed && ntied > 0) {
-        /* the tied rows in row order (``tied``), then each other key read at just those rows,
-         * walking the column's chunks forward */
-        int64_t t = 0;
+    /* the second buffers of the passes and the null flags are done with: freed before the
+     * tied rows' keys and the inverse are allocated, which keeps the peak lower */
+    free(keys2);
+    free(rows2);
+    free(valid0);
+    keys2 = NULL;
+    rows2 = NULL;
+    valid0 = NULL;
+    slot = malloc(m * sizeof(int32_t));
+    if (slot == NULL)
+        failed = 1;
+    else {
+        /* the rows in a run of equal starts (the null starts are one run) get a compact slot,
+         * in sorted order, so each run's slots are contiguous */
         for (int64_t i = 0; i < n; i++)
-            if (slot[i] >= 0) {
-                ties[slot[i]].row = i;
-                tied_rows[t++] = i;
-            }
-        for (int k = 1; k < nkeys; k++) {
-            const Column *c = &col[k];
-            int64_t chunk = 0, base = 0; /* the chunk holding row ``base`` onwards */
-            for (int64_t j = 0; j < ntied; j++) {
-                int64_t i = tied_rows[j];
-                while (chunk < c->count && i >= base + c->chunks[chunk].length)
-                    base += c->chunks[chunk++].length;
-                int64_t v = 0;
-                int ok = 0;
-                if (chunk < c->count) { /* always: the column has n rows */
-                    const struct ArrowArray *a = &c->chunks[chunk];
-                    int64_t at = a->offset + (i - base);
-                    const uint8_t *bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
-                    ok = bits == NULL || ((bits[at >> 3] >> (at & 7)) & 1);
-                    if (ok) {
-                        const void *data = a->buffers[1];
-                        switch (c->format) {
-                        case 'i': v = ((const int32_t *)data)[at]; break;
-                        case 'I': v = ((const uint32_t *)data)[at]; break;
-                        case 'C': v = ((const uint8_t *)data)[at]; break;
-                        default: v = ((const int64_t *)data)[at]; break;
+            slot[i] = -1;
+        for (int64_t p = 0; p < n; p++) {
+            int tied;
+            if (p < nvalid)
+                tied = (p > 0 && keys[p - 1] == keys[p]) || (p + 1 < nvalid && keys[p + 1] == keys[p]);
+            else
+                tied = n - nvalid > 1;
+            if (tied)
+                slot[rows[p]] = (int32_t)ntied++;
+        }
+        if (ntied > 0) {
+            ties = malloc((size_t)ntied * sizeof(TieRow));
+            tmp = malloc((size_t)ntied * sizeof(TieRow));
+            tied_rows = malloc((size_t)ntied * sizeof(int64_t));
+            if (ties == NULL || tmp == NULL || tied_rows == NULL)
+                failed = 1;
+        }
+        if (!failed && ntied > 0) {
+            /* the tied rows in row order (``tied``), then each other key read at just those rows,
+             * walking the column's chunks forward */
+            int64_t t = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (slot[i] >= 0) {
+                    ties[slot[i]].row = i;
+                    tied_rows[t++] = i;
+                }
+            for (int k = 1; k < nkeys; k++) {
+                const Column *c = &col[k];
+                int64_t chunk = 0, base = 0; /* the chunk holding row ``base`` onwards */
+                for (int64_t j = 0; j < ntied; j++) {
+                    int64_t i = tied_rows[j];
+                    while (chunk < c->count && i >= base + c->chunks[chunk].length)
+                        base += c->chunks[chunk++].length;
+                    int64_t v = 0;
+                    int ok = 0;
+                    if (chunk < c->count) { /* always: the column has n rows */
+                        const struct ArrowArray *a = &c->chunks[chunk];
+                        int64_t at = a->offset + (i - base);
+                        const uint8_t *bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
+                        ok = bits == NULL || ((bits[at >> 3] >> (at & 7)) & 1);
+                        if (ok) {
+                            const void *data = a->buffers[1];
+                            switch (c->format) {
+                            case 'i': v = ((const int32_t *)data)[at]; break;
+                            case 'I': v = ((const uint32_t *)data)[at]; break;
+                            case 'C': v = ((const uint8_t *)data)[at]; break;
+                            default: v = ((const int64_t *)data)[at]; break;
+                            }
                         }
                     }
+                    int64_t sl = slot[i];
+                    ties[sl].v[k] = v;
+                    ties[sl].valid[k] = (uint8_t)ok;
                 }
-                int64_t sl = slot[i];
-                ties[sl].v[k] = v;
-                ties[sl].valid[k] = (uint8_t)ok;
             }
-        }
-        /* each run sorted by every key; a run's rows fill the positions it holds */
-        int64_t p = 0;
-        while (p < n) {
-            if (slot[rows[p]] < 0) {
-                p++;
-                continue;
+            /* each run sorted by every key; a run's rows fill the positions it holds */
+            int64_t p = 0;
+            while (p < n) {
+                if (slot[rows[p]] < 0) {
+                    p++;
+                    continue;
+                }
+                int64_t q = p + 1;
+                int null_run = p >= nvalid;
+                while (q < n && (null_run || q < nvalid) && slot[rows[q]] >= 0
+                       && (null_run || keys[q] == keys[p]))
+                    q++;
+                int64_t first = slot[rows[p]];
+                tie_sort(ties + first, tmp, q - p, nkeys);
+                for (int64_t j = p; j < q; j++)
+                    rows[j] = (uint32_t)ties[first + (j - p)].row;
+                p = q;
             }
-            int64_t q = p + 1;
-            int null_run = p >= nvalid;
-            while (q < n && (null_run || q < nvalid) && slot[rows[q]] >= 0
-                   && (null_run || keys[q] == keys[p]))
-                q++;
-            int64_t first = slot[rows[p]];
-            tie_sort(ties + first, tmp, q - p, nkeys);
-            for (int64_t j = p; j < q; j++)
-                rows[j] = (uint32_t)ties[first + (j - p)].row;
-            p = q;
         }
     }
     Py_END_ALLOW_THREADS
@@ -678,7 +690,17 @@ static PyObject *flowbind_order(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    /* the event id each row gets: the inverse of the order */
+    /* the event id each row gets: the inverse of the order (what the sort needed is freed
+     * first) */
+    free(keys);
+    free(slot);
+    free(ties);
+    free(tmp);
+    free(tied_rows);
+    keys = NULL;
+    slot = NULL;
+    ties = tmp = NULL;
+    tied_rows = NULL;
     event_id = malloc(m * sizeof(int64_t));
     if (event_id == NULL) {
         PyErr_NoMemory();
