@@ -1704,8 +1704,10 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
 
 #: the keys of the canonical order after the start and the duration (schema.canonical_order)
 _ORDER_KEYS = ("kind", "pid", "tid", "device", "stream", "name")
-#: the native canonical order takes tables up to this many rows (its row numbers are 32-bit)
-_NATIVE_ORDER_MAX_ROWS = 2**31 - 1
+#: the native canonical order takes tables up to this many rows (as the pairings: at 3.2 M
+#: rows it was faster than polars, 0.14 against 0.22 s CPU, but the 1.1 GB parse's peak RSS
+#: came out 10-50 MB higher in most runs; docs/performance.md, round 8)
+_NATIVE_ORDER_MAX_ROWS = 200_000
 #: the integer types the native sort reads as they are
 _NARROW = (pl.Int64, pl.Int32, pl.UInt32, pl.UInt8)
 
