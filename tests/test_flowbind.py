@@ -298,9 +298,12 @@ def _sort_keys(seed: int, n: int, nulls: bool, chunks: int, sliced: bool) -> pl.
     [(1, 0, False, 1, False), (2, 1, True, 1, False), (3, 500, False, 1, False), (4, 2000, True, 5, False),
      (5, 3000, True, 3, True), (6, 50, True, 7, True)],
 )
-def test_native_canonical_order_matches_polars(seed: int, n: int, nulls: bool, chunks: int, sliced: bool) -> None:
+def test_native_canonical_order_matches_polars(
+    seed: int, n: int, nulls: bool, chunks: int, sliced: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tracekit.schema import canonical_order
 
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
     events = _sort_keys(seed, n, nulls, chunks, sliced)
     got, event_id = kineto._canonical_order(events)
     assert got.equals(canonical_order(events))
@@ -312,9 +315,10 @@ def test_native_canonical_order_matches_polars(seed: int, n: int, nulls: bool, c
 
 
 @native
-def test_native_canonical_order_of_rising_starts_and_distinct_starts() -> None:
+def test_native_canonical_order_of_rising_starts_and_distinct_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     from tracekit.schema import canonical_order
 
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
     for starts in (list(range(100)), [5 * ((i * 37) % 100) for i in range(100)]):
         events = _sort_keys(9, 100, True, 2, False).with_columns(pl.Series("start_ns", starts, dtype=pl.Int64))
         assert kineto._canonical_order(events)[0].equals(canonical_order(events))
@@ -323,6 +327,7 @@ def test_native_canonical_order_of_rising_starts_and_distinct_starts() -> None:
 def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
     from tracekit.schema import canonical_order
 
+    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
     events = _sort_keys(10, 300, True, 2, False)
     falling = events.with_columns(pl.Series("_order", list(range(300, 0, -1)), dtype=pl.Int64))
     assert kineto._canonical_order(falling)[0].equals(canonical_order(falling))
