@@ -318,5 +318,76 @@ def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
             continue
         assert expected is not None, chunk
         assert_frame_equal(frame, expected)
+        names = _name_codes(chunk)
+        if names is not None:  # (every event scanned natively: the scanner coded the names)
+            assert names[1].gather(names[0]).to_list() == frame["name"].fill_null("").to_list()
         outcomes["equal"] += 1
     assert all(outcomes.values()), outcomes  # every outcome was exercised
+
+
+def _name_codes(chunk: bytes) -> tuple[pl.Series, pl.Series] | None:
+    scanned = NATIVE.scan(chunk)
+    assert scanned
+    frame, names = kineto._coded_frame(scanned) if not scanned[2] else (None, None)
+    if names is not None:
+        assert frame is not None
+        assert names[0].len() == frame.height
+    return names
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        *SCANNED.values(),
+        b'[{"ph":"X","name":"k"},{"ph":"M","name":"process_name"},{"ph":"X"},{"name":""},{"name":null},'
+        b'{"name":"k"},{"ph":"s","name":"a long flow name of more than twelve bytes"},'
+        rb'{"name":"a long flow name of more than twelve byte\u0073"},{"name":"\u006b"}]',
+        b"[" + b",".join(b'{"ph":"X","name":"op %d"}' % (i % 1500) for i in range(4000)) + b"]",
+    ],
+)
+def test_scanner_codes_every_row_by_its_name(chunk: bytes) -> None:
+    """Each row's code is its name's position among the chunk's distinct names (every row's,
+    a missing or null name counted as ""): the names come out as the frame's, each once."""
+    names = _name_codes(chunk)
+    assert names is not None
+    codes, distinct = names
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert codes.dtype == pl.UInt32
+    assert codes.null_count() == 0
+    assert distinct.null_count() == 0
+    assert distinct.is_unique().all()
+    assert distinct.gather(codes).to_list() == frame["name"].fill_null("").to_list()
+
+
+@needs_native
+def test_no_name_codes_when_msgspec_decodes_some_events() -> None:
+    scanned = NATIVE.scan(_with_neighbours(FALLBACK["float pid"]))
+    assert scanned
+    assert scanned[2]
+    assert all(column[1] != kineto._K_NAME_CODES for column in scanned[1])
+
+
+@needs_native
+def test_the_cut_with_the_scanners_name_codes_is_the_cut_without() -> None:
+    """:meth:`kineto._Parts.add` given the scanner's codes keeps the names it would code itself."""
+    chunk = b"[" + b",".join(
+        b'{"ph":"X","cat":"%s","name":"n%d","pid":1,"tid":%d,"ts":%d,"dur":1}' % (cat, i % 7, i % 3, i)
+        for i, cat in zip(range(60), [b"kernel", b"cpu_op", b"cuda_runtime", b"ac2g"] * 15, strict=True)
+    ) + b',{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"t"}}]'
+    scanned = NATIVE.scan(chunk)
+    assert scanned
+    frame, names = kineto._coded_frame(scanned)
+    assert names is not None
+    with_codes, without = kineto._Parts(), kineto._Parts()
+    for _ in range(2):  # (a second chunk: its codes follow the first's)
+        with_codes.add(frame, names)
+        without.add(frame)
+    ordered, ranks = with_codes.take_names()
+    ordered_own, ranks_own = without.take_names()
+    timed, timed_own = with_codes.take_timed(), without.take_timed()
+    assert ordered.gather(ranks.gather(timed["name"])).to_list() == ordered_own.gather(
+        ranks_own.gather(timed_own["name"])
+    ).to_list()
+    assert_frame_equal(timed.drop("name"), timed_own.drop("name"))
