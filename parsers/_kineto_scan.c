@@ -299,6 +299,7 @@ typedef struct {
     Buf ncode, nview, ndata, nhash;
     uint64_t *nslot; /* per slot: the code + 1 (low 32 bits; 0: empty) and its hash's top 32 bits */
     size_t nslots, ndistinct;
+    int64_t empty_code; /* the code of "", once it has one (else -1) */
     uint64_t seed; /* per call: no two scans hash alike (hostile names cannot aim at slots) */
 } Out;
 
@@ -1231,22 +1232,29 @@ static int64_t name_code(Out *out, const unsigned char *s, size_t n) {
     return (int64_t)out->ndistinct++;
 }
 
-/* The name code of the row just written (its name as the name column holds it, "" when
- * that column is null there). */
-static int code_row_name(Out *out, const Val *nm, int has_name) {
+/* The name code of the row just written: its name as the name column holds it ("" when that
+ * column is null there) for a row that may be a timed event (ph "X", "i" or "I"); the code
+ * of "" for any other row (flows, metadata: kineto reads the codes of timed rows alone, and
+ * a third of a chunk's rows are flow endpoints, not worth hashing). */
+static int code_row_name(Out *out, const Val *ph, const Val *nm, int has_name) {
     const unsigned char *s = (const unsigned char *)"";
     size_t n = 0;
-    if (has_name && (nm->type == V_STR || nm->type == V_RAW)) {
-        if (nm->type == V_STR && nm->esc) { /* the unescaped text, as the column holds it */
-            Col *col = &out->cols[C_NAME];
-            view_text(&col->val, &col->data, out->rows - 1, &s, &n);
-        } else {
-            s = nm->s;
-            n = nm->n;
+    int timed = ph->type == V_STR && !ph->esc && ph->n == 1 && (ph->s[0] == 'X' || ph->s[0] == 'i' || ph->s[0] == 'I');
+    int64_t code = out->empty_code;
+    if (timed || code < 0) {
+        if (timed && has_name && (nm->type == V_STR || nm->type == V_RAW)) {
+            if (nm->type == V_STR && nm->esc) { /* the unescaped text, as the column holds it */
+                Col *col = &out->cols[C_NAME];
+                view_text(&col->val, &col->data, out->rows - 1, &s, &n);
+            } else {
+                s = nm->s;
+                n = nm->n;
+            }
         }
+        code = name_code(out, s, n);
+        if (code < 0) return FAIL;
+        if (n == 0) out->empty_code = code;
     }
-    int64_t code = name_code(out, s, n);
-    if (code < 0) return FAIL;
     unsigned char *dst = slot(&out->ncode, out->rows - 1, 4);
     if (dst == NULL) return FAIL;
     uint32_t c32 = (uint32_t)code;
@@ -1322,7 +1330,7 @@ static int scan_event(Scan *sc, Out *out) {
         Scan sub = {args_at, sc->end, 0, sc->ix};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
-    if (append_row(out, vals, seen | aseen) < 0 || code_row_name(out, &vals[C_NAME], (seen & (1ULL << C_NAME)) != 0) < 0) {
+    if (append_row(out, vals, seen | aseen) < 0 || code_row_name(out, &vals[C_PH], &vals[C_NAME], (seen & (1ULL << C_NAME)) != 0) < 0) {
         out->oom = 1;
         return FAIL;
     }
@@ -1600,7 +1608,8 @@ static PyObject *column_entry(Out *out, int c) {
 }
 
 /* ("_name_code", K_NAME_CODES, distinct names, 0, codes, names): each row's name code
- * (uint32, never null) and the chunk's distinct names by code (string views, never null). */
+ * (uint32, never null; see code_row_name) and the chunk's distinct names by code (string
+ * views, never null). */
 static PyObject *name_codes_entry(Out *out) {
     if ((out->ncode.p == NULL && buf_reserve(&out->ncode, 8) < 0) ||
         (out->nview.p == NULL && buf_reserve(&out->nview, 8) < 0) ||
@@ -1653,6 +1662,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         col->data.hint = text ? (size_t)view.len / 8 : 0;
     }
     out->ncode.hint = rows_hint * 4;
+    out->empty_code = -1;
     out->seed = (uint64_t)(uintptr_t)out ^ ((uint64_t)(uintptr_t)view.buf << 16) ^ (uint64_t)view.len;
     KeyIndex ix;
     build_index(&ix);

@@ -1110,10 +1110,11 @@ class _Parts:
         return part.replace_column(part.get_column_index("name"), codes + first if first else codes)
 
     def _take_codes(self, part: pl.DataFrame, codes: pl.Series, distinct: pl.Series) -> pl.DataFrame:
-        """:meth:`_encode_names` with the scanner's codes: ``codes``, each row's name's
-        position in ``distinct``, the distinct names of the whole chunk (the timed rows' and
-        the others': a name no timed row has is never gathered, and the sorted positions of
-        the names that are keep their order, so the events come out the same)."""
+        """:meth:`_encode_names` with the scanner's codes: ``codes``, each timed row's
+        name's position in ``distinct``, the distinct names the scanner coded in the chunk
+        (every row that may be timed, whether or not it is, and "" for the others: a name no
+        timed row has is never gathered, and the sorted positions of the names that are keep
+        their order, so the events come out the same)."""
         first = self.name_count
         self.names.append(distinct)
         self.name_count += distinct.len()

@@ -320,9 +320,15 @@ def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
         assert_frame_equal(frame, expected)
         names = _name_codes(chunk)
         if names is not None:  # (every event scanned natively: the scanner coded the names)
-            assert names[1].gather(names[0]).to_list() == frame["name"].fill_null("").to_list()
+            assert names[1].gather(names[0]).to_list() == _coded_names(frame)
         outcomes["equal"] += 1
     assert all(outcomes.values()), outcomes  # every outcome was exercised
+
+
+def _coded_names(frame: pl.DataFrame) -> list[str]:
+    """The name each row's code should give: its own for a row that may be timed, else ""."""
+    timed = frame["ph"].is_in(["X", "i", "I"]).fill_null(False)
+    return frame.select(pl.when(timed).then(pl.col("name").fill_null("")).otherwise(pl.lit(""))).to_series().to_list()
 
 
 def _name_codes(chunk: bytes) -> tuple[pl.Series, pl.Series] | None:
@@ -341,14 +347,15 @@ def _name_codes(chunk: bytes) -> tuple[pl.Series, pl.Series] | None:
     [
         *SCANNED.values(),
         b'[{"ph":"X","name":"k"},{"ph":"M","name":"process_name"},{"ph":"X"},{"name":""},{"name":null},'
-        b'{"name":"k"},{"ph":"s","name":"a long flow name of more than twelve bytes"},'
-        rb'{"name":"a long flow name of more than twelve byte\u0073"},{"name":"\u006b"}]',
+        b'{"name":"k"},{"ph":"s","name":"a long flow name of more than twelve bytes"},{"ph":"i","name":"[memory]"},'
+        rb'{"ph":"X","name":"a long flow name of more than twelve byte\u0073"},{"ph":"X","name":"\u006b"},{"ph":"I","name":"k"}]',
         b"[" + b",".join(b'{"ph":"X","name":"op %d"}' % (i % 1500) for i in range(4000)) + b"]",
     ],
 )
 def test_scanner_codes_every_row_by_its_name(chunk: bytes) -> None:
-    """Each row's code is its name's position among the chunk's distinct names (every row's,
-    a missing or null name counted as ""): the names come out as the frame's, each once."""
+    """A row that may be a timed event (ph X, i, I) has its name's position among the chunk's
+    distinct names as its code (a missing or null name counted as ""), every other row the
+    code of "": the names come out as the frame's, each once."""
     names = _name_codes(chunk)
     assert names is not None
     codes, distinct = names
@@ -358,7 +365,7 @@ def test_scanner_codes_every_row_by_its_name(chunk: bytes) -> None:
     assert codes.null_count() == 0
     assert distinct.null_count() == 0
     assert distinct.is_unique().all()
-    assert distinct.gather(codes).to_list() == frame["name"].fill_null("").to_list()
+    assert distinct.gather(codes).to_list() == _coded_names(frame)
 
 
 @needs_native
