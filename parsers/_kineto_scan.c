@@ -46,7 +46,7 @@
 /* ------------------------------------------------------------------ columns */
 
 /* K_TIME_NS is never a field's kind: a K_TIME column handed over in nanoseconds (times_to_ns) */
-enum { K_STR, K_INT, K_TIME, K_FLOAT, K_DIM, K_RAW, K_RANKS, K_TIME_NS, K_NAME_CODES };
+enum { K_STR, K_INT, K_TIME, K_FLOAT, K_DIM, K_RAW, K_RANKS, K_TIME_NS };
 
 typedef struct {
     const char *name;
@@ -293,14 +293,6 @@ typedef struct {
     Buf fallback;
     size_t nfallback;
     int oom; /* a row was half written: the chunk cannot be used */
-    /* the names coded: per row the code of its name (uint32; a row without a text name has
-     * the code of ""), and per code the name (string views and their bytes), its hash, and
-     * an open-addressing table of hash slot -> code + 1 (0: empty) */
-    Buf ncode, nview, ndata, nhash;
-    uint64_t *nslot; /* per slot: the code + 1 (low 32 bits; 0: empty) and its hash's top 32 bits */
-    size_t nslots, ndistinct;
-    int64_t empty_code; /* the code of "", once it has one (else -1) */
-    uint64_t seed; /* per call: no two scans hash alike (hostile names cannot aim at slots) */
 } Out;
 
 #define FAIL (-1)
@@ -1156,112 +1148,6 @@ static int finish_columns(Out *out) {
     return 0;
 }
 
-/* ------------------------------------------------------------------ name codes */
-
-static uint64_t name_hash(uint64_t seed, const unsigned char *s, size_t n) {
-    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ULL);
-    size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        uint64_t w;
-        memcpy(&w, s + k, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
-        h ^= h >> 31;
-    }
-    uint64_t tail = 0;
-    if (k < n) memcpy(&tail, s + k, n - k);
-    h = (h ^ tail) * 0x94D049BB133111EBULL;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ULL;
-    return h ^ (h >> 32);
-}
-
-/* The text of string-view row `row` of `views` (its bytes in `data`), as put_view wrote it. */
-static void view_text(const Buf *views, const Buf *data, size_t row, const unsigned char **s, size_t *n) {
-    const unsigned char *v = views->p + row * 16;
-    int32_t len, off;
-    memcpy(&len, v, 4);
-    *n = (size_t)len;
-    if (len <= 12) {
-        *s = v + 4;
-    } else {
-        memcpy(&off, v + 12, 4);
-        *s = data->p + off;
-    }
-}
-
-/* A new, empty slot table of `slots` slots (a power of two) holding every code so far. */
-static int name_rehash(Out *out, size_t slots) {
-    uint64_t *table = (uint64_t *)calloc(slots, sizeof(uint64_t));
-    if (table == NULL) return FAIL;
-    size_t mask = slots - 1;
-    for (size_t k = 0; k < out->ndistinct; k++) {
-        uint64_t h;
-        memcpy(&h, out->nhash.p + k * 8, 8);
-        size_t i = (size_t)h & mask;
-        while (table[i]) i = (i + 1) & mask;
-        table[i] = (h & 0xFFFFFFFF00000000ULL) | (uint64_t)(k + 1);
-    }
-    free(out->nslot);
-    out->nslot = table;
-    out->nslots = slots;
-    return 0;
-}
-
-/* The code of the name s[0:n] among the chunk's names so far (a new code for a new name). */
-static int64_t name_code(Out *out, const unsigned char *s, size_t n) {
-    if (out->ndistinct * 2 >= out->nslots) { /* at most half full: probes stay short */
-        if (out->nslots > SIZE_MAX / 4 || name_rehash(out, out->nslots ? out->nslots * 2 : 1024) < 0) return FAIL;
-    }
-    uint64_t h = name_hash(out->seed, s, n), tag = h & 0xFFFFFFFF00000000ULL;
-    size_t mask = out->nslots - 1, i = (size_t)h & mask;
-    uint64_t e;
-    while ((e = out->nslot[i]) != 0) {
-        if ((e & 0xFFFFFFFF00000000ULL) == tag) {
-            size_t k = (size_t)(uint32_t)e - 1;
-            const unsigned char *ks;
-            size_t kn;
-            view_text(&out->nview, &out->ndata, k, &ks, &kn);
-            if (kn == n && (n == 0 || memcmp(ks, s, n) == 0)) return (int64_t)k;
-        }
-        i = (i + 1) & mask;
-    }
-    if (out->ndistinct >= UINT32_MAX - 1) return FAIL;
-    Val v = {V_STR, 0, 0, 0.0, s, n};
-    if (put_view(&out->nview, &out->ndata, out->ndistinct, &v) < 0 || buf_put(&out->nhash, &h, 8) < 0) return FAIL;
-    out->nslot[i] = tag | (uint64_t)(out->ndistinct + 1);
-    return (int64_t)out->ndistinct++;
-}
-
-/* The name code of the row just written: its name as the name column holds it ("" when that
- * column is null there) for a row that may be a timed event (ph "X", "i" or "I"); the code
- * of "" for any other row (flows, metadata: kineto reads the codes of timed rows alone, and
- * a third of a chunk's rows are flow endpoints, not worth hashing). */
-static int code_row_name(Out *out, const Val *ph, const Val *nm, int has_name) {
-    const unsigned char *s = (const unsigned char *)"";
-    size_t n = 0;
-    int timed = ph->type == V_STR && !ph->esc && ph->n == 1 && (ph->s[0] == 'X' || ph->s[0] == 'i' || ph->s[0] == 'I');
-    int64_t code = out->empty_code;
-    if (timed || code < 0) {
-        if (timed && has_name && (nm->type == V_STR || nm->type == V_RAW)) {
-            if (nm->type == V_STR && nm->esc) { /* the unescaped text, as the column holds it */
-                Col *col = &out->cols[C_NAME];
-                view_text(&col->val, &col->data, out->rows - 1, &s, &n);
-            } else {
-                s = nm->s;
-                n = nm->n;
-            }
-        }
-        code = name_code(out, s, n);
-        if (code < 0) return FAIL;
-        if (n == 0) out->empty_code = code;
-    }
-    unsigned char *dst = slot(&out->ncode, out->rows - 1, 4);
-    if (dst == NULL) return FAIL;
-    uint32_t c32 = (uint32_t)code;
-    memcpy(dst, &c32, 4);
-    return 0;
-}
-
 static int scan_event(Scan *sc, Out *out) {
     Val vals[N_COLS]; /* only the entries named in seen/aseen are read */
     vals[C_PH].type = vals[C_CAT].type = vals[C_NAME].type = V_NONE;
@@ -1330,7 +1216,7 @@ static int scan_event(Scan *sc, Out *out) {
         Scan sub = {args_at, sc->end, 0, sc->ix};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
-    if (append_row(out, vals, seen | aseen) < 0 || code_row_name(out, &vals[C_PH], &vals[C_NAME], (seen & (1ULL << C_NAME)) != 0) < 0) {
+    if (append_row(out, vals, seen | aseen) < 0) {
         out->oom = 1;
         return FAIL;
     }
@@ -1403,11 +1289,6 @@ static void times_to_ns(Out *out) {
 
 static void free_out(Out *out) {
     mem_free(out->fallback.p);
-    mem_free(out->ncode.p);
-    mem_free(out->nview.p);
-    mem_free(out->ndata.p);
-    mem_free(out->nhash.p);
-    free(out->nslot);
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         mem_free(col->val.p);
@@ -1607,25 +1488,6 @@ static PyObject *column_entry(Out *out, int c) {
                          (Py_ssize_t)col->nlabels, main, label);
 }
 
-/* ("_name_code", K_NAME_CODES, distinct names, 0, codes, names): each row's name code
- * (uint32, never null; see code_row_name) and the chunk's distinct names by code (string
- * views, never null). */
-static PyObject *name_codes_entry(Out *out) {
-    if ((out->ncode.p == NULL && buf_reserve(&out->ncode, 8) < 0) ||
-        (out->nview.p == NULL && buf_reserve(&out->nview, 8) < 0) ||
-        (out->ndata.p == NULL && buf_reserve(&out->ndata, 8) < 0))
-        return PyErr_NoMemory();
-    PyObject *codes = take_column("I", (int64_t)out->rows, 0, NULL, &out->ncode, NULL);
-    if (codes == NULL) return NULL;
-    PyObject *names = take_column("vu", (int64_t)out->ndistinct, 0, NULL, &out->nview, &out->ndata);
-    if (names == NULL) {
-        Py_DECREF(codes);
-        return NULL;
-    }
-    return Py_BuildValue("(sinnNN)", "_name_code", K_NAME_CODES, (Py_ssize_t)out->ndistinct, (Py_ssize_t)0, codes,
-                         names);
-}
-
 /* ------------------------------------------------------------------ Python */
 
 PyDoc_STRVAR(scan_doc,
@@ -1661,9 +1523,6 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         col->loff.hint = kind == K_INT ? rows_hint * 16 : 0;
         col->data.hint = text ? (size_t)view.len / 8 : 0;
     }
-    out->ncode.hint = rows_hint * 4;
-    out->empty_code = -1;
-    out->seed = (uint64_t)(uintptr_t)out ^ ((uint64_t)(uintptr_t)view.buf << 16) ^ (uint64_t)view.len;
     KeyIndex ix;
     build_index(&ix);
     Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix};
@@ -1678,9 +1537,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         result = sc.syntax ? Py_False : Py_None;
         Py_INCREF(result);
     } else {
-        /* the name codes: only when every event has its row (no msgspec rows to merge) */
-        int coded = out->nfallback == 0;
-        PyObject *cols = PyTuple_New(N_COLS + coded);
+        PyObject *cols = PyTuple_New(N_COLS);
         for (int c = 0; cols != NULL && c < N_COLS; c++) {
             PyObject *t = column_entry(out, c);
             if (t == NULL) {
@@ -1688,13 +1545,6 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
                 break;
             }
             PyTuple_SET_ITEM(cols, c, t);
-        }
-        if (cols != NULL && coded) {
-            PyObject *t = name_codes_entry(out);
-            if (t == NULL)
-                Py_CLEAR(cols);
-            else
-                PyTuple_SET_ITEM(cols, N_COLS, t);
         }
         PyObject *fb = cols != NULL ? PyTuple_New((Py_ssize_t)out->nfallback) : NULL;
         for (size_t k = 0; fb != NULL && k < out->nfallback; k++) {

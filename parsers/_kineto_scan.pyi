@@ -1,8 +1,6 @@
 # Type stub of the native scanner built from _kineto_scan.c (see kineto._scan_columns).
 # A column entry is (name, kind, floats, labels, column, labels column); kind 7 is a time
-# column of integers already in nanoseconds (kineto._K_TIME_NS).  When no event of the chunk
-# was left to msgspec, one more entry follows the columns: ("_name_code", 8, distinct names, 0,
-# each row's name code (uint32), the chunk's distinct names by code) (kineto._K_NAME_CODES).
+# column of integers already in nanoseconds (kineto._K_TIME_NS).
 from typing import Literal
 
 class Column:

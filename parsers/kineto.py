@@ -348,7 +348,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
 
     native = native_scanner()
 
-    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame | Callable[[], _Coded], list[dict[str, Any]]]:
+    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]:
         # no side effects here: the salvage search may decode a chunk and discard it
         scanned = _scan(native, chunk) if native is not None else None
         if scanned is not None and not scanned[2]:
@@ -364,14 +364,14 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
                 ph = pl.Series(values)
                 columns = [*columns[:at], (name, kind, nfloat, nlabels, ph, labels), *columns[at + 1 :]]
                 counters = _counter_events(bytes(chunk)) if (ph == "C").any() else []
-            return partial(_coded_frame, (rows, columns, ())), counters
+            return partial(_scanned_frame, (rows, columns, ()), None), counters
         frame = _scanned_frame(scanned, chunk) if scanned is not None else None
         if frame is None:  # not scanned natively (unusual content, invalid JSON): msgspec
             frame = _columns(_decode_chunk(chunk, dropped), dropped)
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
         return frame, counters
 
-    def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], _Coded], list[dict[str, Any]]]]:
+    def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
         # the first block is what the chunker's small first chunk needs (with room for the
         # trace's header), so that the first rows reach this thread after the gunzip and scan
         # of that block instead of half a chunk
@@ -398,9 +398,10 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         # this one cutting each scanned chunk by table; chunks arrive in file order
         with Prefetch(scanned) as chunks:
             for item, counters in chunks:
-                frame, names = (item, None) if isinstance(item, pl.DataFrame) else item()
-                parts.add(frame, names)
-                del item, names
+                frame = item if isinstance(item, pl.DataFrame) else item()
+                assert frame is not None  # (a chunk without fallback events always has a frame)
+                parts.add(frame)
+                del item
                 counter_rows.extend(counters)
                 del frame
     except NotATraceArray as exc:
@@ -443,11 +444,6 @@ def native_scanner() -> Any:
 # column kinds of the native scanner (the K_* enum of _kineto_scan.c); _K_TIME_NS: a time
 # column of integers the scanner already multiplied into nanoseconds (no fix here)
 _K_STR, _K_INT, _K_TIME, _K_FLOAT, _K_DIM, _K_RAW, _K_RANKS, _K_TIME_NS = range(8)
-#: the entry after the columns, when no event of the chunk was left to msgspec: each row's
-#: name code and the chunk's distinct names by code (see :meth:`_Parts._encode_names`)
-_K_NAME_CODES = 8
-#: a chunk's frame and, from the scanner, its rows' name codes and its distinct names by code
-_Coded = tuple[pl.DataFrame, tuple[pl.Series, pl.Series] | None]
 _BASE_ID = ("pid", "tid", "id")
 # the type of a scanned column by kind, for the columns the scanner leaves out when a chunk has
 # no value for them (text as strings; times, as integers, are floats only once a float came)
@@ -472,18 +468,6 @@ def _scan(native: Any, chunk: bytes | memoryview) -> Any:
     if scanned is False:
         raise ValueError("not valid JSON")
     return scanned
-
-
-def _coded_frame(scanned: Any) -> _Coded:
-    """The frame of a chunk the scanner decoded whole (no fallback events), and its rows'
-    name codes with the chunk's distinct names when the scanner coded them."""
-    frame = _scanned_frame(scanned, None)
-    assert frame is not None  # (a chunk without fallback events always has a frame)
-    coded = next((c for c in scanned[1] if c[1] == _K_NAME_CODES), None)
-    if coded is None:
-        return frame, None
-    *_, codes, names = coded
-    return frame, (pl.Series(codes), pl.Series(names))
 
 
 def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFrame | None:
@@ -511,8 +495,6 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
         return nulls[dtype]
 
     for name, kind, nfloat, nlabels, values, labels in columns:
-        if kind == _K_NAME_CODES:  # not a column of the frame (:func:`_coded_frame`)
-            continue
         if values is None:  # no value in this chunk
             series[name] = all_null(_SCAN_NULL_TYPE[kind]).alias(name)
         else:  # the scanner's buffers, through the Arrow PyCapsule interface (no copy), or a
@@ -936,9 +918,7 @@ class _Parts:
         #: the timed part's expressions, by the chunk's columns (:func:`_event_columns`)
         self.event_exprs: dict[Any, list[pl.Expr | str]] = {}
 
-    def add(self, raw: pl.DataFrame, names: tuple[pl.Series, pl.Series] | None = None) -> None:
-        """Cut one chunk's rows by table; ``names``: each row's name code and the chunk's
-        distinct names by code, when the scanner coded them (else they are coded here)."""
+    def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
         start = self.rows
         self.rows += n
@@ -987,7 +967,6 @@ class _Parts:
                 pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"),
                 raw.get_column("ts").alias("start_ns"),
                 codes.alias("_cat_code"),
-                *([] if names is None else [names[0].alias("_name_code")]),
             ]
         )
         self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
@@ -1006,7 +985,6 @@ class _Parts:
             [
                 "_order", "start_ns", "_cat_code",
                 *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES),
-                *([] if names is None else ["_name_code"]),
             ],
         )
         del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows, codes
@@ -1033,12 +1011,7 @@ class _Parts:
             counts = pids.filter(mask).value_counts(name="len")
             counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
         self.launchers.append(pl.concat(counted))
-        if names is None:
-            part = self._encode_names(_event_columns(timed, dtypes, self.copy_names, self.event_exprs))
-        else:  # (the codes taken out first: the timed rows' codes, in the part's row order)
-            name_codes = timed.drop_in_place("_name_code")
-            part = _event_columns(timed, dtypes, self.copy_names, self.event_exprs)
-            part = self._take_codes(part, name_codes, names[1])
+        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names, self.event_exprs))
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -1108,17 +1081,6 @@ class _Parts:
         codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
         # (the column replaced in place: a ``with_columns`` is a query of its own)
         return part.replace_column(part.get_column_index("name"), codes + first if first else codes)
-
-    def _take_codes(self, part: pl.DataFrame, codes: pl.Series, distinct: pl.Series) -> pl.DataFrame:
-        """:meth:`_encode_names` with the scanner's codes: ``codes``, each timed row's
-        name's position in ``distinct``, the distinct names the scanner coded in the chunk
-        (every row that may be timed, whether or not it is, and "" for the others: a name no
-        timed row has is never gathered, and the sorted positions of the names that are keep
-        their order, so the events come out the same)."""
-        first = self.name_count
-        self.names.append(distinct)
-        self.name_count += distinct.len()
-        return part.replace_column(part.get_column_index("name"), (codes + first if first else codes).alias("name"))
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
