@@ -149,62 +149,186 @@ typedef struct {
 
 /* ------------------------------------------------------------------ buffers */
 
+struct Pool;
+
 typedef struct {
     unsigned char *p;
     size_t len, cap;
-    size_t hint; /* the first capacity to take (from the chunk's size), or 0 */
+    size_t hint;       /* the first capacity to take (from the chunk's size), or 0 */
+    struct Pool *pool; /* where its mapped pages come from and go back to, or NULL */
 } Buf;
 
 /* Column memory.  Large blocks are mapped pages of their own on Linux (grown with mremap,
- * without a copy, and given back to the system when polars frees the column), so freed
- * chunk buffers do not stay in the C heap as fragments; small ones come from malloc.  A
- * 64-byte header before the data says which, and how big. */
+ * without a copy), so freed chunk buffers do not stay in the C heap as fragments; small
+ * ones come from malloc.  A 64-byte header before the data says which, and how big.
+ *
+ * A parse's chunks have buffers of the same few sizes, and a fresh mapping is faulted in
+ * 4 KB at a time on first write (docs/performance.md, round 9): so a mapped block freed
+ * (when polars releases the column) goes back to its Pool, if the scan had one, and the
+ * next chunk's buffers are taken from there, the pages already in memory.  A Pool is one
+ * parse's own object (no global state), locked since columns are released on polars'
+ * threads, and capped; what it cannot keep is unmapped.  The bytes of a reused block that
+ * were ever written are zeroed again (growth is zeroed: bitmaps and nulls rely on it). */
 #define MEM_HEADER 64
 #define MEM_MAP_MIN (256 * 1024)
 
 typedef struct {
-    size_t total;
+    size_t total;       /* the whole block, header included */
+    size_t dirty;       /* from this offset of the data on, every byte is zero */
+    struct Pool *pool;  /* mapped: the Pool it goes back to, or NULL */
     int mapped;
 } MemHeader;
+
+#ifdef KINETO_SCAN_MMAP
+#include <pthread.h>
+#define POOL_SLOTS 96
+#ifndef POOL_MAX_MB
+#define POOL_MAX_MB 32
+#endif
+#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* of mapped size kept free (a few chunks' worth) */
+
+typedef struct Pool {
+    pthread_mutex_t lock;
+    size_t refs;  /* the Python object's, and one per block out of the pool */
+    int closed;   /* the Python object is gone: blocks are unmapped when freed */
+    int n;        /* free blocks */
+    size_t held;  /* their mapped bytes */
+    MemHeader *free[POOL_SLOTS];
+    size_t taken, fresh; /* counters: blocks reused, blocks newly mapped */
+} Pool;
+
+static void pool_unref(Pool *pool) { /* called with the lock held; unlocks it */
+    int last = --pool->refs == 0;
+    pthread_mutex_unlock(&pool->lock);
+    if (last) {
+        pthread_mutex_destroy(&pool->lock);
+        free(pool);
+    }
+}
+
+/* a free block of at least `total` mapped bytes (the smallest, and no more than twice
+ * `total`), or NULL; counted as out of the pool */
+static MemHeader *pool_take(Pool *pool, size_t total) {
+    pthread_mutex_lock(&pool->lock);
+    int best = -1;
+    for (int k = 0; k < pool->n; k++) {
+        size_t t = pool->free[k]->total;
+        if (t >= total && t / 2 <= total && (best < 0 || t < pool->free[best]->total)) best = k;
+    }
+    MemHeader *h = NULL;
+    if (best >= 0) {
+        h = pool->free[best];
+        pool->free[best] = pool->free[--pool->n];
+        pool->held -= h->total;
+        pool->taken++;
+    } else {
+        pool->fresh++;
+    }
+    pool->refs++; /* the block handed out (reused, or about to be mapped by the caller) */
+    pthread_mutex_unlock(&pool->lock);
+    return h;
+}
+
+/* a mapped block of `pool` freed: kept for reuse when there is room, else unmapped */
+static void pool_put(Pool *pool, MemHeader *h) {
+    pthread_mutex_lock(&pool->lock);
+    int keep = !pool->closed && pool->n < POOL_SLOTS && h->total <= POOL_MAX_BYTES - pool->held;
+    if (keep) {
+        pool->free[pool->n++] = h;
+        pool->held += h->total;
+    }
+    pool_unref(pool);
+    if (!keep) munmap(h, h->total);
+}
+#else
+typedef struct Pool {
+    int unused; /* malloc-only build: nothing pooled */
+} Pool;
+#endif
+
+/* record that the first `used` bytes of `data` may have been written (the rest of a buffer,
+ * its len on, is always zero) */
+static void mem_mark(void *data, size_t used) {
+    if (data == NULL) return;
+    MemHeader *h = (MemHeader *)((unsigned char *)data - MEM_HEADER);
+    if (used > h->dirty) h->dirty = used;
+}
 
 static void mem_free(void *data) {
     if (data == NULL) return;
     MemHeader *h = (MemHeader *)((unsigned char *)data - MEM_HEADER);
 #ifdef KINETO_SCAN_MMAP
     if (h->mapped) {
-        munmap(h, h->total);
+        if (h->pool != NULL)
+            pool_put(h->pool, h);
+        else
+            munmap(h, h->total);
         return;
     }
 #endif
     free(h);
 }
 
-/* Grow `data` (old_cap usable bytes, or NULL) to cap bytes; the new bytes are zero. */
-static unsigned char *mem_grow(unsigned char *data, size_t old_cap, size_t cap) {
+/* Grow `data` (old_cap usable bytes, or NULL) to cap bytes; the new bytes are zero.  A
+ * mapped block comes from `pool` when it has one to spare. */
+static unsigned char *mem_grow(Pool *pool, unsigned char *data, size_t old_cap, size_t cap) {
     size_t total = cap + MEM_HEADER;
     MemHeader *h = data != NULL ? (MemHeader *)(data - MEM_HEADER) : NULL;
 #ifdef KINETO_SCAN_MMAP
     if (total >= MEM_MAP_MIN) {
-        void *base;
         if (h != NULL && h->mapped) {
-            base = mremap(h, h->total, total, MREMAP_MAYMOVE); /* new pages are zero */
+            /* a reused block may be larger than old_cap, written past it before: zero that */
+            size_t upto = h->dirty < cap ? h->dirty : cap;
+            if (upto > old_cap) memset(data + old_cap, 0, upto - old_cap);
+            if (total <= h->total) return data; /* room enough in the block */
+            void *base = mremap(h, h->total, total, MREMAP_MAYMOVE); /* new pages are zero */
             if (base == MAP_FAILED) return NULL;
-        } else {
-            base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (base == MAP_FAILED) return NULL;
-            if (h != NULL) {
-                memcpy((unsigned char *)base + MEM_HEADER, data, old_cap);
-                free(h);
-            }
+            ((MemHeader *)base)->total = total;
+            return (unsigned char *)base + MEM_HEADER;
         }
-        ((MemHeader *)base)->total = total;
-        ((MemHeader *)base)->mapped = 1;
-        return (unsigned char *)base + MEM_HEADER;
+        MemHeader *n = pool != NULL ? pool_take(pool, total) : NULL;
+        unsigned char *out;
+        if (n != NULL) {
+            out = (unsigned char *)n + MEM_HEADER;
+            size_t upto = n->dirty < cap ? n->dirty : cap;
+            memset(out, 0, upto);
+            /* the pages written past cap before go back (they read as zero again): a column
+             * kept alive keeps no more memory than its own */
+            size_t keep = (MEM_HEADER + cap + 4095) & ~(size_t)4095;
+            if (MEM_HEADER + n->dirty > keep && madvise((unsigned char *)n + keep, MEM_HEADER + n->dirty - keep, MADV_DONTNEED) == 0)
+                n->dirty = keep - MEM_HEADER;
+            if (n->dirty <= cap) n->dirty = 0;
+        } else {
+            void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (base == MAP_FAILED) {
+                if (pool != NULL) { /* the block pool_take counted as out */
+                    pthread_mutex_lock(&pool->lock);
+                    pool_unref(pool);
+                }
+                return NULL;
+            }
+            n = (MemHeader *)base;
+            n->total = total;
+            n->dirty = 0;
+            n->pool = pool;
+            n->mapped = 1;
+            out = (unsigned char *)base + MEM_HEADER;
+        }
+        if (h != NULL) {
+            memcpy(out, data, old_cap);
+            if (old_cap > n->dirty) n->dirty = old_cap;
+            free(h);
+        }
+        return out;
     }
+#else
+    (void)pool;
 #endif
     MemHeader *n = (MemHeader *)realloc(h, total);
     if (n == NULL) return NULL;
     n->total = total;
+    n->dirty = 0;
+    n->pool = NULL;
     n->mapped = 0;
     unsigned char *out = (unsigned char *)n + MEM_HEADER;
     memset(out + old_cap, 0, cap - old_cap);
@@ -217,7 +341,7 @@ static int buf_grow(Buf *b, size_t extra) {
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : (b->hint > 256 ? b->hint : 256);
     while (cap < need) cap *= 2;
-    unsigned char *p = mem_grow(b->p, b->cap, cap); /* zeroed growth: bitmaps and nulls rely on it */
+    unsigned char *p = mem_grow(b->pool, b->p, b->cap, cap); /* zeroed growth: bitmaps and nulls rely on it */
     if (p == NULL) return -1;
     b->p = p;
     b->cap = cap;
@@ -1287,16 +1411,21 @@ static void times_to_ns(Out *out) {
     }
 }
 
+static void buf_free(Buf *b) {
+    mem_mark(b->p, b->len);
+    mem_free(b->p);
+}
+
 static void free_out(Out *out) {
-    mem_free(out->fallback.p);
+    buf_free(&out->fallback);
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
-        mem_free(col->val.p);
-        mem_free(col->fval.p);
-        mem_free(col->data.p);
-        mem_free(col->loff.p);
-        mem_free(col->valid.p);
-        mem_free(col->lvalid.p);
+        buf_free(&col->val);
+        buf_free(&col->fval);
+        buf_free(&col->data);
+        buf_free(&col->loff);
+        buf_free(&col->valid);
+        buf_free(&col->lvalid);
     }
 }
 
@@ -1424,13 +1553,99 @@ static PyTypeObject ColumnType = {
     .tp_methods = column_methods,
 };
 
+/* A parse's Pool of freed column memory (see mem_grow), handed to scan() with each chunk.
+ * The blocks still out (in columns polars holds) keep the C pool alive past this object. */
+typedef struct {
+    PyObject_HEAD
+    Pool *pool;
+} PoolObject;
+
+static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (!PyArg_ParseTuple(args, ":Pool") || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Pool() takes no arguments");
+        return NULL;
+    }
+    PoolObject *self = (PoolObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->pool = (Pool *)calloc(1, sizeof(Pool));
+    if (self->pool == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+#ifdef KINETO_SCAN_MMAP
+    if (pthread_mutex_init(&self->pool->lock, NULL) != 0) {
+        free(self->pool);
+        self->pool = NULL;
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->pool->refs = 1;
+#endif
+    return (PyObject *)self;
+}
+
+static void pool_dealloc(PoolObject *self) {
+    Pool *pool = self->pool;
+    if (pool != NULL) {
+#ifdef KINETO_SCAN_MMAP
+        pthread_mutex_lock(&pool->lock);
+        pool->closed = 1;
+        int n = pool->n;
+        MemHeader *spare[POOL_SLOTS];
+        memcpy(spare, pool->free, (size_t)n * sizeof spare[0]);
+        pool->n = 0;
+        pool->held = 0;
+        pool_unref(pool); /* frees the pool when no block is out */
+        for (int k = 0; k < n; k++) munmap(spare[k], spare[k]->total);
+#else
+        free(pool);
+#endif
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *pool_stats(PoolObject *self, PyObject *unused) {
+    (void)unused;
+    size_t taken = 0, fresh = 0, held = 0;
+    int n = 0;
+#ifdef KINETO_SCAN_MMAP
+    Pool *pool = self->pool;
+    pthread_mutex_lock(&pool->lock);
+    taken = pool->taken;
+    fresh = pool->fresh;
+    held = pool->held;
+    n = pool->n;
+    pthread_mutex_unlock(&pool->lock);
+#else
+    (void)self;
+#endif
+    return Py_BuildValue("{snsnsisn}", "reused", (Py_ssize_t)taken, "mapped", (Py_ssize_t)fresh, "free", n, "free_bytes",
+                         (Py_ssize_t)held);
+}
+
+static PyMethodDef pool_methods[] = {
+    {"stats", (PyCFunction)pool_stats, METH_NOARGS,
+     "stats() -> {'reused', 'mapped', 'free', 'free_bytes'}: blocks taken from the pool, blocks newly mapped, blocks kept free now and their bytes (all 0 where nothing is pooled)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PoolType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.parsers._kineto_scan.Pool",
+    .tp_basicsize = sizeof(PoolObject),
+    .tp_dealloc = (destructor)pool_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Pool()\n\nOne parse's freed column memory, reused by the next chunks' scans (scan(chunk, pool)).",
+    .tp_methods = pool_methods,
+    .tp_new = pool_new,
+};
+
 /* A Column taking the buffers out of `out` (valid only when there are nulls).  With a
  * data buffer `b2` it is a string-view column: Arrow's fourth buffer then holds the
  * size of its one data buffer. */
 static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Buf *valid, Buf *b1, Buf *b2) {
     unsigned char *sizes = NULL;
     if (b2 != NULL) {
-        sizes = mem_grow(NULL, 0, 8);
+        sizes = mem_grow(NULL, NULL, 0, 8);
         if (sizes == NULL) return PyErr_NoMemory();
         int64_t size = (int64_t)b2->len;
         memcpy(sizes, &size, 8);
@@ -1449,6 +1664,7 @@ static PyObject *take_column(const char *format, int64_t rows, int64_t nulls, Bu
         col->own[k] = NULL;
         if (take[k] == NULL) continue;
         col->own[k] = take[k]->p;
+        mem_mark(take[k]->p, take[k]->len);
         take[k]->p = NULL;
         take[k]->len = take[k]->cap = 0;
     }
@@ -1491,7 +1707,7 @@ static PyObject *column_entry(Out *out, int c) {
 /* ------------------------------------------------------------------ Python */
 
 PyDoc_STRVAR(scan_doc,
-             "scan(chunk) -> (rows, columns, fallback), None or False\n\n"
+             "scan(chunk, pool=None) -> (rows, columns, fallback), None or False\n\n"
              "Scan a JSON array of whole Kineto events into columns; None when the chunk holds\n"
              "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
@@ -1499,10 +1715,21 @@ PyDoc_STRVAR(scan_doc,
              "PyCapsule interface; a field without any value in the chunk has None for its\n"
              "column (every row null); a time column of integers alone comes in nanoseconds\n"
              "(kind 7) when no event is left to the msgspec path, else in microseconds.  fallback: (start, end, index) of each event left to the\n"
-             "msgspec path (byte range in the chunk, position among the chunk's events).");
+             "msgspec path (byte range in the chunk, position among the chunk's events).  pool: a\n"
+             "Pool, one per parse, whose freed column memory the chunk's columns reuse.");
 
-static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
+static PyObject *kineto_scan(PyObject *self, PyObject *args) {
     (void)self;
+    PyObject *arg, *pool_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:scan", &arg, &pool_arg)) return NULL;
+    Pool *pool = NULL;
+    if (pool_arg != Py_None) {
+        if (!PyObject_TypeCheck(pool_arg, &PoolType)) {
+            PyErr_SetString(PyExc_TypeError, "scan()'s pool must be a Pool or None");
+            return NULL;
+        }
+        pool = ((PoolObject *)pool_arg)->pool;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     Out *out = (Out *)calloc(1, sizeof(Out));
@@ -1522,7 +1749,9 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
         col->fval.hint = kind == K_TIME ? rows_hint * 8 : 0;
         col->loff.hint = kind == K_INT ? rows_hint * 16 : 0;
         col->data.hint = text ? (size_t)view.len / 8 : 0;
+        col->val.pool = col->fval.pool = col->data.pool = col->loff.pool = col->valid.pool = col->lvalid.pool = pool;
     }
+    out->fallback.pool = pool;
     KeyIndex ix;
     build_index(&ix);
     Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix};
@@ -1568,7 +1797,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"scan", kineto_scan, METH_O, scan_doc},
+    {"scan", kineto_scan, METH_VARARGS, scan_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1578,6 +1807,14 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__kineto_scan(void) {
-    if (PyType_Ready(&ColumnType) < 0) return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&ColumnType) < 0 || PyType_Ready(&PoolType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&PoolType);
+    if (PyModule_AddObject(m, "Pool", (PyObject *)&PoolType) < 0) {
+        Py_DECREF(&PoolType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -347,10 +347,12 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
     dropped = [0]
 
     native = native_scanner()
+    # this parse's freed column memory, reused by the next chunks' columns (_kineto_scan.c)
+    pool = native.Pool() if native is not None else None
 
     def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]:
         # no side effects here: the salvage search may decode a chunk and discard it
-        scanned = _scan(native, chunk) if native is not None else None
+        scanned = _scan(native, chunk, pool) if native is not None else None
         if scanned is not None and not scanned[2]:
             # every event scanned: the frame is built from the scanner's columns (and fixed)
             # by the caller's thread, which waits on this one, the pipeline's slowest stage;
@@ -404,6 +406,9 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
                 del item
                 counter_rows.extend(counters)
                 del frame
+        # the scans are done: what the pool keeps free goes back to the system (blocks still
+        # held by columns are unmapped when polars releases them)
+        pool = None
     except NotATraceArray as exc:
         raise _explain_not_a_trace(p, exc.head) from None
     except OSError as exc:
@@ -461,10 +466,11 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
     return None if scanned is None else _scanned_frame(scanned, chunk)
 
 
-def _scan(native: Any, chunk: bytes | memoryview) -> Any:
+def _scan(native: Any, chunk: bytes | memoryview, pool: Any = None) -> Any:
     """The native scanner's columns of one chunk (rows, columns, fallback events); None when
-    it left the chunk to the msgspec path; ValueError when the chunk is certainly not JSON."""
-    scanned = native.scan(chunk)
+    it left the chunk to the msgspec path; ValueError when the chunk is certainly not JSON.
+    ``pool``: the parse's ``Pool`` of freed column memory, or None."""
+    scanned = native.scan(chunk, pool)
     if scanned is False:
         raise ValueError("not valid JSON")
     return scanned

@@ -249,8 +249,9 @@ def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tm
     calls = []
     real = kineto._scan
 
-    def spy(native, chunk):  # type: ignore[no-untyped-def]
-        scanned = real(native, chunk)
+    def spy(native, chunk, pool=None):  # type: ignore[no-untyped-def]
+        assert isinstance(pool, NATIVE.Pool)  # one per parse, its freed column memory reused
+        scanned = real(native, chunk, pool)
         calls.append(scanned is not None)
         return scanned
 
@@ -264,6 +265,46 @@ def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tm
     pure = kineto.read_kineto(trace)
     assert not calls
     assert_frame_equal(native.events, pure.events)
+
+
+@needs_native
+def test_pooled_memory_gives_the_same_columns() -> None:
+    # chunks of a few MB, so that their columns take mapped blocks (where the build maps them):
+    # a dense chunk's blocks, written all over, are freed into the pool, then a sparse chunk
+    # (mostly nulls: zeros never written) reuses them and must read exactly as unpooled
+    dense = b"[" + b",".join(
+        b'{"ph":"X","cat":"kernel","name":"kernel_number_%d_with_a_long_name","pid":%d,"tid":%d,"ts":%d,"dur":%d,'
+        b'"args":{"stream":%d,"correlation":%d,"grid":[%d,1,1],"device":0}}' % (k, k, k, 10 * k, k, k, k, k)
+        for k in range(20000)
+    ) + b"]"
+    sparse = b"[" + b",".join(
+        b'{"ph":"i","ts":%d}' % k if k % 3 else b'{"ph":"X","cat":"cpu_op","name":"op%d","ts":%d}' % (k, k)
+        for k in range(120000)
+    ) + b"]"
+    pool = NATIVE.Pool()
+    frame = kineto._scanned_frame(kineto._scan(NATIVE, dense, pool), dense)
+    assert frame is not None
+    assert frame.height == 20000
+    del frame  # its blocks go back to the pool
+    for chunk in (sparse, dense, sparse):
+        pooled = kineto._scanned_frame(kineto._scan(NATIVE, chunk, pool), chunk)
+        plain = kineto._scanned_frame(kineto._scan(NATIVE, chunk), chunk)
+        assert pooled is not None
+        assert plain is not None
+        assert_frame_equal(pooled, plain)
+        assert_frame_equal(pooled, _msgspec_frame(chunk))
+        del pooled, plain
+    stats = pool.stats()
+    assert stats["free"] <= 96
+    if stats["mapped"]:  # a mapped build: the later chunks took the blocks freed before them
+        assert stats["reused"] > 0
+    held = pool.stats()["free"]
+    del pool  # the blocks it kept free are unmapped, the ones still out when released
+    assert held >= 0
+    with pytest.raises(TypeError, match="pool"):
+        NATIVE.scan(b"[]", object())
+    with pytest.raises(TypeError):
+        NATIVE.Pool(1)
 
 
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
