@@ -183,9 +183,9 @@ typedef struct {
 #include <pthread.h>
 #define POOL_SLOTS 96
 #ifndef POOL_MAX_MB
-#define POOL_MAX_MB 32
+#define POOL_MAX_MB 128
 #endif
-#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* of mapped size kept free (a few chunks' worth) */
+#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* mapped bytes kept free: about 11 chunks of 4 MB, 3 of 16 MB (docs/performance.md, round 9) */
 
 typedef struct Pool {
     pthread_mutex_t lock;
