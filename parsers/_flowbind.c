@@ -84,16 +84,14 @@ static int column_read_as(PyObject *obj, Column *c, int narrow) {
         goto done;
     }
     const char *f = schema.format;
-    /* narrow: 1 also int32, uint32 and uint8; 2 those and float64 (read as raw bits) */
     int ok_format = f != NULL && f[0] != '\0' && f[1] == '\0'
-        && (f[0] == 'l' || (narrow && (f[0] == 'i' || f[0] == 'I' || f[0] == 'C')) || (narrow == 2 && f[0] == 'g'));
+        && (f[0] == 'l' || (narrow && (f[0] == 'i' || f[0] == 'I' || f[0] == 'C')));
     c->format = ok_format ? f[0] : '\0';
     if (schema.release != NULL)
         schema.release(&schema);
     if (!ok_format) {
-        PyErr_SetString(PyExc_TypeError, narrow == 2 ? "flow binding: every column must be int64, int32, uint32, uint8 or float64"
-                                         : narrow ? "flow binding: every column must be int64, int32, uint32 or uint8"
-                                                  : "flow binding: every column must be int64");
+        PyErr_SetString(PyExc_TypeError, narrow ? "flow binding: every column must be int64, int32, uint32 or uint8"
+                                                : "flow binding: every column must be int64");
         goto done;
     }
     for (;;) {
@@ -1000,188 +998,6 @@ done:
     return result;
 }
 
-/* ---- the events' columns gathered into the canonical order (tracekit/schema.py,
- * finalize_events, where parsers/kineto.py hands it this)
- *
- * gather(order, *columns): ``order`` (uint32, no nulls) a permutation of the rows; each
- * column (int64, int32, uint32, uint8 or float64, any chunks, nulls allowed) comes back
- * with row ``order[i]`` at position i, as polars' ``gather`` gives it.  The permutation is
- * inverted once, then every column is read in row order, chunk by chunk, and each value
- * written to its sorted position: the reads stream, the writes land in one output buffer,
- * and no column is first made contiguous. */
-static int format_width(char f) { return f == 'l' || f == 'g' ? 8 : f == 'C' ? 1 : 4; }
-static const char *format_static(char f) {
-    switch (f) {
-    case 'l': return "l";
-    case 'g': return "g";
-    case 'i': return "i";
-    case 'I': return "I";
-    default: return "C";
-    }
-}
-
-static PyObject *flowbind_gather(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "gather(order, *columns) takes the order first");
-        return NULL;
-    }
-    Py_ssize_t ncols = nargs - 1;
-    Column ord;
-    memset(&ord, 0, sizeof(ord));
-    Column *col = calloc((size_t)(ncols ? ncols : 1), sizeof(Column));
-    void **vals = calloc((size_t)(ncols ? ncols : 1), sizeof(void *));
-    uint8_t **bits = calloc((size_t)(ncols ? ncols : 1), sizeof(uint8_t *));
-    int64_t *nulls = calloc((size_t)(ncols ? ncols : 1), sizeof(int64_t));
-    uint32_t *inv = NULL;
-    PyObject *result = NULL;
-    if (col == NULL || vals == NULL || bits == NULL || nulls == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (column_read_as(PyTuple_GET_ITEM(args, 0), &ord, 1) != 0)
-        goto done;
-    int64_t n = ord.n;
-    if (ord.format != 'I') {
-        PyErr_SetString(PyExc_TypeError, "gather: the order must be uint32");
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < ncols; k++) {
-        if (column_read_as(PyTuple_GET_ITEM(args, k + 1), &col[k], 2) != 0)
-            goto done;
-        if (col[k].n != n) {
-            PyErr_SetString(PyExc_ValueError, "gather: a column's length differs from the order's");
-            goto done;
-        }
-    }
-    if (n > (int64_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "gather: more rows than a uint32 order can name");
-        goto done;
-    }
-    inv = malloc((size_t)(n ? n : 1) * sizeof(uint32_t));
-    for (Py_ssize_t k = 0; k < ncols; k++) {
-        int64_t has_nulls = 0;
-        for (int64_t c = 0; c < col[k].count; c++)
-            has_nulls |= col[k].chunks[c].null_count != 0;
-        vals[k] = malloc((size_t)(n ? n : 1) * (size_t)format_width(col[k].format));
-        if (has_nulls)
-            bits[k] = calloc((size_t)(n / 8 + 1), 1);
-        if (vals[k] == NULL || (has_nulls && bits[k] == NULL)) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
-    if (inv == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
-    /* inv[row] = its sorted position; every row must be named exactly once */
-    memset(inv, 0xff, (size_t)n * sizeof(uint32_t));
-    int64_t at = 0;
-    for (int64_t c = 0; c < ord.count && !bad; c++) {
-        const struct ArrowArray *a = &ord.chunks[c];
-        const uint32_t *o = (const uint32_t *)a->buffers[1] + a->offset;
-        const uint8_t *ob = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
-        for (int64_t i = 0; i < a->length; i++, at++) {
-            int64_t bit = a->offset + i;
-            if ((ob != NULL && !((ob[bit >> 3] >> (bit & 7)) & 1)) || (int64_t)o[i] >= n || inv[o[i]] != UINT32_MAX) {
-                bad = 1;
-                break;
-            }
-            inv[o[i]] = (uint32_t)at;
-        }
-    }
-    for (Py_ssize_t k = 0; k < ncols && !bad; k++) {
-        int64_t row = 0, missing = 0;
-        int w = format_width(col[k].format);
-        uint8_t *vb = bits[k];
-        for (int64_t c = 0; c < col[k].count; c++) {
-            const struct ArrowArray *a = &col[k].chunks[c];
-            const uint8_t *cb = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
-            if (w == 8 && vb != NULL) {
-                /* values and validity in one pass over the positions */
-                const uint64_t *src = (const uint64_t *)a->buffers[1] + a->offset;
-                uint64_t *dst = vals[k];
-                for (int64_t i = 0; i < a->length; i++) {
-                    uint32_t to = inv[row + i];
-                    int64_t bit = a->offset + i;
-                    dst[to] = src[i];
-                    if (cb == NULL || ((cb[bit >> 3] >> (bit & 7)) & 1))
-                        vb[to >> 3] |= (uint8_t)(1u << (to & 7));
-                    else
-                        missing++;
-                }
-                row += a->length;
-                continue;
-            } else if (w == 8) {
-                const uint64_t *src = (const uint64_t *)a->buffers[1] + a->offset;
-                uint64_t *dst = vals[k];
-                for (int64_t i = 0; i < a->length; i++)
-                    dst[inv[row + i]] = src[i];
-            } else if (w == 4) {
-                const uint32_t *src = (const uint32_t *)a->buffers[1] + a->offset;
-                uint32_t *dst = vals[k];
-                for (int64_t i = 0; i < a->length; i++)
-                    dst[inv[row + i]] = src[i];
-            } else {
-                const uint8_t *src = (const uint8_t *)a->buffers[1] + a->offset;
-                uint8_t *dst = vals[k];
-                for (int64_t i = 0; i < a->length; i++)
-                    dst[inv[row + i]] = src[i];
-            }
-            if (vb != NULL) {
-                for (int64_t i = 0; i < a->length; i++) {
-                    int64_t bit = a->offset + i;
-                    if (cb == NULL || ((cb[bit >> 3] >> (bit & 7)) & 1)) {
-                        uint32_t to = inv[row + i];
-                        vb[to >> 3] |= (uint8_t)(1u << (to & 7));
-                    } else {
-                        missing++;
-                    }
-                }
-            }
-            row += a->length;
-        }
-        nulls[k] = missing;
-    }
-    Py_END_ALLOW_THREADS
-    if (bad) {
-        PyErr_SetString(PyExc_ValueError, "gather: the order is not a permutation of the rows");
-        goto done;
-    }
-    result = PyTuple_New(ncols);
-    if (result == NULL)
-        goto done;
-    for (Py_ssize_t k = 0; k < ncols; k++) {
-        PyObject *pair = export_fixed(vals[k], bits[k], n, nulls[k], "", format_static(col[k].format));
-        vals[k] = NULL; /* owned by the exported array now (or freed with it) */
-        bits[k] = NULL;
-        if (pair == NULL) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyTuple_SET_ITEM(result, k, pair);
-    }
-done:
-    column_free(&ord);
-    for (Py_ssize_t k = 0; col != NULL && k < ncols; k++) {
-        column_free(&col[k]);
-        if (vals != NULL)
-            free(vals[k]);
-        if (bits != NULL)
-            free(bits[k]);
-    }
-    free(col);
-    free(vals);
-    free(bits);
-    free(nulls);
-    free(inv);
-    return result;
-}
-
 static PyMethodDef flowbind_methods[] = {
     {"bind", flowbind_bind, METH_VARARGS,
      "bind(flow_pid, flow_tid, flow_start, slice_pid, slice_tid, slice_start, slice_event_id) -> "
@@ -1198,10 +1014,6 @@ static PyMethodDef flowbind_methods[] = {
      "order(start, duration, *keys) -> two (schema capsule, array capsule) pairs: the row order "
      "(uint32) of a stable sort by start, duration descending, then each key, nulls last (up to "
      "six more keys), and its inverse, the position (int64) each row is sorted to."},
-    {"gather", flowbind_gather, METH_VARARGS,
-     "gather(order, *columns) -> one (schema capsule, array capsule) pair a column: each column "
-     "(int64, int32, uint32, uint8 or float64) with row order[i] at position i; order (uint32) "
-     "must be a permutation of the rows."},
     {NULL, NULL, 0, NULL},
 };
 

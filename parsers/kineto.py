@@ -52,7 +52,6 @@ from tracekit.schema import (
     MEMORY_KIND,
     SYNC_KIND,
     THREADS,
-    ColumnGather,
     EventKind,
     FlowKind,
     TraceInfo,
@@ -1195,7 +1194,7 @@ def _build_tables(
         timed[0].drop_in_place(helper)
     # the unsorted events are handed over with no other reference left to them, so the
     # canonical sort can free each source column as soon as its sorted copy exists
-    events = finalize_events(timed.pop(), names=names, order=order, gather=_native_gather())
+    events = finalize_events(timed.pop(), names=names, order=order)
     del names, order
     links = _links(events, flows)
     events = _fill_sync_threads(events, links)
@@ -1760,19 +1759,6 @@ _NATIVE_PAIRING_MAX_ROWS = 200_000
 def _native_pairing(rows: int) -> Any:
     """The native module for a pairing of ``rows`` rows, or None for the polars path."""
     return None if rows > _NATIVE_PAIRING_MAX_ROWS else usable(_flowbind)
-
-
-def _native_gather() -> ColumnGather | None:
-    """The native gather of the events' fixed-width columns into the canonical order
-    (parsers/_flowbind.c, ``gather``) for :func:`finalize_events`, or None for polars'."""
-    native = usable(_flowbind)
-    if native is None:
-        return None
-
-    def gather(order: pl.Series, columns: Sequence[pl.Series]) -> list[pl.Series]:
-        return [pl.Series(ArrowCapsules(pair)) for pair in native.gather(order, *columns)]
-
-    return gather
 
 
 def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:

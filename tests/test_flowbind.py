@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tracekit.parsers import kineto
-from tracekit.schema import EVENT_KIND, FLOWS, LINKS, finalize_events
+from tracekit.schema import EVENT_KIND, FLOWS, LINKS
 
 native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
 
@@ -352,74 +352,3 @@ def test_native_order_rejects_bad_columns() -> None:
         kineto._flowbind.order(start.cast(pl.Int32), start)
     with pytest.raises(TypeError):
         kineto._flowbind.order(start)
-
-
-def _gather_frame(seed: int, rows: int, chunks: int) -> tuple[pl.DataFrame, pl.Series]:
-    """Events of every column type the native gather takes and some it leaves to polars
-    (text, enums), nulls in most, in ``chunks`` chunks (sliced, so offsets are not zero),
-    and a shuffled order."""
-    rng = random.Random(seed)
-
-    def maybe(value: object) -> object:
-        return None if rng.random() < 0.2 else value
-
-    frame = pl.DataFrame(
-        {
-            "start_ns": [rng.randrange(-(1 << 40), 1 << 40) for _ in range(rows)],
-            "dur_ns": [rng.randrange(1000) for _ in range(rows)],
-            "pid": [maybe(rng.randrange(5)) for _ in range(rows)],
-            "device": pl.Series([maybe(rng.randrange(-3, 8)) for _ in range(rows)], dtype=pl.Int32),
-            "name": pl.Series([rng.randrange(1 << 32) for _ in range(rows)], dtype=pl.UInt32),
-            "occupancy_pct": [maybe(rng.choice([rng.random(), float("nan"), -0.0])) for _ in range(rows)],
-            "input_dims": [maybe(str(rng.randrange(99))) for _ in range(rows)],
-            "kind": pl.Series([rng.choice(["kernel", "cpu_op"]) for _ in range(rows)], dtype=EVENT_KIND),
-            "_flag": pl.Series([maybe(rng.randrange(256)) for _ in range(rows)], dtype=pl.UInt8),
-        }
-    )
-    if chunks > 1 and rows >= chunks + 1:
-        step = rows // chunks
-        frame = pl.concat([frame.slice(0, 1), *(frame.slice(1 + i * step, step) for i in range(chunks - 1)),
-                           frame.slice(1 + (chunks - 1) * step)], rechunk=False)
-    order = list(range(rows))
-    rng.shuffle(order)
-    return frame, pl.Series(order, dtype=pl.UInt32)
-
-
-@native
-@pytest.mark.parametrize(("seed", "rows", "chunks"), [(1, 0, 1), (2, 1, 1), (3, 257, 1), (4, 1000, 7), (5, 999, 3)])
-def test_native_gather_matches_polars(seed: int, rows: int, chunks: int) -> None:
-    frame, order = _gather_frame(seed, rows, chunks)
-    gather = kineto._native_gather()
-    assert gather is not None
-    native_events = finalize_events(frame, keep=["_flag"], order=order, gather=gather)
-    polars_events = finalize_events(frame, keep=["_flag"], order=order)
-    assert native_events.columns == polars_events.columns
-    assert native_events.schema == polars_events.schema
-    assert native_events.equals(polars_events)
-    for name in ("pid", "device", "name", "occupancy_pct", "_flag"):
-        # the values themselves (NaN and -0.0 kept bit for bit), and the nulls
-        expected = frame.get_column(name).gather(order)
-        got = native_events.get_column(name)
-        assert got.null_count() == expected.null_count()
-        assert got.to_physical().cast(pl.String).to_list() == expected.to_physical().cast(pl.String).to_list()
-
-
-def test_finalize_events_gathers_with_polars_where_no_gather_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    assert kineto._native_gather() is None
-
-
-@native
-def test_native_gather_rejects_bad_orders_and_columns() -> None:
-    gather = kineto._flowbind.gather
-    values = pl.Series([10, 20, 30])
-    assert gather(pl.Series([0, 1, 2], dtype=pl.UInt32)) == ()
-    for bad in ([0, 0, 2], [0, 1, 3], [0, None, 2]):
-        with pytest.raises(ValueError, match="not a permutation"):
-            gather(pl.Series(bad, dtype=pl.UInt32), values)
-    with pytest.raises(ValueError, match="length differs"):
-        gather(pl.Series([0, 1], dtype=pl.UInt32), values)
-    with pytest.raises(TypeError, match="must be uint32"):
-        gather(pl.Series([0, 1, 2]), values)
-    with pytest.raises(TypeError, match="every column"):
-        gather(pl.Series([0, 1, 2], dtype=pl.UInt32), pl.Series(["a", "b", "c"]))

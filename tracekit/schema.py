@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -480,16 +480,6 @@ TABLE_NAMES = tuple(s.name for s in TABLES)
 #: columns gathered per query by :func:`finalize_events`
 _GATHER_BATCH = 4
 
-#: a gather of many columns at once into one order (``gather(order, columns)`` gives
-#: ``[c.gather(order) for c in columns]``), which a caller may hand :func:`finalize_events`
-#: for the columns of :data:`NATIVE_GATHER_TYPES` (the Kineto reader's native one)
-ColumnGather = Callable[[pl.Series, Sequence[pl.Series]], Sequence[pl.Series]]
-
-#: the column types a :data:`ColumnGather` takes (fixed-width numbers)
-NATIVE_GATHER_TYPES: frozenset[pl.DataType] = frozenset(
-    {pl.Int64(), pl.Int32(), pl.UInt32(), pl.UInt8(), pl.Float64()}
-)
-
 
 def canonical_order(events: pl.DataFrame) -> pl.Series:
     """The row order :func:`finalize_events` sorts ``events`` into (row ``order[i]`` of the
@@ -513,11 +503,7 @@ def canonical_order(events: pl.DataFrame) -> pl.Series:
 
 
 def finalize_events(
-    events: pl.DataFrame,
-    keep: Sequence[str] = (),
-    names: pl.Series | None = None,
-    order: pl.Series | None = None,
-    gather: ColumnGather | None = None,
+    events: pl.DataFrame, keep: Sequence[str] = (), names: pl.Series | None = None, order: pl.Series | None = None
 ) -> pl.DataFrame:
     """Sort events canonically, assign ``event_id`` and ``end_ns``, and conform the schema.
 
@@ -534,9 +520,7 @@ def finalize_events(
     ``names``: when given, the input's ``name`` column holds positions in ``names``, the
     distinct event names in sorted order (so the positions sort as the names do); the
     output's ``name`` is gathered from it.  ``order``: :func:`canonical_order` of ``events``
-    when the caller already has it.  ``gather``: where given, the columns of
-    :data:`NATIVE_GATHER_TYPES` are gathered by it (as they come, chunks and all, when the
-    order is a ``UInt32`` column), the others by polars; the result is the same.
+    when the caller already has it.
     """
     # a shallow copy: dropping columns from it releases them only if the caller let go
     frame = events.clone()
@@ -547,36 +531,22 @@ def finalize_events(
         order = canonical_order(frame)
     wanted = set(EVENTS.names) | set(keep)
     always = {"start_ns", "dur_ns", *keep}
-    if order.dtype != pl.UInt32:
-        gather = None
-    gathered_by_name: dict[str, pl.Series] = {}
+    columns: dict[str, pl.Series] = {}
     batch: list[pl.Series] = []
-    native: list[pl.Series] = []
     column_names = list(frame.columns)
     for i, name in enumerate(column_names):
         source = frame.drop_in_place(name)
         if name in wanted and (name in always or source.null_count() < source.len()):
             # (an all-null column is not gathered: conform writes the null column)
-            if gather is not None and source.dtype in NATIVE_GATHER_TYPES:
-                native.append(source)
-            else:
-                # gathering across chunks is slow for text (up to 25x a contiguous gather)
-                batch.append(source.rechunk() if source.n_chunks() > 1 else source)
+            # gathering across chunks is slow for text (up to 25x a contiguous gather)
+            batch.append(source.rechunk() if source.n_chunks() > 1 else source)
         del source
-        last = i == len(column_names) - 1
-        if native and gather is not None and (len(native) == _GATHER_BATCH or last):
-            for source, gathered in zip(native, gather(order, native), strict=True):
-                gathered_by_name[source.name] = gathered.alias(source.name)
-            native.clear()
-        if batch and (len(batch) == _GATHER_BATCH or last):
+        if batch and (len(batch) == _GATHER_BATCH or i == len(column_names) - 1):
             # a few columns per query, so polars gathers them on its threads side by side
             # while at most that many sorted copies exist beside the input
             for gathered in pl.DataFrame(batch).select(pl.all().gather(order)).get_columns():
-                gathered_by_name[gathered.name] = gathered
+                columns[gathered.name] = gathered
             batch.clear()
-    # the input's column order, whichever way each column was gathered
-    columns = {name: gathered_by_name[name] for name in column_names if name in gathered_by_name}
-    del gathered_by_name
     if names is not None and "name" in columns:
         columns["name"] = names.gather(columns["name"]).alias("name")
     start, dur = columns["start_ns"], columns["dur_ns"]
