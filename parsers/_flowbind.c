@@ -215,15 +215,16 @@ typedef struct {
 } Block;
 
 /* The slots of an open-addressing table for `keys` keys: a power of two, at least 16 and at
- * least twice the keys (so probes stay short); -1, with MemoryError set, when that could not
- * fit size_t (a slot is at most 32 bytes). */
+ * least 4/3 of the keys (at most three quarters full, so probes stay short, and no more
+ * fresh pages touched than that needs: the table is written once and freed); -1, with
+ * MemoryError set, when that could not fit size_t (a slot is at most 32 bytes). */
 static int64_t table_slots(int64_t keys) {
     if (keys > (INT64_MAX >> 8)) {
         PyErr_NoMemory();
         return -1;
     }
     int64_t size = 16;
-    while (size < 2 * keys)
+    while (3 * size < 4 * keys)
         size *= 2;
     return size;
 }

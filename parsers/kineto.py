@@ -1516,10 +1516,16 @@ def _threads(meta: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("label").last().alias("thread_name"))
     )
     rows = thr.join(procs, on="pid", how="left")
-    is_stream = pl.col("thread_name").str.contains(r"(?i)^\s*stream\s+\d+")
+    # ASCII digits: a Unicode one (``\d``) is no stream number, and ended the parse in an
+    # error where a thread was named so; a number too large for int64 is no stream either
+    is_stream = pl.col("thread_name").str.contains(r"(?i)^\s*stream\s+[0-9]")
+    number = pl.col("thread_name").str.extract(r"([0-9]+)", 1).cast(pl.Int64, strict=False)
+    rows = rows.with_columns(pl.when(is_stream).then(number).otherwise(None).alias("stream"))
     rows = rows.with_columns(
-        pl.when(is_stream).then(pl.col("pid").cast(pl.Int32, strict=False)).otherwise(None).alias("device"),
-        pl.when(is_stream).then(pl.col("thread_name").str.extract(r"(\d+)", 1).cast(pl.Int64)).otherwise(None).alias("stream"),
+        pl.when(pl.col("stream").is_not_null())
+        .then(pl.col("pid").cast(pl.Int32, strict=False))
+        .otherwise(None)
+        .alias("device"),
     )
     rows = rows.with_columns(
         pl.when(pl.col("device").is_null()).then(pl.col("pid")).otherwise(None).alias("pid"),

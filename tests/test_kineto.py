@@ -533,3 +533,23 @@ def test_numeric_ids_in_the_temporary_label_range_are_labels(
     t = read_kineto(write_trace(tmp_path / "t.json", events))
     # labels numbered -1, -2, ... in sorted order of their text
     assert sorted(t.events.select("name", "pid", "tid").rows()) == [("a", -2, 1), ("b", -3, -1), ("c", 7, -4)]
+
+
+def test_thread_names_with_no_ascii_stream_number_are_plain_threads(tmp_path: Path) -> None:
+    # a Unicode digit or a number past int64 after "stream" once ended the parse in an error
+    def meta(tid: int, label: str) -> dict[str, Any]:
+        return {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": label}}
+
+    events = [
+        meta(7, "stream \u0663"),
+        meta(8, "stream 99999999999999999999"),
+        meta(9, " Stream 12 "),
+        _x("kernel", "k", 1, 2, pid=1, tid=9, correlation=1),
+    ]
+    threads = read_kineto(write_trace(tmp_path / "t.json", events)).threads
+    rows = {r["thread_name"]: (r["pid"], r["tid"], r["device"], r["stream"]) for r in threads.rows(named=True)}
+    assert rows == {
+        "stream \u0663": (1, 7, None, None),
+        "stream 99999999999999999999": (1, 8, None, None),
+        "Stream 12": (None, None, 1, 12),
+    }
