@@ -81,6 +81,11 @@ def _read(stream: BinaryIO, n: int, state: ArrayStream) -> tuple[bytes, bool]:
     return data, len(data) == 0
 
 
+def _first_want(chunk_bytes: int, first_bytes: int | None) -> int:
+    """The first chunk's size: ``first_bytes`` (at most a chunk), or half a chunk by default."""
+    return chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+
+
 def _strip_bom(data: bytes) -> bytes:
     return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
 
@@ -134,7 +139,7 @@ def iter_event_chunks(
     # once the header is taken off it: topping it up to a whole chunk would read and scan a
     # second block before the first chunk's rows reach the caller, which waits for them with
     # nothing to do
-    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    want = _first_want(chunk_bytes, first_bytes)
     yield from _stream_chunks(work, eof, stream, state, try_decode, chunk_bytes, want)
 
 
@@ -230,7 +235,7 @@ def iter_buffer_chunks(
     """
     state.total_bytes = size
     pos, state.header, state.bare_array = _array_start(buf, size)
-    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    want = _first_want(chunk_bytes, first_bytes)
     yield from _buffer_loop(buf, size, pos, want, state, try_decode, chunk_bytes, consumed)
 
 
@@ -259,7 +264,7 @@ def iter_whole_chunks(
     decompressed, the others from the buffer once ``whole.ready()``.  When the whole content
     cannot be had, ``resume()`` opens the streaming path from the start of the content and the
     streaming chunker goes on from where the first chunk ended."""
-    want = chunk_bytes // 2 if first_bytes is None else max(1, min(first_bytes, chunk_bytes))
+    want = _first_want(chunk_bytes, first_bytes)
     first = _head_chunk(whole.head, try_decode, want)
     if first is not None:
         decoded, cut, state.header, state.bare_array = first

@@ -219,12 +219,10 @@ def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> Bi
     return _open_raw(p, progress)
 
 
-#: a gzip file whose content is at most this large (its last member's recorded size) is
-#: decompressed whole into one mapping; a larger one is streamed, in bounded memory
-WHOLE_GZIP_MAX_BYTES = 64 * 1024 * 1024
-#: a plain file at most this large is read whole into one mapping; a larger one is read in
-#: blocks.  The same bound as for gzip: the whole content is resident at the start of the parse
-WHOLE_FILE_MAX_BYTES = 64 * 1024 * 1024
+#: a file whose content is at most this large (a gzip's last member's recorded size, a plain
+#: file's size) is held whole in one mapping; a larger one is streamed, in bounded memory (the
+#: whole content is resident at the start of the parse)
+WHOLE_MAX_BYTES = 64 * 1024 * 1024
 #: the file names libdeflate is looked for under, in order (opened at run time)
 LIBDEFLATE_NAMES = ("libdeflate.so.0", "libdeflate.so", "libdeflate.0.dylib", "libdeflate.dylib")
 # _inflate.gunzip's outcomes
@@ -313,10 +311,10 @@ def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: 
     """The whole content of ``path`` in one buffer, or None where the caller streams it
     (:func:`open_stream`) instead.
 
-    A plain file up to :data:`WHOLE_FILE_MAX_BYTES` is read into it (its pages given back
+    A plain file up to :data:`WHOLE_MAX_BYTES` is read into it (its pages given back
     behind the reader).  A gzip file is decompressed whole when the native
     module is there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
-    :data:`WHOLE_GZIP_MAX_BYTES`, in a background thread; its first ``head`` bytes are there
+    :data:`WHOLE_MAX_BYTES`, in a background thread; its first ``head`` bytes are there
     at once.  Anything unusual (a damaged or cut member, content over the limit, no
     libdeflate) makes :meth:`WholeBuffer.ready` say False, and the streaming path then
     decides, with its own salvage, messages and limit."""
@@ -326,7 +324,7 @@ def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: 
         magic = fh.read(2)
         if magic == GZIP_MAGIC:
             return _gunzip_whole(fh, size, progress, head)
-        if size == 0 or size > WHOLE_FILE_MAX_BYTES or not p.is_file():
+        if size == 0 or size > WHOLE_MAX_BYTES or not p.is_file():
             return None
         fh.seek(0)
         first = fh.read(head) if head > 0 else b""
@@ -371,17 +369,17 @@ def _read_whole(path: Path, size: int, progress: ProgressSink | None, head: byte
 
 def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: int) -> WholeBuffer | None:
     inflate = usable(_inflate)
-    if inflate is None or size < 20 or size > WHOLE_GZIP_MAX_BYTES:
+    if inflate is None or size < 20 or size > WHOLE_MAX_BYTES:
         return None
     # a gzip member ends with its content's size (modulo 4 GiB): the last member's tells
     # whether the file is small enough (a multi-member file may still turn out larger: the
     # mapping's size bounds the output, and the streaming path takes over)
     fh.seek(size - 4)
-    if int.from_bytes(fh.read(4), "little") > WHOLE_GZIP_MAX_BYTES:
+    if int.from_bytes(fh.read(4), "little") > WHOLE_MAX_BYTES:
         return None
     fh.seek(0)
     src = fh.read()
-    buffer = _anonymous(max(1, min(max_decompressed_bytes(), WHOLE_GZIP_MAX_BYTES)))
+    buffer = _anonymous(max(1, min(max_decompressed_bytes(), WHOLE_MAX_BYTES)))
     first = b""
     if head > 0:  # (a prefix of the content whatever the members: the first member's start)
         with contextlib.suppress(zlib.error):

@@ -292,11 +292,10 @@ def test_decompressed_size_limit_holds_on_the_whole_path(tmp_path: Path, monkeyp
 
 def test_large_files_are_streamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write_gz(tmp_path / "t.json.gz", _sample())
-    monkeypatch.setattr(source, "WHOLE_GZIP_MAX_BYTES", 1000)
+    monkeypatch.setattr(source, "WHOLE_MAX_BYTES", 1000)
     assert source.open_whole(path) is None
     plain = tmp_path / "t.json"
     plain.write_bytes(_sample())
-    monkeypatch.setattr(source, "WHOLE_FILE_MAX_BYTES", 1000)
     assert source.open_whole(plain) is None
 
 
