@@ -398,6 +398,35 @@ typedef struct {
     size_t n;
 } Val;
 
+/* The text between one value of an object and the next member's value (the separator, the
+ * key and its colon, with their whitespace), remembered to recognise the next such text by
+ * one comparison of its bytes.  A trace's events repeat a few shapes, so the text after a
+ * given member of an object is usually exactly the bytes that followed the same member last
+ * time (or the time before).  The remembered texts form a tree per kind of object (an event,
+ * the args of each group): a state holds the last two texts seen there, each leading to a
+ * state of its own for the member after it, so the shapes an object takes (a kernel or a
+ * flow event, args with or without an optional key) each get their own path.  The
+ * remembered bytes were read and checked the long way once; the same bytes read the same
+ * way again, so a match gives the same key, column and position as reading them would. */
+#define GAP_MAX 48 /* longest text remembered: three 16-byte compares */
+#define GAP_STATES 512 /* states per scan() call; past that, texts are read the long way */
+#define GAP_ROOTS 7 /* state 1: an event's first member; 2-7: the args of groups G_GPU..G_META */
+#define GAP_END (-3) /* the text closes the object: whitespace, then '}' */
+typedef struct {
+    unsigned char text[GAP_MAX];
+    unsigned char len;  /* 0: nothing remembered */
+    signed char col;    /* the key's column, -1 (a key not kept), KEY_ARGS or GAP_END */
+    unsigned short next; /* the state of the member after it, 0 when none */
+} Gap;
+typedef struct {
+    Gap way[2];
+    unsigned char last; /* the way written or matched last */
+} GapState;
+typedef struct {
+    GapState state[GAP_STATES]; /* 0: none (never written) */
+    unsigned nstates;
+} Gaps;
+
 /* a read position in the chunk */
 typedef struct {
     const unsigned char *p, *end;
@@ -405,6 +434,7 @@ typedef struct {
      * also takes NaN, Infinity, big numbers, lone surrogates): the chunk cannot decode */
     int syntax;
     const KeyIndex *ix;
+    Gaps *gaps; /* this scan() call's remembered member texts */
 } Scan;
 
 #define SYNTAX(sc) return ((sc)->syntax = 1, FAIL)
@@ -1026,6 +1056,91 @@ static inline int base_key(const unsigned char *s, size_t n) {
     }
 }
 
+/* Whether the n bytes at p are g's remembered text (n = g->len > 0). */
+static ALWAYS_INLINE int gap_match(const Gap *g, const unsigned char *p, const unsigned char *end) {
+    size_t n = g->len;
+#ifdef KINETO_SCAN_SSE2
+    /* whole 16-byte loads: the text is compared only where they stay inside the buffer */
+    if (n == 0 || (size_t)(end - p) < ((n + 15) & ~(size_t)15)) return 0;
+    for (size_t k = 0; k < n; k += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + k));
+        __m128i y = _mm_loadu_si128((const __m128i *)(g->text + k));
+        unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y));
+        unsigned need = n - k >= 16 ? 0xFFFFu : (1u << (n - k)) - 1u;
+        if ((eq & need) != need) return 0;
+    }
+    return 1;
+#else
+    return n != 0 && (size_t)(end - p) >= n && memcmp(p, g->text, n) == 0;
+#endif
+}
+
+/* The next member of an object of kind ctx (0: an event, else the args group g): at *state
+ * in its tree of remembered texts (0: none), with sc->p at the object's '{' for the first
+ * member (first), else right after the previous member's value.  On success *col is the member's
+ * column (-1 for a key not kept, KEY_ARGS) with sc->p past its colon (and the whitespace
+ * after it), or GAP_END with sc->p past the object's '}'; *state moves on.  The bytes passed
+ * over are checked as the member loop always did (separator, key string, colon), or are
+ * bytes remembered from such a check. */
+static ALWAYS_INLINE int next_member(Scan *sc, int ctx, int first, unsigned *state, int *col) {
+    const unsigned char *from = sc->p;
+    GapState *st = *state != 0 ? &sc->gaps->state[*state] : NULL;
+    if (st != NULL) {
+        int w = st->last;
+        if (gap_match(&st->way[w], from, sc->end) || gap_match(&st->way[w ^= 1], from, sc->end)) {
+            sc->p = from + st->way[w].len;
+            *col = st->way[w].col;
+            *state = st->way[w].next;
+            st->last = (unsigned char)w;
+            return 0;
+        }
+    }
+    if (first) {
+        sc->p++;
+        skip_ws(sc);
+        if (sc->p < sc->end && *sc->p == '}') {
+            sc->p++;
+            *col = GAP_END;
+            goto remember;
+        }
+    } else {
+        skip_ws(sc);
+        if (sc->p >= sc->end) SYNTAX(sc);
+        if (*sc->p == '}') {
+            sc->p++;
+            *col = GAP_END;
+            goto remember;
+        }
+        if (*sc->p != ',') SYNTAX(sc);
+        sc->p++;
+    }
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
+    Val key;
+    if (scan_string(sc, &key) < 0) return FAIL;
+    skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
+    sc->p++;
+    if (key.esc) return FAIL;
+    skip_ws(sc); /* the value's own reading starts by passing whitespace, too */
+    *col = ctx == 0 ? base_key(key.s, key.n) : lookup(sc->ix, ctx, key.s, key.n);
+remember:
+    if (st != NULL && (size_t)(sc->p - from) <= GAP_MAX) {
+        int w = st->last ^ 1; /* the way not used last; its successor state is kept */
+        Gap *g = &st->way[w];
+        g->len = (unsigned char)(sc->p - from);
+        memcpy(g->text, from, g->len);
+        g->col = (signed char)*col;
+        if (g->next == 0 && *col != GAP_END && sc->gaps->nstates < GAP_STATES)
+            g->next = (unsigned short)sc->gaps->nstates++;
+        st->last = (unsigned char)w;
+        *state = g->next;
+    } else {
+        *state = 0;
+    }
+    return 0;
+}
+
 /* The args group of an event from its ph, cat and name (kineto._columns). */
 static int event_group(const KeyIndex *ix, const Val *vals) {
     const Val *ph = &vals[C_PH];
@@ -1074,22 +1189,11 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
     skip_ws(sc);
     if (g == G_NONE) return skip_value(sc, 1);
     if (sc->p >= sc->end || *sc->p != '{') return FAIL;
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == '}') {
-        sc->p++;
-        return 0;
-    }
-    while (1) {
-        Val key;
-        skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
-        if (scan_string(sc, &key) < 0) return FAIL;
-        skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
-        sc->p++;
-        if (key.esc) return FAIL;
-        int col = lookup(sc->ix, g, key.s, key.n);
+    unsigned state = 1 + (unsigned)g; /* the root of this group's args */
+    for (int first = 1;; first = 0) {
+        int col;
+        if (next_member(sc, g, first, &state, &col) < 0) return FAIL;
+        if (col == GAP_END) return 0;
         if (col < 0) {
             if (skip_value(sc, 2) < 0) return FAIL;
         } else {
@@ -1097,17 +1201,6 @@ static int scan_args(Scan *sc, int g, Val *vals, uint64_t *seen) {
             *seen |= 1ULL << col;
             if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
         }
-        skip_ws(sc);
-        if (sc->p >= sc->end) SYNTAX(sc);
-        if (*sc->p == ',') {
-            sc->p++;
-            continue;
-        }
-        if (*sc->p == '}') {
-            sc->p++;
-            return 0;
-        }
-        SYNTAX(sc);
     }
 }
 
@@ -1285,59 +1378,37 @@ static int scan_event(Scan *sc, Out *out) {
         if (*sc->p == ']' || *sc->p == ',' || *sc->p == '}' || *sc->p == ':') SYNTAX(sc);
         return FAIL;
     }
-    sc->p++;
-    skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == '}') {
-        sc->p++;
-    } else {
-        while (1) {
-            Val key;
+    unsigned state = 1; /* the root of the events' tree */
+    for (int first = 1;; first = 0) {
+        int col;
+        if (next_member(sc, 0, first, &state, &col) < 0) return FAIL;
+        if (col == GAP_END) break;
+        if (col == KEY_ARGS) {
+            if (args_seen) return FAIL;
+            args_seen = 1;
             skip_ws(sc);
-            if (sc->p >= sc->end || *sc->p != '"') SYNTAX(sc);
-            if (scan_string(sc, &key) < 0) return FAIL;
-            skip_ws(sc);
-            if (sc->p >= sc->end || *sc->p != ':') SYNTAX(sc);
-            sc->p++;
-            if (key.esc) return FAIL;
-            int col = base_key(key.s, key.n);
-            if (col == KEY_ARGS) {
-                if (args_seen) return FAIL;
-                args_seen = 1;
-                skip_ws(sc);
-                if (group_ready(vals, seen)) {
-                    /* the usual key order (ph, cat, name ... args): one pass */
-                    int g = event_group(sc->ix, vals);
-                    if (g == G_UNKNOWN) return FAIL;
-                    if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
-                } else {
-                    args_at = sc->p;
-                    if (skip_value(sc, 1) < 0) return FAIL;
-                }
-            } else if (col < 0) {
-                if (skip_value(sc, 1) < 0) return FAIL;
+            if (group_ready(vals, seen)) {
+                /* the usual key order (ph, cat, name ... args): one pass */
+                int g = event_group(sc->ix, vals);
+                if (g == G_UNKNOWN) return FAIL;
+                if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
             } else {
-                if (seen & (1ULL << col)) return FAIL;
-                seen |= 1ULL << col;
-                if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
+                args_at = sc->p;
+                if (skip_value(sc, 1) < 0) return FAIL;
             }
-            skip_ws(sc);
-            if (sc->p >= sc->end) SYNTAX(sc);
-            if (*sc->p == ',') {
-                sc->p++;
-                continue;
-            }
-            if (*sc->p == '}') {
-                sc->p++;
-                break;
-            }
-            SYNTAX(sc);
+        } else if (col < 0) {
+            if (skip_value(sc, 1) < 0) return FAIL;
+        } else {
+            if (seen & (1ULL << col)) return FAIL;
+            seen |= 1ULL << col;
+            if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
         }
     }
     int g = event_group(sc->ix, vals);
     if (g == G_UNKNOWN) return FAIL;
     if (g != G_NONE && args_at != NULL) {
         /* args came before the keys that name its group: read it again now */
-        Scan sub = {args_at, sc->end, 0, sc->ix};
+        Scan sub = {args_at, sc->end, 0, sc->ix, sc->gaps};
         if (scan_args(&sub, g, vals, &aseen) < 0) return FAIL;
     }
     if (append_row(out, vals, seen | aseen) < 0) {
@@ -1754,13 +1825,21 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args) {
     out->fallback.pool = pool;
     KeyIndex ix;
     build_index(&ix);
-    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix};
+    Gaps *gaps = (Gaps *)calloc(1, sizeof(Gaps));
+    if (gaps == NULL) {
+        free(out);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    gaps->nstates = 1 + GAP_ROOTS;
+    Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix, gaps};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = scan_chunk(&sc, out);
     if (rc >= 0) times_to_ns(out);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
+    free(gaps);
     PyObject *result = NULL;
     if (rc < 0) {
         result = sc.syntax ? Py_False : Py_None;
