@@ -412,7 +412,9 @@ typedef struct {
 #define GAP_STATES 512 /* states per scan() call; past that, texts are read the long way */
 #define GAP_ROOTS 7 /* state 1: an event's first member; 2-7: the args of groups G_GPU..G_META */
 #define GAP_END (-3) /* the text closes the object: whitespace, then '}' */
+#define GAP_EMPTY ((uint64_t)1 << 63) /* an empty way's need: no text matches it */
 typedef struct {
+    uint64_t need;      /* the low len bits set; bit 63 alone when empty */
     unsigned char text[GAP_MAX];
     unsigned char len;  /* 0: nothing remembered */
     signed char col;    /* the key's column, -1 (a key not kept), KEY_ARGS or GAP_END */
@@ -425,6 +427,7 @@ typedef struct {
 typedef struct {
     GapState state[GAP_STATES]; /* 0: none (never written) */
     unsigned nstates;
+    GapState cat; /* the last two categories of complete events: col is their args group */
 } Gaps;
 
 /* a read position in the chunk */
@@ -726,6 +729,40 @@ static inline uint64_t leading_digits(const unsigned char *p, int *k) {
 #endif
 }
 
+#if defined(KINETO_SCAN_SSE2) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KINETO_SCAN_DIGITS16 1
+static const uint64_t POW10_U64_16[17] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL, 100000000ULL,
+    1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+};
+
+/* The number of ASCII digits that start the 16 readable bytes at p (16: all of them). */
+static ALWAYS_INLINE int digit_run16(const unsigned char *p) {
+    __m128i d = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)p), _mm_set1_epi8('0'));
+    /* a digit is a byte whose difference from '0' is at most 9, unsigned */
+    unsigned digit = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d));
+    return __builtin_ctz(~digit); /* bit 16 of ~digit is set: at most 16 */
+}
+
+/* The value of the n ASCII digits at p (1 <= n <= 8; 8 bytes readable at p). */
+static ALWAYS_INLINE uint64_t digits8(const unsigned char *p, int n) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    x -= 0x3030303030303030ULL;
+    x <<= 8 * (8 - n); /* the n digits last, zeros (leading zeros) before them */
+    x = x * 10 + (x >> 8); /* bytes 0, 2, 4, 6: the two-digit numbers, first digit first */
+    uint64_t pairs02 = x & 0x000000FF000000FFULL, pairs13 = (x >> 16) & 0x000000FF000000FFULL;
+    return (pairs02 * (100 + (1000000ULL << 32)) + pairs13 * (1 + (10000ULL << 32))) >> 32;
+}
+
+/* The value of the n ASCII digits at p (1 <= n <= 15; 16 bytes readable at p). */
+static ALWAYS_INLINE uint64_t digits_value(const unsigned char *p, int n) {
+    if (n <= 8) return digits8(p, n);
+    return digits8(p, 8) * POW10_U64_16[n - 8] + digits8(p + 8, n - 8);
+}
+#endif
+
 static const double POW10[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
@@ -745,6 +782,35 @@ static int scan_number(Scan *sc, Val *v) {
     int digits = 0;      /* significant digits accumulated in mant */
     int dropped = 0;     /* digits that did not fit */
     int exp10 = 0;
+    int is_float = 0;
+#ifdef KINETO_SCAN_DIGITS16
+    /* the usual shapes, an integer part of 1-15 digits not starting with 0, then maybe a
+     * fraction of 1-15 digits (19 digits in all at most), no exponent: their digits found 16
+     * bytes at a time and read as words, the same mant and exp10 as the digit loops below */
+    if (end - p >= 16 && *p != '0') {
+        int k = digit_run16(p);
+        if (k < 16) {
+            const unsigned char *q = p + k;
+            uint64_t m = digits_value(p, k);
+            if (*q == '.' && end - (q + 1) >= 16) {
+                int f = digit_run16(q + 1);
+                if (f > 0 && f < 16 && k + f <= 19 && q[1 + f] != 'e' && q[1 + f] != 'E') {
+                    mant = m * POW10_U64_16[f] + digits_value(q + 1, f);
+                    digits = k + f;
+                    exp10 = -f;
+                    is_float = 1;
+                    p = q + 1 + f;
+                    goto number_read;
+                }
+            } else if (*q != '.' && *q != 'e' && *q != 'E') {
+                mant = m;
+                digits = k;
+                p = q;
+                goto number_read;
+            }
+        }
+    }
+#endif
     if (*p == '0') {
         p++;
     } else {
@@ -770,7 +836,6 @@ static int scan_number(Scan *sc, Val *v) {
             p++;
         }
     }
-    int is_float = 0;
     if (p < end && *p == '.') {
         is_float = 1;
         p++;
@@ -813,6 +878,9 @@ static int scan_number(Scan *sc, Val *v) {
         }
         exp10 += eneg ? -e : e;
     }
+#ifdef KINETO_SCAN_DIGITS16
+number_read:
+#endif
     sc->p = p;
     if (!is_float) {
         if (dropped) return FAIL; /* more than 19 digits: outside int64 */
@@ -1056,23 +1124,53 @@ static inline int base_key(const unsigned char *s, size_t n) {
     }
 }
 
-/* Whether the n bytes at p are g's remembered text (n = g->len > 0). */
-static ALWAYS_INLINE int gap_match(const Gap *g, const unsigned char *p, const unsigned char *end) {
-    size_t n = g->len;
+/* Whether the bytes at p start with g's remembered text (g->len > 0), the slow way: near
+ * the end of the buffer, and where there is no SSE2. */
+static int gap_match_tail(const Gap *g, const unsigned char *p, const unsigned char *end) {
+    return g->len != 0 && (size_t)(end - p) >= g->len && memcmp(p, g->text, g->len) == 0;
+}
+
 #ifdef KINETO_SCAN_SSE2
-    /* whole 16-byte loads: the text is compared only where they stay inside the buffer */
-    if (n == 0 || (size_t)(end - p) < ((n + 15) & ~(size_t)15)) return 0;
-    for (size_t k = 0; k < n; k += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(p + k));
-        __m128i y = _mm_loadu_si128((const __m128i *)(g->text + k));
-        unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y));
-        unsigned need = n - k >= 16 ? 0xFFFFu : (1u << (n - k)) - 1u;
-        if ((eq & need) != need) return 0;
-    }
-    return 1;
-#else
-    return n != 0 && (size_t)(end - p) >= n && memcmp(p, g->text, n) == 0;
+/* The bits of the 48 bytes at p that equal those of text (p has 48 readable bytes). */
+static ALWAYS_INLINE uint64_t eq48(const unsigned char *p, const unsigned char *text) {
+    __m128i x0 = _mm_loadu_si128((const __m128i *)p), x1 = _mm_loadu_si128((const __m128i *)(p + 16)),
+            x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+    uint64_t m0 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, _mm_loadu_si128((const __m128i *)text)));
+    uint64_t m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, _mm_loadu_si128((const __m128i *)(text + 16))));
+    uint64_t m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x2, _mm_loadu_si128((const __m128i *)(text + 32))));
+    return m0 | m1 << 16 | m2 << 32;
+}
 #endif
+
+/* Which way of st (0 or 1) remembers the text the bytes at p start with, or -1; the way
+ * used last is taken when both do. */
+static ALWAYS_INLINE int gap_find(const GapState *st, const unsigned char *p, const unsigned char *end) {
+    int w = st->last;
+#ifdef KINETO_SCAN_SSE2
+    if (end - p >= GAP_MAX) { /* an empty way's need has bit 63 set, which eq48 never sets */
+        const Gap *a = &st->way[w], *b = &st->way[w ^ 1];
+        if ((eq48(p, a->text) & a->need) == a->need) return w;
+        if ((eq48(p, b->text) & b->need) == b->need) return w ^ 1;
+        return -1;
+    }
+#endif
+    if (gap_match_tail(&st->way[w], p, end)) return w;
+    if (gap_match_tail(&st->way[w ^ 1], p, end)) return w ^ 1;
+    return -1;
+}
+
+/* Remember the n bytes at p (n <= GAP_MAX) with col in the way of st not used last, which
+ * becomes the last; its successor state is kept. */
+static Gap *gap_put(GapState *st, const unsigned char *p, size_t n, int col) {
+    int w = st->last ^ 1;
+    Gap *g = &st->way[w];
+    memcpy(g->text, p, n);
+    memset(g->text + n, 0, GAP_MAX - n);
+    g->len = (unsigned char)n;
+    g->need = n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+    g->col = (signed char)col;
+    st->last = (unsigned char)w;
+    return g;
 }
 
 /* The next member of an object of kind ctx (0: an event, else the args group g): at *state
@@ -1086,8 +1184,8 @@ static ALWAYS_INLINE int next_member(Scan *sc, int ctx, int first, unsigned *sta
     const unsigned char *from = sc->p;
     GapState *st = *state != 0 ? &sc->gaps->state[*state] : NULL;
     if (st != NULL) {
-        int w = st->last;
-        if (gap_match(&st->way[w], from, sc->end) || gap_match(&st->way[w ^= 1], from, sc->end)) {
+        int w = gap_find(st, from, sc->end);
+        if (w >= 0) {
             sc->p = from + st->way[w].len;
             *col = st->way[w].col;
             *state = st->way[w].next;
@@ -1126,14 +1224,9 @@ static ALWAYS_INLINE int next_member(Scan *sc, int ctx, int first, unsigned *sta
     *col = ctx == 0 ? base_key(key.s, key.n) : lookup(sc->ix, ctx, key.s, key.n);
 remember:
     if (st != NULL && (size_t)(sc->p - from) <= GAP_MAX) {
-        int w = st->last ^ 1; /* the way not used last; its successor state is kept */
-        Gap *g = &st->way[w];
-        g->len = (unsigned char)(sc->p - from);
-        memcpy(g->text, from, g->len);
-        g->col = (signed char)*col;
+        Gap *g = gap_put(st, from, (size_t)(sc->p - from), *col);
         if (g->next == 0 && *col != GAP_END && sc->gaps->nstates < GAP_STATES)
             g->next = (unsigned short)sc->gaps->nstates++;
-        st->last = (unsigned char)w;
         *state = g->next;
     } else {
         *state = 0;
@@ -1142,7 +1235,7 @@ remember:
 }
 
 /* The args group of an event from its ph, cat and name (kineto._columns). */
-static int event_group(const KeyIndex *ix, const Val *vals) {
+static int event_group(Scan *sc, const Val *vals) {
     const Val *ph = &vals[C_PH];
     if (ph->type != V_STR) return G_NONE;
     if (ph->esc) return G_UNKNOWN;
@@ -1157,6 +1250,12 @@ static int event_group(const KeyIndex *ix, const Val *vals) {
         const Val *cat = &vals[C_CAT];
         if (cat->type != V_STR) return G_NONE;
         if (cat->esc) return G_UNKNOWN;
+        GapState *seen = &sc->gaps->cat; /* the last two categories, compared as remembered texts */
+        int w = gap_find(seen, cat->s, sc->end);
+        if (w >= 0 && seen->way[w].len == cat->n) {
+            seen->last = (unsigned char)w;
+            return seen->way[w].col;
+        }
         char low[32];
         if (cat->n >= sizeof low) {
             for (size_t k = 0; k < cat->n; k++)
@@ -1168,8 +1267,10 @@ static int event_group(const KeyIndex *ix, const Val *vals) {
             if (ch >= 0x80) return G_UNKNOWN;
             low[k] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
         }
-        int g = lookup(ix, T_CATEGORY, (const unsigned char *)low, cat->n);
-        return g < 0 ? G_NONE : g;
+        int g = lookup(sc->ix, T_CATEGORY, (const unsigned char *)low, cat->n);
+        if (g < 0) g = G_NONE;
+        if (cat->n != 0) gap_put(seen, cat->s, cat->n, g);
+        return g;
     }
     return G_NONE;
 }
@@ -1389,7 +1490,7 @@ static int scan_event(Scan *sc, Out *out) {
             skip_ws(sc);
             if (group_ready(vals, seen)) {
                 /* the usual key order (ph, cat, name ... args): one pass */
-                int g = event_group(sc->ix, vals);
+                int g = event_group(sc, vals);
                 if (g == G_UNKNOWN) return FAIL;
                 if (scan_args(sc, g, vals, &aseen) < 0) return FAIL;
             } else {
@@ -1404,7 +1505,7 @@ static int scan_event(Scan *sc, Out *out) {
             if (scan_field(sc, COLS[col].kind, &vals[col]) < 0) return FAIL;
         }
     }
-    int g = event_group(sc->ix, vals);
+    int g = event_group(sc, vals);
     if (g == G_UNKNOWN) return FAIL;
     if (g != G_NONE && args_at != NULL) {
         /* args came before the keys that name its group: read it again now */
@@ -1832,6 +1933,8 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     gaps->nstates = 1 + GAP_ROOTS;
+    for (int k = 0; k < GAP_STATES; k++) gaps->state[k].way[0].need = gaps->state[k].way[1].need = GAP_EMPTY;
+    gaps->cat.way[0].need = gaps->cat.way[1].need = GAP_EMPTY;
     Scan sc = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0, &ix, gaps};
     int rc;
     Py_BEGIN_ALLOW_THREADS
