@@ -1140,6 +1140,18 @@ static ALWAYS_INLINE uint64_t eq48(const unsigned char *p, const unsigned char *
     uint64_t m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x2, _mm_loadu_si128((const __m128i *)(text + 32))));
     return m0 | m1 << 16 | m2 << 32;
 }
+
+
+/* Whether the 48 readable bytes at p start with g's text (an empty g's need has bit 63 set,
+ * which no compare sets): the first 16 bytes, then the rest only for a longer text. */
+static ALWAYS_INLINE int gap_eq(const unsigned char *p, const Gap *g) {
+    uint64_t need = g->need;
+    unsigned m0 = (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_loadu_si128((const __m128i *)g->text)));
+    if ((need & 0xFFFF) != (m0 & need & 0xFFFF)) return 0;
+    if (need >> 16 == 0) return 1;
+    return (eq48(p, g->text) & need) == need;
+}
 #endif
 
 /* Which way of st (0 or 1) remembers the text the bytes at p start with, or -1; the way
@@ -1147,10 +1159,10 @@ static ALWAYS_INLINE uint64_t eq48(const unsigned char *p, const unsigned char *
 static ALWAYS_INLINE int gap_find(const GapState *st, const unsigned char *p, const unsigned char *end) {
     int w = st->last;
 #ifdef KINETO_SCAN_SSE2
-    if (end - p >= GAP_MAX) { /* an empty way's need has bit 63 set, which eq48 never sets */
+    if (end - p >= GAP_MAX) {
         const Gap *a = &st->way[w], *b = &st->way[w ^ 1];
-        if ((eq48(p, a->text) & a->need) == a->need) return w;
-        if ((eq48(p, b->text) & b->need) == b->need) return w ^ 1;
+        if (gap_eq(p, a)) return w;
+        if (gap_eq(p, b)) return w ^ 1;
         return -1;
     }
 #endif
