@@ -756,7 +756,7 @@ static ALWAYS_INLINE uint64_t digits8(const unsigned char *p, int n) {
     return (pairs02 * (100 + (1000000ULL << 32)) + pairs13 * (1 + (10000ULL << 32))) >> 32;
 }
 
-/* The value of the n ASCII digits at p (1 <= n <= 15; 16 bytes readable at p). */
+/* The value of the n ASCII digits at p (1 <= n <= 16; 16 bytes readable at p). */
 static ALWAYS_INLINE uint64_t digits_value(const unsigned char *p, int n) {
     if (n <= 8) return digits8(p, n);
     return digits8(p, 8) * POW10_U64_16[n - 8] + digits8(p + 8, n - 8);
@@ -784,12 +784,12 @@ static int scan_number(Scan *sc, Val *v) {
     int exp10 = 0;
     int is_float = 0;
 #ifdef KINETO_SCAN_DIGITS16
-    /* the usual shapes, an integer part of 1-15 digits not starting with 0, then maybe a
+    /* the usual shapes, an integer part of 1-16 digits not starting with 0, then maybe a
      * fraction of 1-15 digits (19 digits in all at most), no exponent: their digits found 16
      * bytes at a time and read as words, the same mant and exp10 as the digit loops below */
     if (end - p >= 16 && *p != '0') {
         int k = digit_run16(p);
-        if (k < 16) {
+        if (k < 16 || (end - p > 16 && (p[16] < '0' || p[16] > '9'))) { /* 16: a time in microseconds */
             const unsigned char *q = p + k;
             uint64_t m = digits_value(p, k);
             if (*q == '.' && end - (q + 1) >= 16) {
