@@ -450,6 +450,7 @@ typedef struct {
     Buf fallback;
     size_t nfallback;
     int oom; /* a row was half written: the chunk cannot be used */
+    uint64_t kmask[5]; /* the columns of each kind of value (kind_masks) */
 } Out;
 
 #define FAIL (-1)
@@ -1382,68 +1383,97 @@ static int float_copies(Col *col, size_t row) {
     return 0;
 }
 
+/* The columns of each kind of value (bit c: column c), for the loops of append_row: a loop
+ * per kind instead of a dispatch per value */
+enum { KM_TEXT, KM_INT, KM_TIME, KM_FLOAT, KM_DIM, N_KM };
+static void kind_masks(uint64_t *km) {
+    for (int k = 0; k < N_KM; k++) km[k] = 0;
+    for (int c = 0; c < N_COLS; c++) {
+        int kind = COLS[c].kind;
+        int m = (kind == K_STR || kind == K_RAW || kind == K_RANKS) ? KM_TEXT
+                : kind == K_INT                                      ? KM_INT
+                : kind == K_TIME                                     ? KM_TIME
+                : kind == K_FLOAT                                    ? KM_FLOAT
+                                                                     : KM_DIM;
+        km[m] |= 1ULL << c;
+    }
+}
+
+/* The lowest column of a non-empty mask, taken out of it. */
+static inline int take_col(uint64_t *mask) {
+#ifdef __GNUC__
+    int c = __builtin_ctzll(*mask);
+#else
+    int c = 0;
+    while (!(*mask & (1ULL << c))) c++;
+#endif
+    *mask &= *mask - 1;
+    return c;
+}
+
 /* Write the values of one event (columns in `mask`); every other column is null there. */
 static int append_row(Out *out, const Val *vals, uint64_t mask) {
     size_t row = out->rows;
-    while (mask) {
-#ifdef __GNUC__
-        int c = __builtin_ctzll(mask);
-#else
-        int c = 0;
-        while (!(mask & (1ULL << c))) c++;
-#endif
-        mask &= mask - 1;
+    const uint64_t *km = out->kmask;
+    unsigned char *dst;
+    for (uint64_t m = mask & km[KM_TEXT]; m;) {
+        int c = take_col(&m);
         Col *col = &out->cols[c];
         const Val *v = &vals[c];
-        unsigned char *dst;
-        switch (COLS[c].kind) {
-            case K_STR:
-            case K_RAW:
-            case K_RANKS:
-                if (v->type != V_STR && v->type != V_RAW) break;
-                if (put_view(&col->val, &col->data, row, v) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
-                col->nvalid++;
-                break;
-            case K_INT:
-                if (v->type == V_INT) {
-                    if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
-                    memcpy(dst, &v->i, 8);
-                    if (bit_set(&col->valid, row) < 0) return FAIL;
-                    col->nvalid++;
-                } else if (v->type == V_STR) {
-                    if (put_view(&col->loff, &col->data, row, v) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
-                    col->nlabels++;
-                }
-                break;
-            case K_TIME:
-                if (v->type != V_INT && v->type != V_FLOAT) break;
-                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
-                if (v->type == V_INT) memcpy(dst, &v->i, 8);
-                if (v->type == V_FLOAT && col->nfloat == 0 && float_copies(col, row) < 0) return FAIL;
-                if (v->type == V_FLOAT || col->nfloat) { /* float64 copies only once a float came */
-                    if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
-                    memcpy(dst, &v->d, 8);
-                }
-                if (bit_set(&col->valid, row) < 0) return FAIL;
-                col->nvalid++;
-                if (v->type == V_FLOAT) col->nfloat++;
-                break;
-            case K_FLOAT:
-                if (v->type != V_FLOAT) break;
-                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
-                memcpy(dst, &v->d, 8);
-                if (bit_set(&col->valid, row) < 0) return FAIL;
-                col->nvalid++;
-                break;
-            case K_DIM:
-                /* kineto._arg_series: the product of the dims, null unless positive */
-                if (v->type != V_INT || v->i <= 0) break;
-                if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
-                memcpy(dst, &v->i, 8);
-                if (bit_set(&col->valid, row) < 0) return FAIL;
-                col->nvalid++;
-                break;
+        if (v->type != V_STR && v->type != V_RAW) continue;
+        if (put_view(&col->val, &col->data, row, v) < 0 || bit_set(&col->valid, row) < 0) return FAIL;
+        col->nvalid++;
+    }
+    for (uint64_t m = mask & km[KM_INT]; m;) {
+        int c = take_col(&m);
+        Col *col = &out->cols[c];
+        const Val *v = &vals[c];
+        if (v->type == V_INT) {
+            if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+            memcpy(dst, &v->i, 8);
+            if (bit_set(&col->valid, row) < 0) return FAIL;
+            col->nvalid++;
+        } else if (v->type == V_STR) {
+            if (put_view(&col->loff, &col->data, row, v) < 0 || bit_set(&col->lvalid, row) < 0) return FAIL;
+            col->nlabels++;
         }
+    }
+    for (uint64_t m = mask & km[KM_TIME]; m;) {
+        int c = take_col(&m);
+        Col *col = &out->cols[c];
+        const Val *v = &vals[c];
+        if (v->type != V_INT && v->type != V_FLOAT) continue;
+        if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+        if (v->type == V_INT) memcpy(dst, &v->i, 8);
+        if (v->type == V_FLOAT && col->nfloat == 0 && float_copies(col, row) < 0) return FAIL;
+        if (v->type == V_FLOAT || col->nfloat) { /* float64 copies only once a float came */
+            if ((dst = slot(&col->fval, row, 8)) == NULL) return FAIL;
+            memcpy(dst, &v->d, 8);
+        }
+        if (bit_set(&col->valid, row) < 0) return FAIL;
+        col->nvalid++;
+        if (v->type == V_FLOAT) col->nfloat++;
+    }
+    for (uint64_t m = mask & km[KM_FLOAT]; m;) {
+        int c = take_col(&m);
+        Col *col = &out->cols[c];
+        const Val *v = &vals[c];
+        if (v->type != V_FLOAT) continue;
+        if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+        memcpy(dst, &v->d, 8);
+        if (bit_set(&col->valid, row) < 0) return FAIL;
+        col->nvalid++;
+    }
+    for (uint64_t m = mask & km[KM_DIM]; m;) {
+        int c = take_col(&m);
+        Col *col = &out->cols[c];
+        const Val *v = &vals[c];
+        /* kineto._arg_series: the product of the dims, null unless positive */
+        if (v->type != V_INT || v->i <= 0) continue;
+        if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
+        memcpy(dst, &v->i, 8);
+        if (bit_set(&col->valid, row) < 0) return FAIL;
+        col->nvalid++;
     }
     out->rows++;
     return 0;
@@ -1938,6 +1968,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args) {
     out->fallback.pool = pool;
     KeyIndex ix;
     build_index(&ix);
+    kind_masks(out->kmask);
     Gaps *gaps = (Gaps *)calloc(1, sizeof(Gaps));
     if (gaps == NULL) {
         free(out);
