@@ -88,6 +88,58 @@ SCANNED = {
     + b"]",
 }
 
+
+# The scanner remembers the text between one member of an object and the next (separator,
+# key, colon, whitespace) and recognises it again by comparing bytes: pretty-printed events
+# of a few shapes, repeated, with every near miss of a remembered text (other whitespace, a
+# key one byte longer or shorter, a key added or left out, the end of the object sooner).
+_SHAPES = (
+    b'{\n    "ph": "X", "cat": "kernel", "name": "k%(i)d", "pid": 0, "tid": 7,\n    "ts": 16835649023494%(i)02d, '
+    b'"dur": %(i)d,\n    "args": {\n      "External id": %(i)d,\n      "queued": 0, "device": 0, "context": 1,\n'
+    b'      "stream": 7, "correlation": %(i)d,\n      "blocks per SM": 0.0740%(i)d,\n      "grid": [%(i)d, 1, 1],\n'
+    b'      "block": [128, 1, 1],\n      "est. achieved occupancy %%": %(i)d\n    }\n  }',
+    b'{\n    "ph": "f", "id": %(i)d, "pid": 0, "tid": 7, "ts": 16835649023494%(i)02d,\n    "cat": "ac2g", "name": "ac2g", "bp": "e"\n  }',
+    b'{\n    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4515, "tid": 4515,\n'
+    b'    "ts": 1683564902164%(i)03d, "dur": 6,\n    "args": {\n      "External id": %(i)d,\n      "cbid": 211, "correlation": %(i)d\n    }\n  }',
+    b'{\n    "ph": "s", "id": %(i)d, "pid": 4515, "tid": 4515, "ts": 1683564902164%(i)03d,\n    "cat": "ac2g", "name": "ac2g"\n  }',
+    b'{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 4515, "tid": 25556,\n    "ts": 36050615576%(i)02d.137, "dur": 0.%(i)d,\n'
+    b'    "args": {\n      "External id": %(i)d,"Ev Idx": %(i)d, "Input Dims": [[128], [], [%(i)d]], "Input type": ["float", "", "Scalar"]\n    }\n  }',
+)
+_NEAR_MISSES = (
+    b'{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 4515, "tid": 25556,\n    "ts": 3605061557610, "dur": 1,\n'
+    b'    "args": {\n      "External id": 9,"Ev Idx": 9, "Sequence number": 4, "Input Dims": [[128]], "Input type": ["float"]\n    }\n  }',
+    b'{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 4515, "tid": 25556,\n    "ts": 3605061557611, "dur": 1,\n'
+    b'    "args": {\n      "External id": 10,"Ev Idx": 10\n    }\n  }',
+    b'{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 4515, "tid": 25556,\n    "tsx": 1, "ts": 3605061557612, "dur": 1\n  }',
+    b'{\n    "ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 4515, "tid": 25556,\n    "t": 2, "ts": 3605061557613, "dur": 1\n  }',
+    b'{\n    "ph":  "X", "cat":"Kernel", "name": "k", "pid": 0, "tid": 7,\n     "ts": 3605061557614, "dur": 2,\n'
+    b'    "args": {\n      "External id": 11,\n      "queued": 0, "device": 0\n    }\n  }',
+    b'{\n    "args": {\n      "External id": 12,\n      "cbid": 211, "correlation": 12\n    },\n'
+    b'    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4515, "tid": 4515, "ts": 1, "dur": 6\n  }',
+    b'{\n    "ph": "X"\n  }',
+    b'{\n  }',
+)
+
+
+def _repeated(events: list[bytes]) -> bytes:
+    return b"[\n  " + b",\n  ".join(events) + b"\n]"
+
+
+_REPEATED = _repeated(
+    [_SHAPES[i % len(_SHAPES)] % {b"i": i} for i in range(60)]
+    + [m for i in range(3) for m in _NEAR_MISSES]
+    + [_SHAPES[i % len(_SHAPES)] % {b"i": i} for i in range(60, 90)]
+)
+SCANNED["pretty-printed shapes, repeated, with near misses"] = _REPEATED
+# far more shapes than the scanner remembers (its 512 states used up: the rest read the long way)
+SCANNED["more shapes than remembered"] = _repeated(
+    [
+        b'{"ph": "X", %s, "cat": "cpu_op", "ts": %d, "args": {"External id": %d}}'
+        % (b", ".join(b'"u%d": %d' % ((i * 7 + k * k) % 29, k) for k in range(i % 40 + 1)), i, i)
+        for i in range(300)
+    ]
+)
+
 #: chunks the scanner leaves to the msgspec path: it does not model them exactly
 FALLBACK = {
     "int above int64": b'[{"ph":"X","pid":9223372036854775808,"ts":1}]',
@@ -109,6 +161,12 @@ FALLBACK = {
     "four dims": b'[{"ph":"X","cat":"kernel","ts":1,"args":{"grid":[1,1,1,1]}}]',
     "escaped key": rb'[{"p\u0068":"X","ts":1}]',
     "unicode category": '[{"ph":"X","cat":"\u212aernel","ts":1}]'.encode(),
+    "duplicate key where a remembered key was": _repeated(
+        [_SHAPES[2] % {b"i": i} for i in range(4)] + [_SHAPES[2].replace(b'"dur": 6', b'"ts": 6') % {b"i": 5}]
+    ),
+    "escaped key where a remembered key was": _repeated(
+        [_SHAPES[3] % {b"i": i} for i in range(4)] + [_SHAPES[3].replace(b'"pid"', rb'"p\u0069d"') % {b"i": 5}]
+    ),
 }
 
 #: not JSON at all: both paths raise ValueError
@@ -123,6 +181,12 @@ INVALID = {
     "control character": b'[{"ph":"X","name":"a\x01b"}]',
     "garbage after": b'[{"ph":"X"}] x',
     "high byte after digits": b'[{"ph":"X","ts":1234567\xfb9}]',
+    "missing colon where a remembered key was": _repeated(
+        [_SHAPES[1] % {b"i": i} for i in range(4)] + [_SHAPES[1].replace(b'"pid": 0', b'"pid" 0') % {b"i": 5}]
+    ),
+    "missing comma where a remembered key was": _repeated(
+        [_SHAPES[1] % {b"i": i} for i in range(4)] + [_SHAPES[1].replace(b'"pid": 0,', b'"pid": 0') % {b"i": 5}]
+    ),
 }
 
 
@@ -346,6 +410,53 @@ def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
             elif ev:
                 ev[min(pos, len(ev) - 1)] = rng.randrange(256)
         chunk = b"[" + b",".join(bytes(e) for e in events) + b"]"
+        try:
+            expected = _msgspec_frame(chunk)
+        except ValueError:
+            expected = None
+        try:
+            frame = kineto._scan_columns(NATIVE, chunk)
+        except ValueError:
+            assert expected is None, chunk
+            outcomes["refused"] += 1
+            continue
+        if frame is None:
+            outcomes["fallback"] += 1
+            continue
+        assert expected is not None, chunk
+        assert_frame_equal(frame, expected)
+        outcomes["equal"] += 1
+    assert all(outcomes.values()), outcomes  # every outcome was exercised
+
+
+@needs_native
+def test_mutated_repeated_events_agree_with_the_msgspec_path() -> None:
+    """Differential check where the scanner's remembered member texts matter: runs of
+    pretty-printed events of a few shapes (seeded), one or two of them damaged, so that a
+    damaged text comes where a remembered one was; and runs cut anywhere."""
+    import random
+
+    rng = random.Random(26)
+    tokens = (b",", b"}", b'"', b":", b" ", b"\n", b"\\", b"0", b"9", b".", b"e", b"-", b"x", b'"ts": 1, ', b"\xff")
+    outcomes = {"equal": 0, "fallback": 0, "refused": 0}
+    for case in range(160):
+        events = [
+            bytearray(rng.choice(_SHAPES + _NEAR_MISSES) % {b"i": rng.randrange(100)})
+            for _ in range(rng.randint(3, 12))
+        ]
+        for _ in range(rng.randint(0, 2)):
+            ev = rng.choice(events[1:])
+            pos = rng.randrange(len(ev) + 1)
+            op = rng.random()
+            if op < 0.5:
+                ev[pos:pos] = rng.choice(tokens)
+            elif op < 0.8:
+                del ev[pos : pos + rng.randint(1, 3)]
+            elif ev:
+                ev[min(pos, len(ev) - 1)] = rng.randrange(32, 127)
+        chunk = _repeated([bytes(e) for e in events])
+        if case % 4 == 0:
+            chunk = chunk[: rng.randrange(1, len(chunk))]
         try:
             expected = _msgspec_frame(chunk)
         except ValueError:
