@@ -18,6 +18,12 @@
  * open-addressing index built per call; a large chunk's column buffers start at a
  * capacity estimated from the chunk's size (mapped pages: never-written pages cost
  * nothing), and a field with no value in the chunk has no buffers at all (None).
+ * Round 10: the text between two members of an object (separator, key, colon and their
+ * whitespace) is remembered per call in a small tree per kind of object and recognised
+ * again by one compare of its bytes (next_member), so a repeated key is neither scanned
+ * nor looked up; an event's category is remembered with its args group; integers of up to
+ * 16 digits and decimals of up to 19 are found 16 bytes at a time; a row is written by one
+ * loop per kind of column.
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
