@@ -212,14 +212,22 @@ static void pool_unref(Pool *pool) { /* called with the lock held; unlocks it */
     }
 }
 
-/* a free block of at least `total` mapped bytes (the smallest, and no more than twice
- * `total`), or NULL; counted as out of the pool */
+/* a free block of at least `total` mapped bytes and no more than twice `total`, or NULL;
+ * counted as out of the pool.  Of those, the one with the most of the wanted size already
+ * written (its pages in memory: a chunk's first columns, the dense ones, would otherwise fault
+ * in the untouched pages of a block a sparse column had), then the smallest. */
 static MemHeader *pool_take(Pool *pool, size_t total) {
     pthread_mutex_lock(&pool->lock);
     int best = -1;
+    size_t best_warm = 0;
     for (int k = 0; k < pool->n; k++) {
         size_t t = pool->free[k]->total;
-        if (t >= total && t / 2 <= total && (best < 0 || t < pool->free[best]->total)) best = k;
+        if (t < total || t / 2 > total) continue;
+        size_t warm = pool->free[k]->dirty < total ? pool->free[k]->dirty : total;
+        if (best < 0 || warm > best_warm || (warm == best_warm && t < pool->free[best]->total)) {
+            best = k;
+            best_warm = warm;
+        }
     }
     MemHeader *h = NULL;
     if (best >= 0) {
