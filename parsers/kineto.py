@@ -1128,23 +1128,52 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _renumber(frame: pl.DataFrame, ids: dict[int, int], columns: Sequence[str] = ("pid", "tid")) -> pl.DataFrame:
-    """Apply the final label ids to id columns (no-op when the trace had no string ids)."""
+    """Apply the final label ids to id columns (no-op when the trace had no string ids).
+
+    Column by column on the Series and put back in place: a ``with_columns`` is a query of
+    its own, about 0.25 ms each of the four times the end of the parse renumbers."""
     if not ids:
         return frame
-    return frame.with_columns(_final_ids(pl.col(c), ids).alias(c) for c in columns)
+    out = frame.clone()  # (shallow: replacing a column of it leaves ``frame`` as it was)
+    for c in columns:
+        out.replace_column(out.get_column_index(c), _final_id_series(out.get_column(c), ids))
+    return out
 
 
-def _final_ids(col: pl.Expr, ids: dict[int, int]) -> pl.Expr:
-    """``col`` with temporary label ids replaced by their final ids (others unchanged).
+def _final_id_series(column: pl.Series, ids: dict[int, int]) -> pl.Series:
+    """``column`` with temporary label ids replaced by their final ids (others unchanged).
 
     Temporary ids are ``_TEMP_LABEL_BASE - k`` for k = 0, 1, ...: the final id is gathered
-    at index k (half the cost of a hash ``replace`` on every row)."""
+    at index k.  Only the ids handed out are temporary: a numeric id from the trace further
+    down (a hostile pid of -2**63) stays what it is instead of indexing past the finals.  On
+    the Series alone (comparisons, a gather and two ``zip_with``: no query), and the column
+    itself where it holds no temporary id."""
+    if not ids or column.len() == 0:
+        return column
+    temporary = (column <= _TEMP_LABEL_BASE) & (column > _TEMP_LABEL_BASE - len(ids))  # (null where the id is)
+    if not temporary.any():
+        return column
     finals = pl.Series([ids.get(_TEMP_LABEL_BASE - k) for k in range(len(ids))], dtype=pl.Int64)
-    # only the ids handed out are temporary: a numeric id from the trace further down (a
-    # hostile pid of -2**63) stays what it is instead of indexing past ``finals``
-    temporary = (col <= _TEMP_LABEL_BASE) & (col > _TEMP_LABEL_BASE - len(ids))
-    index = pl.when(temporary).then(pl.lit(_TEMP_LABEL_BASE, dtype=pl.Int64) - col)
-    return pl.coalesce(pl.lit(finals).gather(index), col)
+    # every other row (and a null one: ``zip_with`` takes a null mask as false) reads index 0,
+    # so the subtraction below stays in range for any id the trace has
+    base = pl.Series([_TEMP_LABEL_BASE], dtype=pl.Int64).new_from_index(0, column.len())
+    index = (_TEMP_LABEL_BASE - column.zip_with(temporary, base)).cast(pl.get_index_type())
+    gathered: pl.Series = finals[index].alias(column.name)
+    final: pl.Series = gathered.zip_with(temporary, column)
+    return final
+
+
+def _plus_base(frame: pl.DataFrame, base_ns: int, column: str = "start_ns") -> pl.DataFrame:
+    """``frame`` with ``base_ns`` added to ``column``: a Series addition put back in place
+    (no query), or the expression where the base does not fit int64 (polars then widens
+    the column, as it always did)."""
+    if not base_ns:
+        return frame
+    if not -(2**63) <= base_ns < 2**63:
+        return frame.with_columns(pl.col(column) + base_ns)
+    out = frame.clone()
+    out.replace_column(out.get_column_index(column), out.get_column(column) + base_ns)
+    return out
 
 
 def _build_tables(
@@ -1174,8 +1203,8 @@ def _build_tables(
     meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
     threads = _threads(_renumber(meta, ids))
     del meta
-    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
-    memory = _renumber(_concat(parts.memory), ids).with_columns(pl.col("start_ns") + base_ns)
+    flow_rows = _plus_base(_renumber(_concat(parts.flows), ids), base_ns)
+    memory = _plus_base(_renumber(_concat(parts.memory), ids), base_ns)
     memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
     main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
     if parts.unknown:
@@ -1480,21 +1509,26 @@ def _final_event_columns(
     """What needs the whole trace: final string ids, the main process on GPU rows (the
     track's ids are kept for flow binding), the rank, the base time, and each event's name
     as its position among the trace's sorted distinct names (:meth:`_Parts.take_names`)."""
-    on_gpu = pl.col("kind").is_in(GPU_KINDS)
-    is_sync = pl.col("kind") == EventKind.SYNC.value
-    timed = timed.with_columns(
-        (_final_ids(pl.col("pid"), ids) if ids else pl.col("pid")).alias("_track_pid"),
-        (_final_ids(pl.col("tid"), ids) if ids else pl.col("tid")).alias("_track_tid"),
-    )
-    pid = pl.col("_track_pid")
-    tid = pl.col("_track_tid")
-    return timed.with_columns(
-        pl.when(on_gpu).then(pl.lit(main_pid, dtype=pl.Int64)).otherwise(pid).alias("pid"),
-        pl.when(on_gpu | is_sync).then(None).otherwise(tid).cast(pl.Int64).alias("tid"),
-        pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
-        pl.col("start_ns") + base_ns,
-        name_ranks.gather(timed.get_column("name")).alias("name"),
-    )
+    # on the Series, each column put back in place (two ``with_columns`` cost more than all
+    # of it: a query each); columns kept in the order those gave: the helpers and the rank last
+    kind = timed.get_column("kind")
+    on_gpu = kind == GPU_KINDS[0]
+    for other in GPU_KINDS[1:]:
+        on_gpu = on_gpu | (kind == other)
+    # (a null kind compares null, which ``zip_with`` takes as false: the otherwise branch)
+    no_tid = on_gpu | (kind == EventKind.SYNC.value)
+    rows = timed.height
+    track_pid = _final_id_series(timed.get_column("pid"), ids).alias("_track_pid")
+    track_tid = _final_id_series(timed.get_column("tid"), ids).alias("_track_tid")
+    main = pl.Series("pid", [main_pid], dtype=pl.Int64).new_from_index(0, rows)
+    pid = main.zip_with(on_gpu, track_pid).alias("pid")
+    tid = pl.Series("tid", [None], dtype=track_tid.dtype).new_from_index(0, rows).zip_with(no_tid, track_tid)
+    out = timed.clone()
+    for column in (pid, tid.cast(pl.Int64), name_ranks[timed.get_column("name")].alias("name")):
+        out.replace_column(out.get_column_index(column.name), column)
+    out = _plus_base(out, base_ns)
+    rank_column = pl.Series("rank", [rank if rank is not None else 0], dtype=pl.Int32).new_from_index(0, rows)
+    return out.hstack([track_pid, track_tid, rank_column])
 
 
 def _memory_kind(word: pl.Expr) -> pl.Expr:
@@ -1564,15 +1598,25 @@ def _slices(timed: pl.DataFrame, order: pl.Series, event_id: pl.Series | None = 
 _FLOW_KINDS = pl.Series("flow_kind", FLOW_KIND.categories.to_list(), dtype=FLOW_KIND)
 
 
-def _flow_kind(cat: pl.Expr) -> pl.Expr:
-    """The flow kind of a lower-cased category: comparisons with the few known categories
-    (a fraction of the cost of a hash ``replace`` of every row's text)."""
-    kind = pl.lit(FlowKind.OTHER.value, dtype=FLOW_KIND)
+def _flow_kind_series(cat: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """The flow kind of each lower-cased category, and its code (UInt32, the kind's position
+    in the enum): comparisons with the few known categories (a fraction of the cost of a
+    hash ``replace`` of every row's text), each kind's code put where one of its words
+    matches, the rest ``other``; on the Series, the enum gathered by code (no query)."""
+    rows = cat.len()
+    codes = pl.Series([_FLOW_CODES[FlowKind.OTHER.value]], dtype=pl.UInt32).new_from_index(0, rows)
     for value in dict.fromkeys(_FLOW_CATEGORY.values()):
         words = [c for c, v in _FLOW_CATEGORY.items() if v == value]
-        matches = pl.any_horizontal(cat == w for w in words)
-        kind = pl.when(matches).then(pl.lit(value, dtype=FLOW_KIND)).otherwise(kind)
-    return kind
+        matches = cat == words[0]
+        for word in words[1:]:
+            matches = matches | (cat == word)
+        code = pl.Series([_FLOW_CODES[value]], dtype=pl.UInt32).new_from_index(0, rows)
+        codes = code.zip_with(matches, codes)
+    return _FLOW_KINDS[codes].alias("flow_kind"), codes
+
+
+#: each flow kind's position in the enum
+_FLOW_CODES = {kind: i for i, kind in enumerate(FLOW_KIND.categories.to_list())}
 
 
 def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
@@ -1621,14 +1665,24 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     if flow_rows.height == 0:
         return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
     # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
-    # compared once, as two flags
-    ends = flow_rows.select(
-        (pl.col("ph") == "s").alias("_src"),
-        (pl.col("ph") == "f").alias("_dst"),
-        _flow_kind(pl.col("_cat")).alias("flow_kind"),
-        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
-    ).with_columns(_bind_endpoints(flow_rows, keyed))
-    del flow_rows
+    # compared once, as two flags; each column on the Series (a ``select`` and a
+    # ``with_columns`` were a query each)
+    ph = flow_rows.get_column("ph")
+    id_column = flow_rows.get_column("id")
+    labels = flow_rows.get_column("id_label")
+    if labels.null_count() < labels.len():
+        id_column = flow_rows.select(pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False))).to_series()
+    kind_column, kind_codes = _flow_kind_series(flow_rows.get_column("_cat"))
+    ends = pl.DataFrame(
+        [
+            (ph == "s").alias("_src"),
+            (ph == "f").alias("_dst"),
+            kind_column,
+            id_column.alias("flow_id"),
+            _bind_endpoints(flow_rows, keyed),
+        ]
+    )
+    del flow_rows, ph, id_column, labels, kind_column
 
     def first_end(end: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col(end)).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
@@ -1646,12 +1700,12 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         # and destination in one pass over the rows, then the flows sorted as below (on up
         # to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
         end = ends.get_column("_src").cast(pl.Int64) + 2 * ends.get_column("_dst").cast(pl.Int64)
-        kind = ends.get_column("flow_kind").to_physical().cast(pl.Int64)
-        flow_id = ends.get_column("flow_id").cast(pl.Int64)
+        kind = kind_codes.cast(pl.Int64)
+        flow_ids = ends.get_column("flow_id").cast(pl.Int64)
         event_id = ends.get_column("event_id").cast(pl.Int64)
         del ends
-        ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_id, event_id))
-        paired_kinds = _FLOW_KINDS.gather(codes).alias("flow_kind")
+        ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_ids, event_id))
+        paired_kinds = _FLOW_KINDS[codes].alias("flow_kind")
         keys = ["flow_id"] if codes.len() == 0 or codes.min() == codes.max() else ["flow_kind", "flow_id"]
         return pl.DataFrame([ids, paired_kinds, src, dst]).sort(keys)
     # both ends of every flow from one stable sort by (kind, id): the rows of a flow are

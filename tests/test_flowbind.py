@@ -352,3 +352,41 @@ def test_native_order_rejects_bad_columns() -> None:
         kineto._flowbind.order(start.cast(pl.Int32), start)
     with pytest.raises(TypeError):
         kineto._flowbind.order(start)
+
+
+def test_final_ids_on_the_series_match_the_expression() -> None:
+    """The end of the parse renumbers label ids on the Series; the expression it replaced
+    (a gather at ``base - id`` for the ids handed out, every other id as it is) is the spec."""
+    base = kineto._TEMP_LABEL_BASE
+    ids = {base - k: -(k + 1) * 7 for k in range(5)}
+    values = [base, base - 4, base - 5, base + 1, None, -(2**63), 2**63 - 1, 0, 12, base - 2, None, base - 1]
+    column = pl.Series("pid", values * 3, dtype=pl.Int64)
+    column = pl.concat([column.slice(0, 10), column.slice(10)], rechunk=False)  # two chunks
+    finals = pl.Series([ids[base - k] for k in range(len(ids))], dtype=pl.Int64)
+    col = pl.col("pid")
+    temporary = (col <= base) & (col > base - len(ids))
+    index = pl.when(temporary).then(pl.lit(base, dtype=pl.Int64) - col)
+    want = column.to_frame().select(pl.coalesce(pl.lit(finals).gather(index), col)).to_series()
+    got = kineto._final_id_series(column, ids)
+    assert got.dtype == pl.Int64
+    assert got.name == "pid"
+    assert got.to_list() == want.to_list()
+    assert got.to_list()[:4] == [-7, -35, base - 5, base + 1]
+    # a column without temporary ids, and no ids at all, come back as they are
+    plain = pl.Series("tid", [1, None, -(2**63)], dtype=pl.Int64)
+    assert kineto._final_id_series(plain, ids) is plain
+    assert kineto._final_id_series(column, {}) is column
+    frame = pl.DataFrame([column, column.alias("tid"), column.alias("other")])
+    renumbered = kineto._renumber(frame, ids)
+    assert renumbered["tid"].to_list() == want.to_list()
+    assert renumbered["other"].to_list() == column.to_list()
+    assert frame["pid"].to_list() == column.to_list()  # the input frame is left as it was
+
+
+def test_flow_kinds_on_the_series() -> None:
+    cats = ["ac2g", "fwdbwd", "async", "", None, "async_gpu", "ASYNC", "async_cpu_to_gpu", "gpu_user_annotation"]
+    kinds, codes = kineto._flow_kind_series(pl.Series("_cat", cats, dtype=pl.String))
+    want = ["launch", "fwdbwd", "launch", "other", "other", "launch", "other", "launch", "other"]
+    assert kinds.dtype == FLOWS.polars_schema["flow_kind"]
+    assert kinds.to_list() == want
+    assert codes.to_list() == kinds.to_physical().cast(pl.UInt32).to_list()
