@@ -1537,8 +1537,60 @@ def _memory_kind(word: pl.Expr) -> pl.Expr:
     return word.cast(MEMORY_KIND, strict=False).fill_null(pl.lit("unknown", dtype=MEMORY_KIND))
 
 
+#: :func:`_threads` groups up to this many metadata rows in Python (a real trace has a few
+#: dozen once each name's last is kept); more go through polars' grouping and joins
+_THREADS_IN_PYTHON_MAX_ROWS = 4096
+
+
 def _threads(meta: pl.DataFrame) -> pl.DataFrame:
     """Process and thread names from the ``ph: M`` rows (in file order: the last one wins)."""
+    if meta.height > _THREADS_IN_PYTHON_MAX_ROWS:
+        return _threads_grouped(meta)
+    # the few rows grouped in Python (the grouping, two joins and a ``unique`` were five
+    # queries): the last label of each process and of each thread, a thread's process name
+    # by its pid (a null pid matches nothing, as in a join), the processes without a thread
+    procs: dict[Any, Any] = {}
+    threads: dict[tuple[Any, Any], Any] = {}
+    for name, pid, tid, label in zip(*(meta.get_column(c).to_list() for c in ("name", "pid", "tid", "label")), strict=True):
+        if name == "process_name":
+            procs[pid] = label
+        elif name == "thread_name":
+            threads[(pid, tid)] = label
+    with_threads = {pid for pid, _ in threads}
+    only_procs = [pid for pid in procs if pid is None or pid not in with_threads]
+    thread_keys = list(threads)
+    rows = pl.DataFrame(
+        [
+            pl.Series("pid", [k[0] for k in thread_keys] + only_procs, dtype=pl.Int64),
+            pl.Series("tid", [k[1] for k in thread_keys] + [None] * len(only_procs), dtype=pl.Int64),
+            pl.Series("thread_name", list(threads.values()) + [None] * len(only_procs), dtype=pl.String),
+            pl.Series(
+                "process_name",
+                [procs.get(k[0]) if k[0] is not None else None for k in thread_keys] + [procs[p] for p in only_procs],
+                dtype=pl.String,
+            ),
+            pl.Series("_thread", [True] * len(thread_keys) + [False] * len(only_procs), dtype=pl.Boolean),
+        ]
+    )
+    # the thread rows' stream, device and ids as :func:`_threads_grouped` works them out, in
+    # one query with the sort (a process row keeps its pid and has no stream)
+    name = pl.col("thread_name")
+    is_stream = pl.col("_thread") & name.str.contains(r"(?i)^\s*stream\s+[0-9]")
+    stream = pl.when(is_stream).then(name.str.extract(r"([0-9]+)", 1).cast(pl.Int64, strict=False)).otherwise(None)
+    device = pl.when(stream.is_not_null()).then(pl.col("pid").cast(pl.Int32, strict=False)).otherwise(None)
+    out = rows.lazy().select(
+        pl.when(device.is_null()).then(pl.col("pid")).otherwise(None).alias("pid"),
+        pl.when(device.is_null()).then(pl.col("tid")).otherwise(None).alias("tid"),
+        device.alias("device"),
+        stream.alias("stream"),
+        pl.col("process_name"),
+        name.str.strip_chars().alias("thread_name"),
+    )
+    return out.sort(["pid", "tid", "device", "stream", "thread_name", "process_name"], nulls_last=True).collect()
+
+
+def _threads_grouped(meta: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_threads` by polars' grouping and joins (for many metadata rows)."""
     procs = (
         meta.filter(pl.col("name") == "process_name")
         .group_by("pid")
@@ -1747,15 +1799,15 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
         (pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null()
     ).select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
     if by_flow.height:
-        # the kinds of both ends gathered by event id (the row number)
-        ends = pl.DataFrame(
-            [kinds.gather(by_flow["launch_event_id"]).alias("_src"), kinds.gather(by_flow["gpu_event_id"]).alias("_dst")]
-        )
-        by_flow = by_flow.filter(
-            ends["_src"].is_in(LAUNCH_KINDS)
-            & ends["_dst"].is_in(_LINK_TARGETS)
-            & ~by_flow["gpu_event_id"].is_in(by_corr["gpu_event_id"].implode())
-        )
+        # the kinds of both ends gathered by event id (the row number) and compared, on the
+        # Series (a Series' ``gather`` and ``is_in`` are a query each); then only the rows left
+        # are checked against the correlation links
+        src_kind, dst_kind = kinds[by_flow.get_column("launch_event_id")], kinds[by_flow.get_column("gpu_event_id")]
+        keep = _any_equal(src_kind, LAUNCH_KINDS) & _any_equal(dst_kind, _LINK_TARGETS)
+        if not keep.all():
+            by_flow = pl.DataFrame([c.filter(keep) for c in by_flow.get_columns()])
+        if by_flow.height and by_corr.height:
+            by_flow = by_flow.filter(~pl.col("gpu_event_id").is_in(by_corr["gpu_event_id"].implode()))
     if by_flow.height == 0:
         return by_corr
     by_flow = LINKS.conform(
@@ -1766,6 +1818,14 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     # a flow's GPU end never has a correlation link: only repeated flow pairs are dropped
     links = pl.concat([by_corr, by_flow])
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
+
+
+def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
+    """Where ``column`` equals one of ``values`` (comparisons: no query; null where it is)."""
+    out = column == values[0]
+    for value in values[1:]:
+        out = out | (column == value)
+    return out
 
 
 #: the keys of the canonical order after the start and the duration (schema.canonical_order)
@@ -1794,7 +1854,8 @@ def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]
         or ("_order" in names and not _rises(events.get_column("_order")))
     ):
         return canonical_order(events), None
-    keys = [events.get_column(k).to_physical() for k in ("start_ns", "dur_ns", *_ORDER_KEYS)]
+    # (``to_physical`` is a query of its own: only the enums need it)
+    keys = [_physical(events.get_column(k)) for k in ("start_ns", "dur_ns", *_ORDER_KEYS)]
     # the start and duration as int64, the other keys also as the narrower integers the
     # native sort reads in place (an Enum's physical codes sort as its categories do)
     columns = [k if k.dtype in (_NARROW if i >= 2 else (pl.Int64,)) else k.cast(pl.Int64) for i, k in enumerate(keys)]
@@ -1802,6 +1863,11 @@ def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]
     order: pl.Series = pl.Series(ArrowCapsules(ordered)).cast(pl.get_index_type()).alias("start_ns")
     event_id: pl.Series = pl.Series(ArrowCapsules(inverse))
     return order, event_id
+
+
+def _physical(column: pl.Series) -> pl.Series:
+    """``column``'s physical values: an enum's codes, any other column as it is."""
+    return column.to_physical() if isinstance(column.dtype, (pl.Enum, pl.Categorical)) else column
 
 
 def _rises(position: pl.Series) -> bool:

@@ -390,3 +390,44 @@ def test_flow_kinds_on_the_series() -> None:
     assert kinds.dtype == FLOWS.polars_schema["flow_kind"]
     assert kinds.to_list() == want
     assert codes.to_list() == kinds.to_physical().cast(pl.UInt32).to_list()
+
+
+def test_threads_grouped_in_python_match_polars() -> None:
+    """The metadata rows' Python grouping gives the table polars' grouping and joins give,
+    with null pids, tids and labels, repeated keys, processes without threads and names
+    that are (and are not quite) stream names."""
+    rows = [
+        ("process_name", 1, 0, "python"),
+        ("thread_name", 1, 11, " main thread "),
+        ("thread_name", 1, 11, "main"),  # the last one wins
+        ("process_name", 1, 5, "python3"),  # a process's last name, whatever its tid
+        ("process_name", 2, 0, None),
+        ("thread_name", 0, 7, "stream 7"),
+        ("thread_name", 0, 8, " Stream 12 "),
+        ("thread_name", 0, 9, "stream x"),
+        ("thread_name", 0, 10, "stream \u0663"),
+        ("thread_name", 0, 12, "stream 99999999999999999999"),
+        ("thread_name", 3_000_000_000, 1, "stream 3"),  # a pid past int32: no device
+        ("process_name", None, 0, "no pid"),
+        ("thread_name", None, 4, "stream 4"),
+        ("thread_name", 5, None, "no tid"),
+        ("thread_name", 6, 1, None),
+        ("process_name", 7, 0, "lonely"),
+        ("process_name", 0, 0, "GPU 0"),
+    ]
+    meta = pl.DataFrame(
+        [
+            pl.Series("name", [r[0] for r in rows], dtype=pl.String),
+            pl.Series("pid", [r[1] for r in rows], dtype=pl.Int64),
+            pl.Series("tid", [r[2] for r in rows], dtype=pl.Int64),
+            pl.Series("label", [r[3] for r in rows], dtype=pl.String),
+        ]
+    )
+    got = kineto._threads(meta)
+    want = kineto._threads_grouped(meta)
+    assert got.schema == want.schema
+    assert got.to_dicts() == want.to_dicts()
+    assert got.height == 13
+    empty = meta.clear()
+    assert kineto._threads(empty).to_dicts() == kineto._threads_grouped(empty).to_dicts()
+    assert kineto._threads(empty).schema == kineto._threads_grouped(empty).schema
