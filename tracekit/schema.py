@@ -541,7 +541,11 @@ def finalize_events(
         if name in wanted and (name in always or source.null_count() < source.len()):
             # (an all-null column is not gathered: it is written as nulls below)
             # gathering across chunks is slow for text (up to 25x a contiguous gather)
-            batch.append(source.rechunk() if source.n_chunks() > 1 else source)
+            source = source.rechunk() if source.n_chunks() > 1 else source
+            if _constant(source):
+                columns[name] = source  # (its own sorted copy: the rank, a trace's one pid)
+            else:
+                batch.append(source)
         del source
         if batch and (len(batch) == _GATHER_BATCH or i == len(column_names) - 1):
             # a few columns a call, which polars gathers on its threads side by side, while at
@@ -569,6 +573,11 @@ def finalize_events(
     out.extend(columns[k] for k in keep)
     del columns
     return pl.DataFrame(out)
+
+
+def _constant(column: pl.Series) -> bool:
+    """Whether ``column`` is integers, without a null, all of one value (two reductions)."""
+    return column.dtype.is_integer() and column.len() > 0 and column.null_count() == 0 and column.min() == column.max()
 
 
 def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[bool]) -> pl.Series:
