@@ -1265,9 +1265,32 @@ def _build_tables(
     )
 
 
+#: :func:`_main_pid` sums up to this many per-chunk counts in Python (a chunk has a row per
+#: process and role, so a real trace has tens); more go through polars' grouping and sort
+_MAIN_PID_IN_PYTHON_MAX_ROWS = 4096
+
+
 def _main_pid(counts: pl.DataFrame) -> int | None:
     """The process that launched GPU work (owner of GPU rows in the canonical tables):
     most runtime/driver calls, else most CPU operators; ties go to the lower pid."""
+    if counts.height > _MAIN_PID_IN_PYTHON_MAX_ROWS:
+        return _main_pid_grouped(counts)
+    # the few rows summed in Python (a grouping, two filters and a sort were four queries)
+    totals: dict[tuple[Any, Any], int] = {}
+    for pid, launch, n in zip(*(counts.get_column(c).to_list() for c in ("pid", "launch", "len")), strict=True):
+        totals[(pid, launch)] = totals.get((pid, launch), 0) + n
+    for role in (True, False):
+        # most events first, then the lower pid; a null pid sorts before every pid, as in
+        # :func:`_main_pid_grouped`'s sort (nulls first)
+        ranked = [(-n, pid is not None, pid if pid is not None else 0) for (pid, launch), n in totals.items() if launch is role]
+        if ranked:
+            _, has_pid, pid = min(ranked)
+            return int(pid) if has_pid else None
+    return None
+
+
+def _main_pid_grouped(counts: pl.DataFrame) -> int | None:
+    """:func:`_main_pid` by polars' grouping and sort (for many rows)."""
     totals = counts.group_by("pid", "launch").agg(pl.col("len").sum())
     launchers = totals.filter(pl.col("launch"))
     if launchers.height == 0:
@@ -1999,8 +2022,10 @@ def _devices(top: dict[str, Any], events: pl.DataFrame) -> pl.DataFrame:
                 }
             )
     frame = DEVICES.from_columns({k: [r[k] for r in rows] for k in DEVICES.names}) if rows else DEVICES.empty()
-    used = events.select(pl.col("device").drop_nulls().unique()).to_series()
-    missing = [int(d) for d in used.to_list() if d not in set(frame["device"].to_list())]
+    # (the distinct devices by ``value_counts``, which runs without a query)
+    known = set(frame["device"].to_list())
+    used = events.get_column("device").value_counts().get_column("device").to_list()
+    missing = [int(d) for d in used if d is not None and d not in known]
     if missing:
         extra = DEVICES.from_columns(
             {"device": missing, "vendor": ["amd" if amd_runtime else None] * len(missing)}

@@ -431,3 +431,24 @@ def test_threads_grouped_in_python_match_polars() -> None:
     empty = meta.clear()
     assert kineto._threads(empty).to_dicts() == kineto._threads_grouped(empty).to_dicts()
     assert kineto._threads(empty).schema == kineto._threads_grouped(empty).schema
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(5, True, 3), (7, True, 3), (5, False, 9), (7, True, 1)],  # most launches
+        [(5, False, 2), (7, False, 2), (None, False, 1)],  # no launches: most operators, ties to the lower pid
+        [(None, True, 4), (3, True, 4), (3, False, 50)],  # a null pid ties first, as polars' sort has it
+        [(9, True, 1), (9, True, 1), (2, True, 1)],  # counts of one pid from several chunks add up
+        [],
+    ],
+)
+def test_main_pid_in_python_matches_polars(rows: list[tuple[int | None, bool, int]]) -> None:
+    counts = pl.DataFrame(
+        [
+            pl.Series("pid", [r[0] for r in rows], dtype=pl.Int64),
+            pl.Series("launch", [r[1] for r in rows], dtype=pl.Boolean),
+            pl.Series("len", [r[2] for r in rows], dtype=pl.UInt32),
+        ]
+    )
+    assert kineto._main_pid(counts) == kineto._main_pid_grouped(counts)
