@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
@@ -1194,15 +1194,20 @@ def _build_tables(
     if not parts.timed:
         parts.add(_columns([]))
     ids = parts.final_label_ids()
-    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
-    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
-    # of them distinct), and renumbering and grouping all of it cost more than this
-    meta = _concat(parts.meta)
-    name = pl.col("name")
-    meta = meta.filter((name == "process_name") | (name == "thread_name"))
-    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
-    threads = _threads(_renumber(meta, ids))
-    del meta
+    if sum(part.height for part in parts.meta) <= _THREADS_IN_PYTHON_MAX_ROWS:
+        # a few rows (a real trace's usual): read in Python, no query at all
+        threads = _threads_of_rows(_meta_rows(parts.meta, ids))
+        parts.meta.clear()
+    else:
+        # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
+        # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
+        # of them distinct), and renumbering and grouping all of it cost more than this
+        meta = _concat(parts.meta)
+        name = pl.col("name")
+        meta = meta.filter((name == "process_name") | (name == "thread_name"))
+        meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+        threads = _threads(_renumber(meta, ids))
+        del meta
     flow_rows = _plus_base(_renumber(_concat(parts.flows), ids), base_ns)
     memory = _plus_base(_renumber(_concat(parts.memory), ids), base_ns)
     memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
@@ -1569,12 +1574,27 @@ def _threads(meta: pl.DataFrame) -> pl.DataFrame:
     """Process and thread names from the ``ph: M`` rows (in file order: the last one wins)."""
     if meta.height > _THREADS_IN_PYTHON_MAX_ROWS:
         return _threads_grouped(meta)
-    # the few rows grouped in Python (the grouping, two joins and a ``unique`` were five
-    # queries): the last label of each process and of each thread, a thread's process name
-    # by its pid (a null pid matches nothing, as in a join), the processes without a thread
+    return _threads_of_rows(zip(*(meta.get_column(c).to_list() for c in ("name", "pid", "tid", "label")), strict=True))
+
+
+def _meta_rows(parts: list[pl.DataFrame], ids: dict[int, int]) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """The metadata parts' (name, pid, tid, label) rows in file order, the label ids final
+    (a temporary id is a key of ``ids``, and every key is one: :func:`_final_id_series`)."""
+    for part in parts:
+        columns = [part.get_column(c).to_list() for c in ("name", "pid", "tid", "label")]
+        for name, pid, tid, label in zip(*columns, strict=True):
+            if name == "process_name" or name == "thread_name":
+                yield name, ids.get(pid, pid), ids.get(tid, tid), label
+
+
+def _threads_of_rows(meta: Iterable[tuple[Any, Any, Any, Any]]) -> pl.DataFrame:
+    """:func:`_threads` of (name, pid, tid, label) rows in file order, grouped in Python (the
+    grouping, two joins and a ``unique`` were five queries): the last label of each process
+    and of each thread, a thread's process name by its pid (a null pid matches nothing, as in
+    a join), the processes without a thread."""
     procs: dict[Any, Any] = {}
     threads: dict[tuple[Any, Any], Any] = {}
-    for name, pid, tid, label in zip(*(meta.get_column(c).to_list() for c in ("name", "pid", "tid", "label")), strict=True):
+    for name, pid, tid, label in meta:
         if name == "process_name":
             procs[pid] = label
         elif name == "thread_name":

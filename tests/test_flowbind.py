@@ -452,3 +452,39 @@ def test_main_pid_in_python_matches_polars(rows: list[tuple[int | None, bool, in
         ]
     )
     assert kineto._main_pid(counts) == kineto._main_pid_grouped(counts)
+
+
+def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
+    """The end of the parse reads a few metadata rows in Python (names other than the two
+    kept, label ids made final); polars' filters, renumbering and grouping are the spec."""
+    base = kineto._TEMP_LABEL_BASE
+    ids = {base: -2, base - 1: -1}
+    rows = [
+        ("process_name", 1, 0, "python"),
+        ("process_labels", 1, 0, "ignored"),
+        ("thread_name", 1, base, "stream 7"),
+        ("thread_name", base - 1, 3, "spans"),
+        ("process_name", base - 1, 0, "Spans"),
+        ("thread_sort_index", 1, 2, "5"),
+        ("thread_name", 1, base, " stream 8"),  # the last one wins
+        (None, 1, 4, "no name"),
+        ("thread_name", None, None, None),
+    ]
+    parts = [
+        pl.DataFrame(
+            [
+                pl.Series("pid", [r[1] for r in chunk], dtype=pl.Int64),
+                pl.Series("tid", [r[2] for r in chunk], dtype=pl.Int64),
+                pl.Series("name", [r[0] for r in chunk], dtype=pl.String),
+                pl.Series("label", [r[3] for r in chunk], dtype=pl.String),
+            ]
+        )
+        for chunk in (rows[:4], rows[4:])
+    ]
+    meta = pl.concat(parts)
+    meta = meta.filter(pl.col("name").is_in(["process_name", "thread_name"]))
+    want = kineto._threads_grouped(kineto._renumber(meta, ids))
+    got = kineto._threads_of_rows(kineto._meta_rows(parts, ids))
+    assert got.schema == want.schema
+    assert got.to_dicts() == want.to_dicts()
+    assert got.height == 3
