@@ -2042,10 +2042,16 @@ def _devices(top: dict[str, Any], events: pl.DataFrame) -> pl.DataFrame:
                 }
             )
     frame = DEVICES.from_columns({k: [r[k] for r in rows] for k in DEVICES.names}) if rows else DEVICES.empty()
-    # (the distinct devices by ``value_counts``, which runs without a query)
+    # the distinct devices: from the least and the greatest where they agree (a trace of one
+    # device; two reductions), else by a query
+    device = events.get_column("device")
+    least, greatest = device.min(), device.max()
+    if least is None or least == greatest:
+        used: list[Any] = [] if least is None else [least]
+    else:
+        used = events.select(pl.col("device").drop_nulls().unique()).to_series().to_list()
     known = set(frame["device"].to_list())
-    used = events.get_column("device").value_counts().get_column("device").to_list()
-    missing = [int(d) for d in used if d is not None and d not in known]
+    missing = [int(d) for d in used if d not in known]
     if missing:
         extra = DEVICES.from_columns(
             {"device": missing, "vendor": ["amd" if amd_runtime else None] * len(missing)}

@@ -488,3 +488,12 @@ def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
     assert got.schema == want.schema
     assert got.to_dicts() == want.to_dicts()
     assert got.height == 3
+
+
+@pytest.mark.parametrize(
+    ("devices", "want"), [([None, 1, 1], [0, 1]), ([2, None, 0, 2], [0, 2]), ([None, None], [0]), ([], [0])]
+)
+def test_devices_the_events_use_are_listed_once(devices: list[int | None], want: list[int]) -> None:
+    events = pl.DataFrame([pl.Series("device", devices, dtype=pl.Int32)])
+    top = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}
+    assert kineto._devices(top, events)["device"].to_list() == want
