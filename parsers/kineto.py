@@ -1841,21 +1841,23 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     call, else by a launch flow between a launch call and a GPU activity."""
     by_corr = _correlation_links(events)
     kinds = events.get_column("kind")
-    by_flow = flows.filter(
-        (pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null()
-    ).select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
-    if by_flow.height:
-        # the kinds of both ends gathered by event id (the row number) and compared, on the
-        # Series (a Series' ``gather`` and ``is_in`` are a query each); then only the rows left
-        # are checked against the correlation links
-        src_kind, dst_kind = kinds[by_flow.get_column("launch_event_id")], kinds[by_flow.get_column("gpu_event_id")]
-        keep = _any_equal(src_kind, LAUNCH_KINDS) & _any_equal(dst_kind, _LINK_TARGETS)
+    # on the Series (a filter, a Series' ``gather`` and ``is_in`` are a query each): the launch
+    # flows with both ends bound (an id equals itself unless it is null, and a filter drops a
+    # null), then the kinds of both ends gathered by event id (the row number) and compared,
+    # then the GPU ends that no correlation link has (flags scattered by event id)
+    flow_kind, src, dst = (flows.get_column(c) for c in ("flow_kind", "src_event_id", "dst_event_id"))
+    both = (flow_kind == "launch") & (src == src) & (dst == dst)
+    src, dst = src.filter(both), dst.filter(both)
+    if src.len():
+        keep = _any_equal(kinds[src], LAUNCH_KINDS) & _any_equal(kinds[dst], _LINK_TARGETS)
+        if by_corr.height:
+            linked = pl.Series([False]).new_from_index(0, events.height).scatter(by_corr.get_column("gpu_event_id"), True)
+            keep = keep & ~linked[dst]
         if not keep.all():
-            by_flow = pl.DataFrame([c.filter(keep) for c in by_flow.get_columns()])
-        if by_flow.height and by_corr.height:
-            by_flow = by_flow.filter(~pl.col("gpu_event_id").is_in(by_corr["gpu_event_id"].implode()))
-    if by_flow.height == 0:
+            src, dst = src.filter(keep), dst.filter(keep)
+    if src.len() == 0:
         return by_corr
+    by_flow = pl.DataFrame([src.alias("launch_event_id"), dst.alias("gpu_event_id")])
     by_flow = LINKS.conform(
         by_flow.with_columns(
             pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow", dtype=LINK_SOURCE).alias("link_source")
