@@ -1548,8 +1548,11 @@ def _final_event_columns(
     rows = timed.height
     track_pid = _final_id_series(timed.get_column("pid"), ids).alias("_track_pid")
     track_tid = _final_id_series(timed.get_column("tid"), ids).alias("_track_tid")
-    main = pl.Series("pid", [main_pid], dtype=pl.Int64).new_from_index(0, rows)
-    pid = main.zip_with(on_gpu, track_pid).alias("pid")
+    if main_pid is not None and track_pid.null_count() == 0 and track_pid.min() == main_pid == track_pid.max():
+        pid = track_pid.alias("pid")  # every row is the main process already (a trace of one process)
+    else:
+        main = pl.Series("pid", [main_pid], dtype=pl.Int64).new_from_index(0, rows)
+        pid = main.zip_with(on_gpu, track_pid).alias("pid")
     tid = pl.Series("tid", [None], dtype=track_tid.dtype).new_from_index(0, rows).zip_with(no_tid, track_tid)
     out = timed.clone()
     for column in (pid, tid.cast(pl.Int64), name_ranks[timed.get_column("name")].alias("name")):
