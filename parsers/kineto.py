@@ -1979,10 +1979,11 @@ def _fill_sync_threads(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFram
     """Sync rows are recorded on the device track; give them the waiting host thread.
 
     Only the pid/tid columns are rebuilt (a join on the whole table would copy it)."""
+    # (whether there is a sync row at all by a comparison on the Series: no query)
+    if not (events.get_column("kind") == EventKind.SYNC.value).any():
+        return events
     is_sync = pl.col("kind") == EventKind.SYNC.value
     narrow = events.select("event_id", "kind", "pid", "tid")
-    if not narrow.select(is_sync.any()).item():
-        return events
     host = (
         links.join(narrow.select(pl.col("event_id").alias("launch_event_id"), pl.col("pid").alias("_hp"), pl.col("tid").alias("_ht")), on="launch_event_id")
         .group_by("gpu_event_id")
