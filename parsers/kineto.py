@@ -1122,7 +1122,15 @@ def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.Data
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    out = pl.concat(frames, how="vertical_relaxed")
+    """The frames one after the other (the list is emptied); their types relaxed to a common
+    one only where they differ (a relaxed concatenation is a query of its own, a plain one
+    is not)."""
+    if len(frames) == 1:
+        out = frames[0]
+    else:
+        schema = frames[0].schema if frames else None
+        same = all(f.schema == schema for f in frames[1:])
+        out = pl.concat(frames, how="vertical" if same else "vertical_relaxed")
     frames.clear()
     return out
 
@@ -1210,7 +1218,9 @@ def _build_tables(
         del meta
     flow_rows = _plus_base(_renumber(_concat(parts.flows), ids), base_ns)
     memory = _plus_base(_renumber(_concat(parts.memory), ids), base_ns)
-    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
+    memory = MEMORY.conform(memory)
+    if memory.height > 1:  # (a sort is a query, even of no rows)
+        memory = memory.sort("start_ns", maintain_order=True)
     main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
     if parts.unknown:
         cats = (
@@ -1262,7 +1272,8 @@ def _build_tables(
         info=info,
         events=events,
         links=links,
-        flows=flows.drop("_src_order", "_dst_order", strict=False),
+        # (taken by name: a ``drop`` is a query, even of columns that are not there)
+        flows=flows[[c for c in flows.columns if c not in ("_src_order", "_dst_order")]],
         devices=devices,
         threads=threads,
         counters=counters,
