@@ -872,12 +872,86 @@ done:
  * the endpoint's bound slice (null where none).  Each distinct (kind, id) of a source or
  * destination row is one flow, whose source (destination) is the event of its first
  * source (destination) row in file order, null where it has none.  The flows come in
- * order of first appearance (the caller sorts them).  A null end, kind or id pairs nothing. */
+ * order of (kind, id), both ascending (each pair is one flow, so the order is total).  A
+ * null end, kind or id pairs nothing. */
 typedef struct {
     int64_t id;
     int64_t kind; /* -1: empty slot */
     int64_t flow; /* its index in the output */
 } FlowSlot;
+
+/* whether flow a comes before flow b: by kind, then by id */
+static inline int flow_before(const int64_t *kinds, const int64_t *ids, int64_t a, int64_t b) {
+    return kinds[a] < kinds[b] || (kinds[a] == kinds[b] && ids[a] < ids[b]);
+}
+
+static inline int bit_get(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+static inline void bit_put(uint8_t *bits, int64_t i, int v) {
+    bits[i >> 3] = (uint8_t)((bits[i >> 3] & ~(1u << (i & 7))) | ((unsigned)(v != 0) << (i & 7)));
+}
+
+/* Puts the flows (found in order of first appearance) in order of (kind, id), in place.
+ * A bottom-up merge sort of their positions, which copies a pair of runs already in order
+ * as it is (flows mostly appear in id order, so it costs a few passes over the positions),
+ * then each cycle of the permutation rotated through the six arrays.  ``scratch`` holds
+ * 2 * flows positions; ``done`` flows / 8 + 1 bytes, zeroed. */
+static void flows_sort(int64_t flows, int64_t *ids, int64_t *kinds, int64_t *src, int64_t *dst, uint8_t *src_bits,
+                       uint8_t *dst_bits, int64_t *scratch, uint8_t *done) {
+    int64_t f = 1;
+    while (f < flows && !flow_before(kinds, ids, f, f - 1))
+        f++;
+    if (f >= flows)
+        return; /* in order already */
+    int64_t *perm = scratch, *tmp = scratch + flows;
+    for (int64_t i = 0; i < flows; i++)
+        perm[i] = i;
+    for (int64_t width = 1; width < flows; width *= 2) {
+        for (int64_t lo = 0; lo < flows; lo += 2 * width) {
+            int64_t mid = lo + width < flows ? lo + width : flows;
+            int64_t hi = lo + 2 * width < flows ? lo + 2 * width : flows;
+            int64_t i = lo, j = mid, k = lo;
+            if (mid < hi && flow_before(kinds, ids, perm[mid], perm[mid - 1]))
+                while (i < mid && j < hi)
+                    tmp[k++] = flow_before(kinds, ids, perm[j], perm[i]) ? perm[j++] : perm[i++];
+            while (i < mid)
+                tmp[k++] = perm[i++];
+            while (j < hi)
+                tmp[k++] = perm[j++];
+        }
+        int64_t *t = perm;
+        perm = tmp;
+        tmp = t;
+    }
+    /* position p takes flow perm[p]: each cycle moved once, its first value held aside */
+    for (int64_t p = 0; p < flows; p++) {
+        if (bit_get(done, p) || perm[p] == p)
+            continue;
+        int64_t id = ids[p], kind = kinds[p], s = src[p], d = dst[p];
+        int sb = bit_get(src_bits, p), db = bit_get(dst_bits, p);
+        int64_t q = p;
+        for (;;) {
+            bit_put(done, q, 1);
+            int64_t k = perm[q];
+            if (k == p) {
+                ids[q] = id;
+                kinds[q] = kind;
+                src[q] = s;
+                dst[q] = d;
+                bit_put(src_bits, q, sb);
+                bit_put(dst_bits, q, db);
+                break;
+            }
+            ids[q] = ids[k];
+            kinds[q] = kinds[k];
+            src[q] = src[k];
+            dst[q] = dst[k];
+            bit_put(src_bits, q, bit_get(src_bits, k));
+            bit_put(dst_bits, q, bit_get(dst_bits, k));
+            q = k;
+        }
+    }
+}
 
 static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
     (void)self;
@@ -962,6 +1036,10 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
         src_nulls += !((src_bits[f >> 3] >> (f & 7)) & 1);
         dst_nulls += !((dst_bits[f >> 3] >> (f & 7)) & 1);
     }
+    /* the table is done with: its memory (at least 24 bytes a slot, at least a slot a row)
+     * is the sort's scratch of two positions a flow, and the seen bits its cycle marks */
+    memset(src_seen, 0, rows / 8 + 1);
+    flows_sort(flows, ids, kinds, src, dst, src_bits, dst_bits, (int64_t *)(void *)table, src_seen);
     Py_END_ALLOW_THREADS
     o[0] = export_int64(ids, NULL, flows, 0, "flow_id");
     ids = NULL;
@@ -1009,7 +1087,7 @@ static PyMethodDef flowbind_methods[] = {
      "launch row, in GPU row order."},
     {"pair", flowbind_pair, METH_VARARGS,
      "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
-     "kind, source and destination event of every distinct (kind, id), in order of first appearance."},
+     "kind, source and destination event of every distinct (kind, id), in order of (kind, id)."},
     {"order", flowbind_order, METH_VARARGS,
      "order(start, duration, *keys) -> two (schema capsule, array capsule) pairs: the row order "
      "(uint32) of a stable sort by start, duration descending, then each key, nulls last (up to "

@@ -1809,17 +1809,15 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     native = _native_pairing(ends.height)
     if native is not None:
         # the native pairing (parsers/_flowbind.c): every (kind, id) with its first source
-        # and destination in one pass over the rows, then the flows sorted as below (on up
-        # to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
+        # and destination in one pass over the rows, the flows handed back in the order
+        # below, by (kind, id) (on up to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
         end = ends.get_column("_src").cast(pl.Int64) + 2 * ends.get_column("_dst").cast(pl.Int64)
         kind = kind_codes.cast(pl.Int64)
         flow_ids = ends.get_column("flow_id").cast(pl.Int64)
         event_id = ends.get_column("event_id").cast(pl.Int64)
         del ends
         ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_ids, event_id))
-        paired_kinds = _FLOW_KINDS[codes].alias("flow_kind")
-        keys = ["flow_id"] if codes.len() == 0 or codes.min() == codes.max() else ["flow_kind", "flow_id"]
-        return pl.DataFrame([ids, paired_kinds, src, dst]).sort(keys)
+        return pl.DataFrame([ids, _FLOW_KINDS[codes].alias("flow_kind"), src, dst])
     # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
     # then contiguous and in file order, so its first source and first destination are the
     # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)
