@@ -167,6 +167,31 @@ static inline int cursor_next(Cursor *k, int64_t *value) {
     return k->bits == NULL || ((k->bits[i >> 3] >> (i & 7)) & 1);
 }
 
+/* cursor_next for a column read with ``narrow`` (column_read_as): an int32, uint32 or uint8
+ * value widened to int64, an int64 one as it is. */
+static inline int cursor_next_any(Cursor *k, int64_t *value) {
+    while (k->pos >= k->end) {
+        if (k->chunk + 1 >= k->col->count) {
+            *value = 0;
+            return 0;
+        }
+        const struct ArrowArray *a = &k->col->chunks[++k->chunk];
+        k->data = (const int64_t *)a->buffers[1];
+        k->bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
+        k->pos = a->offset;
+        k->end = a->offset + a->length;
+    }
+    int64_t i = k->pos++;
+    const void *data = k->data;
+    switch (k->col->format) {
+    case 'i': *value = ((const int32_t *)data)[i]; break;
+    case 'I': *value = ((const uint32_t *)data)[i]; break;
+    case 'C': *value = ((const uint8_t *)data)[i]; break;
+    default: *value = ((const int64_t *)data)[i]; break;
+    }
+    return k->bits == NULL || ((k->bits[i >> 3] >> (i & 7)) & 1);
+}
+
 /* ---- the hash table over the endpoints' distinct keys */
 /* splitmix64's finaliser: every output bit depends on every input bit */
 static inline uint64_t avalanche(uint64_t h) {
@@ -768,8 +793,9 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     CorrSlot *table = NULL;
     int64_t *launch = NULL, *gpu = NULL, *corr = NULL;
     PyObject *result = NULL, *a = NULL, *b = NULL, *c = NULL;
+    /* the kind as any integer column (an enum's uint8 codes), the ids as int64 */
     for (int k = 0; k < 2; k++)
-        if (column_read(objs[k], &col[k]) != 0)
+        if (column_read_as(objs[k], &col[k], k == 0) != 0)
             goto done;
     int64_t n = col[0].n;
     if (col[1].n != n) {
@@ -784,7 +810,7 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     cursor_init(&cc, &col[1]);
     for (int64_t i = 0; i < n; i++) {
         int64_t kind, id;
-        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        int ok = cursor_next_any(&ck, &kind) & cursor_next(&cc, &id);
         if (ok && kind_in(kind, launch_mask))
             launches++;
         if (ok && kind_in(kind, target_mask))
@@ -811,7 +837,7 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     cursor_init(&cc, &col[1]);
     for (int64_t i = 0; i < n; i++) {
         int64_t kind, id;
-        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        int ok = cursor_next_any(&ck, &kind) & cursor_next(&cc, &id);
         if (!ok || !kind_in(kind, launch_mask))
             continue;
         CorrSlot *e = &table[corr_probe(table, mask, seed, id)];
@@ -827,7 +853,7 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     cursor_init(&cc, &col[1]);
     for (int64_t i = 0; i < n && m < targets; i++) {
         int64_t kind, id;
-        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        int ok = cursor_next_any(&ck, &kind) & cursor_next(&cc, &id);
         if (!ok || !kind_in(kind, target_mask))
             continue;
         const CorrSlot *e = &table[corr_probe(table, mask, seed, id)];
@@ -964,8 +990,9 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
     int64_t *ids = NULL, *kinds = NULL, *src = NULL, *dst = NULL;
     uint8_t *src_bits = NULL, *dst_bits = NULL, *src_seen = NULL, *dst_seen = NULL;
     PyObject *result = NULL, *o[4] = {NULL, NULL, NULL, NULL};
+    /* the end and the kind as any integer column (uint8 flags, uint32 codes), the ids as int64 */
     for (int k = 0; k < 4; k++)
-        if (column_read(objs[k], &col[k]) != 0)
+        if (column_read_as(objs[k], &col[k], k < 2) != 0)
             goto done;
     int64_t n = col[0].n;
     if (col[1].n != n || col[2].n != n || col[3].n != n) {
@@ -1004,7 +1031,7 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
     cursor_init(&cv, &col[3]);
     for (int64_t r = 0; r < n; r++) {
         int64_t end, kind, id, event;
-        int ok = cursor_next(&ce, &end) & cursor_next(&ck, &kind) & cursor_next(&ci, &id);
+        int ok = cursor_next_any(&ce, &end) & cursor_next_any(&ck, &kind) & cursor_next(&ci, &id);
         int bound = cursor_next(&cv, &event);
         if (!ok || (end != 1 && end != 2) || kind < 0)
             continue;
@@ -1084,10 +1111,11 @@ static PyMethodDef flowbind_methods[] = {
     {"links", flowbind_links, METH_VARARGS,
      "links(kind, correlation, launch_mask, target_mask) -> three (schema capsule, array capsule) "
      "pairs: launch row, GPU row and correlation id of every GPU row whose id names exactly one "
-     "launch row, in GPU row order."},
+     "launch row, in GPU row order (kind: int64, int32, uint32 or uint8; correlation: int64)."},
     {"pair", flowbind_pair, METH_VARARGS,
      "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
-     "kind, source and destination event of every distinct (kind, id), in order of (kind, id)."},
+     "kind, source and destination event of every distinct (kind, id), in order of (kind, id) "
+     "(end and kind: int64, int32, uint32 or uint8; flow_id and event_id: int64)."},
     {"order", flowbind_order, METH_VARARGS,
      "order(start, duration, *keys) -> two (schema capsule, array capsule) pairs: the row order "
      "(uint32) of a stable sort by start, duration descending, then each key, nulls last (up to "

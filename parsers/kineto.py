@@ -1811,8 +1811,10 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         # the native pairing (parsers/_flowbind.c): every (kind, id) with its first source
         # and destination in one pass over the rows, the flows handed back in the order
         # below, by (kind, id) (on up to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
-        end = ends.get_column("_src").cast(pl.Int64) + 2 * ends.get_column("_dst").cast(pl.Int64)
-        kind = kind_codes.cast(pl.Int64)
+        # (the end as uint8 flags and the kind as its uint32 codes: the native pairing reads
+        # narrow integers as they are, so no int64 copy of either is made)
+        end = ends.get_column("_src").cast(pl.UInt8) + 2 * ends.get_column("_dst").cast(pl.UInt8)
+        kind = kind_codes
         flow_ids = ends.get_column("flow_id").cast(pl.Int64)
         event_id = ends.get_column("event_id").cast(pl.Int64)
         del ends
@@ -1959,9 +1961,9 @@ def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
         codes = {v: i for i, v in enumerate(EVENT_KIND.categories.to_list())}
         launch_mask = sum(1 << codes[k] for k in LAUNCH_KINDS)
         target_mask = sum(1 << codes[k] for k in _LINK_TARGETS)
-        kind = events.get_column("kind").to_physical().cast(pl.Int64)
-        correlation = events.get_column("correlation").cast(pl.Int64)
-        columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind, correlation, launch_mask, target_mask)]
+        kind_codes = events.get_column("kind").to_physical()  # (uint8 codes, read as they are)
+        ids = events.get_column("correlation").cast(pl.Int64)
+        columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind_codes, ids, launch_mask, target_mask)]
         source = pl.Series("link_source", ["correlation"], dtype=LINK_SOURCE).new_from_index(0, columns[0].len())
         return pl.DataFrame([*columns, source])
     kind, correlation = pl.col("kind"), pl.col("correlation")

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from tracekit.parsers import kineto
+from tracekit.parsers._native import ArrowCapsules
 from tracekit.schema import EVENT_KIND, FLOWS, LINKS
 
 native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
@@ -197,8 +198,15 @@ def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
     assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
     with pytest.raises(ValueError, match="differ in length"):
         kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
+    # the kind may be any of the narrow integer types (an enum's codes), the ids only int64
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.links(pl.Series([1], dtype=pl.Int32), pl.Series([1], dtype=pl.Int64), 1, 2)
+        kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1], dtype=pl.Int32), 1, 2)
+    with pytest.raises(TypeError, match="int64"):
+        kineto._flowbind.links(pl.Series([1.0], dtype=pl.Float64), pl.Series([1], dtype=pl.Int64), 1, 2)
+    kinds, ids = [0, 1, 1, 0, None, 1], [5, 5, 6, None, 6, 7]
+    for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
+        got = kineto._flowbind.links(pl.Series(kinds, dtype=dtype), pl.Series(ids, dtype=pl.Int64), 1, 2)
+        assert [pl.Series(ArrowCapsules(c)).to_list() for c in got] == [[0], [1], [5]]
 
 
 @native
@@ -245,6 +253,25 @@ def test_native_pairing_rejects_columns_of_other_lengths() -> None:
     one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
     with pytest.raises(ValueError, match="differ in length"):
         kineto._flowbind.pair(one, one, two, one)
+    with pytest.raises(TypeError, match="int64"):  # the ids are int64 only
+        kineto._flowbind.pair(one, one, one.cast(pl.Int32), one)
+
+
+@native
+def test_native_pairing_reads_narrow_ends_and_kinds() -> None:
+    """The end and kind columns are read as int64 or as narrow integers (uint8 flags, uint32
+    codes) alike; the flows come in order of (kind, id) either way."""
+    end, kind = [1, 2, 2, 1, 0, 1, 2, None], [1, 1, 0, 0, 0, 1, 1, 1]
+    flow_id = pl.Series([9, 9, 4, 4, 4, -3, -3, 2], dtype=pl.Int64)
+    event_id = pl.Series([10, 11, 12, None, 14, 15, 16, 17], dtype=pl.Int64)
+
+    def paired(dtype: pl.DataType) -> list[list[int | None]]:
+        out = kineto._flowbind.pair(pl.Series(end, dtype=dtype), pl.Series(kind, dtype=dtype), flow_id, event_id)
+        return [pl.Series(ArrowCapsules(c)).to_list() for c in out]
+
+    want = [[4, -3, 9], [0, 1, 1], [None, 15, 10], [12, 16, 11]]
+    for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
+        assert paired(dtype) == want
 
 
 def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
