@@ -167,6 +167,31 @@ static inline int cursor_next(Cursor *k, int64_t *value) {
     return k->bits == NULL || ((k->bits[i >> 3] >> (i & 7)) & 1);
 }
 
+/* cursor_next for a column read with ``narrow`` (column_read_as): an int32, uint32 or uint8
+ * value widened to int64, an int64 one as it is. */
+static inline int cursor_next_any(Cursor *k, int64_t *value) {
+    while (k->pos >= k->end) {
+        if (k->chunk + 1 >= k->col->count) {
+            *value = 0;
+            return 0;
+        }
+        const struct ArrowArray *a = &k->col->chunks[++k->chunk];
+        k->data = (const int64_t *)a->buffers[1];
+        k->bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
+        k->pos = a->offset;
+        k->end = a->offset + a->length;
+    }
+    int64_t i = k->pos++;
+    const void *data = k->data;
+    switch (k->col->format) {
+    case 'i': *value = ((const int32_t *)data)[i]; break;
+    case 'I': *value = ((const uint32_t *)data)[i]; break;
+    case 'C': *value = ((const uint8_t *)data)[i]; break;
+    default: *value = ((const int64_t *)data)[i]; break;
+    }
+    return k->bits == NULL || ((k->bits[i >> 3] >> (i & 7)) & 1);
+}
+
 /* ---- the hash table over the endpoints' distinct keys */
 /* splitmix64's finaliser: every output bit depends on every input bit */
 static inline uint64_t avalanche(uint64_t h) {
@@ -768,8 +793,9 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     CorrSlot *table = NULL;
     int64_t *launch = NULL, *gpu = NULL, *corr = NULL;
     PyObject *result = NULL, *a = NULL, *b = NULL, *c = NULL;
+    /* the kind as any integer column (an enum's uint8 codes), the ids as int64 */
     for (int k = 0; k < 2; k++)
-        if (column_read(objs[k], &col[k]) != 0)
+        if (column_read_as(objs[k], &col[k], k == 0) != 0)
             goto done;
     int64_t n = col[0].n;
     if (col[1].n != n) {
@@ -784,7 +810,7 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     cursor_init(&cc, &col[1]);
     for (int64_t i = 0; i < n; i++) {
         int64_t kind, id;
-        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        int ok = cursor_next_any(&ck, &kind) & cursor_next(&cc, &id);
         if (ok && kind_in(kind, launch_mask))
             launches++;
         if (ok && kind_in(kind, target_mask))
@@ -811,7 +837,7 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     cursor_init(&cc, &col[1]);
     for (int64_t i = 0; i < n; i++) {
         int64_t kind, id;
-        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        int ok = cursor_next_any(&ck, &kind) & cursor_next(&cc, &id);
         if (!ok || !kind_in(kind, launch_mask))
             continue;
         CorrSlot *e = &table[corr_probe(table, mask, seed, id)];
@@ -827,7 +853,7 @@ static PyObject *flowbind_links(PyObject *self, PyObject *args) {
     cursor_init(&cc, &col[1]);
     for (int64_t i = 0; i < n && m < targets; i++) {
         int64_t kind, id;
-        int ok = cursor_next(&ck, &kind) & cursor_next(&cc, &id);
+        int ok = cursor_next_any(&ck, &kind) & cursor_next(&cc, &id);
         if (!ok || !kind_in(kind, target_mask))
             continue;
         const CorrSlot *e = &table[corr_probe(table, mask, seed, id)];
@@ -872,12 +898,86 @@ done:
  * the endpoint's bound slice (null where none).  Each distinct (kind, id) of a source or
  * destination row is one flow, whose source (destination) is the event of its first
  * source (destination) row in file order, null where it has none.  The flows come in
- * order of first appearance (the caller sorts them).  A null end, kind or id pairs nothing. */
+ * order of (kind, id), both ascending (each pair is one flow, so the order is total).  A
+ * null end, kind or id pairs nothing. */
 typedef struct {
     int64_t id;
     int64_t kind; /* -1: empty slot */
     int64_t flow; /* its index in the output */
 } FlowSlot;
+
+/* whether flow a comes before flow b: by kind, then by id */
+static inline int flow_before(const int64_t *kinds, const int64_t *ids, int64_t a, int64_t b) {
+    return kinds[a] < kinds[b] || (kinds[a] == kinds[b] && ids[a] < ids[b]);
+}
+
+static inline int bit_get(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+static inline void bit_put(uint8_t *bits, int64_t i, int v) {
+    bits[i >> 3] = (uint8_t)((bits[i >> 3] & ~(1u << (i & 7))) | ((unsigned)(v != 0) << (i & 7)));
+}
+
+/* Puts the flows (found in order of first appearance) in order of (kind, id), in place.
+ * A bottom-up merge sort of their positions, which copies a pair of runs already in order
+ * as it is (flows mostly appear in id order, so it costs a few passes over the positions),
+ * then each cycle of the permutation rotated through the six arrays.  ``scratch`` holds
+ * 2 * flows positions; ``done`` flows / 8 + 1 bytes, zeroed. */
+static void flows_sort(int64_t flows, int64_t *ids, int64_t *kinds, int64_t *src, int64_t *dst, uint8_t *src_bits,
+                       uint8_t *dst_bits, int64_t *scratch, uint8_t *done) {
+    int64_t f = 1;
+    while (f < flows && !flow_before(kinds, ids, f, f - 1))
+        f++;
+    if (f >= flows)
+        return; /* in order already */
+    int64_t *perm = scratch, *tmp = scratch + flows;
+    for (int64_t i = 0; i < flows; i++)
+        perm[i] = i;
+    for (int64_t width = 1; width < flows; width *= 2) {
+        for (int64_t lo = 0; lo < flows; lo += 2 * width) {
+            int64_t mid = lo + width < flows ? lo + width : flows;
+            int64_t hi = lo + 2 * width < flows ? lo + 2 * width : flows;
+            int64_t i = lo, j = mid, k = lo;
+            if (mid < hi && flow_before(kinds, ids, perm[mid], perm[mid - 1]))
+                while (i < mid && j < hi)
+                    tmp[k++] = flow_before(kinds, ids, perm[j], perm[i]) ? perm[j++] : perm[i++];
+            while (i < mid)
+                tmp[k++] = perm[i++];
+            while (j < hi)
+                tmp[k++] = perm[j++];
+        }
+        int64_t *t = perm;
+        perm = tmp;
+        tmp = t;
+    }
+    /* position p takes flow perm[p]: each cycle moved once, its first value held aside */
+    for (int64_t p = 0; p < flows; p++) {
+        if (bit_get(done, p) || perm[p] == p)
+            continue;
+        int64_t id = ids[p], kind = kinds[p], s = src[p], d = dst[p];
+        int sb = bit_get(src_bits, p), db = bit_get(dst_bits, p);
+        int64_t q = p;
+        for (;;) {
+            bit_put(done, q, 1);
+            int64_t k = perm[q];
+            if (k == p) {
+                ids[q] = id;
+                kinds[q] = kind;
+                src[q] = s;
+                dst[q] = d;
+                bit_put(src_bits, q, sb);
+                bit_put(dst_bits, q, db);
+                break;
+            }
+            ids[q] = ids[k];
+            kinds[q] = kinds[k];
+            src[q] = src[k];
+            dst[q] = dst[k];
+            bit_put(src_bits, q, bit_get(src_bits, k));
+            bit_put(dst_bits, q, bit_get(dst_bits, k));
+            q = k;
+        }
+    }
+}
 
 static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
     (void)self;
@@ -890,8 +990,9 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
     int64_t *ids = NULL, *kinds = NULL, *src = NULL, *dst = NULL;
     uint8_t *src_bits = NULL, *dst_bits = NULL, *src_seen = NULL, *dst_seen = NULL;
     PyObject *result = NULL, *o[4] = {NULL, NULL, NULL, NULL};
+    /* the end and the kind as any integer column (uint8 flags, uint32 codes), the ids as int64 */
     for (int k = 0; k < 4; k++)
-        if (column_read(objs[k], &col[k]) != 0)
+        if (column_read_as(objs[k], &col[k], k < 2) != 0)
             goto done;
     int64_t n = col[0].n;
     if (col[1].n != n || col[2].n != n || col[3].n != n) {
@@ -930,7 +1031,7 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
     cursor_init(&cv, &col[3]);
     for (int64_t r = 0; r < n; r++) {
         int64_t end, kind, id, event;
-        int ok = cursor_next(&ce, &end) & cursor_next(&ck, &kind) & cursor_next(&ci, &id);
+        int ok = cursor_next_any(&ce, &end) & cursor_next_any(&ck, &kind) & cursor_next(&ci, &id);
         int bound = cursor_next(&cv, &event);
         if (!ok || (end != 1 && end != 2) || kind < 0)
             continue;
@@ -962,6 +1063,10 @@ static PyObject *flowbind_pair(PyObject *self, PyObject *args) {
         src_nulls += !((src_bits[f >> 3] >> (f & 7)) & 1);
         dst_nulls += !((dst_bits[f >> 3] >> (f & 7)) & 1);
     }
+    /* the table is done with: its memory (at least 24 bytes a slot, at least a slot a row)
+     * is the sort's scratch of two positions a flow, and the seen bits its cycle marks */
+    memset(src_seen, 0, rows / 8 + 1);
+    flows_sort(flows, ids, kinds, src, dst, src_bits, dst_bits, (int64_t *)(void *)table, src_seen);
     Py_END_ALLOW_THREADS
     o[0] = export_int64(ids, NULL, flows, 0, "flow_id");
     ids = NULL;
@@ -1006,10 +1111,11 @@ static PyMethodDef flowbind_methods[] = {
     {"links", flowbind_links, METH_VARARGS,
      "links(kind, correlation, launch_mask, target_mask) -> three (schema capsule, array capsule) "
      "pairs: launch row, GPU row and correlation id of every GPU row whose id names exactly one "
-     "launch row, in GPU row order."},
+     "launch row, in GPU row order (kind: int64, int32, uint32 or uint8; correlation: int64)."},
     {"pair", flowbind_pair, METH_VARARGS,
      "pair(end, kind, flow_id, event_id) -> four (schema capsule, array capsule) pairs: flow id, "
-     "kind, source and destination event of every distinct (kind, id), in order of first appearance."},
+     "kind, source and destination event of every distinct (kind, id), in order of (kind, id) "
+     "(end and kind: int64, int32, uint32 or uint8; flow_id and event_id: int64)."},
     {"order", flowbind_order, METH_VARARGS,
      "order(start, duration, *keys) -> two (schema capsule, array capsule) pairs: the row order "
      "(uint32) of a stable sort by start, duration descending, then each key, nulls last (up to "

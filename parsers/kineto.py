@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from pathlib import Path
@@ -1122,29 +1122,66 @@ def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.Data
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    out = pl.concat(frames, how="vertical_relaxed")
+    """The frames one after the other (the list is emptied); their types relaxed to a common
+    one only where they differ (a relaxed concatenation is a query of its own, a plain one
+    is not)."""
+    if len(frames) == 1:
+        out = frames[0]
+    else:
+        schema = frames[0].schema if frames else None
+        same = all(f.schema == schema for f in frames[1:])
+        out = pl.concat(frames, how="vertical" if same else "vertical_relaxed")
     frames.clear()
     return out
 
 
 def _renumber(frame: pl.DataFrame, ids: dict[int, int], columns: Sequence[str] = ("pid", "tid")) -> pl.DataFrame:
-    """Apply the final label ids to id columns (no-op when the trace had no string ids)."""
+    """Apply the final label ids to id columns (no-op when the trace had no string ids).
+
+    Column by column on the Series and put back in place: a ``with_columns`` is a query of
+    its own, about 0.25 ms each of the four times the end of the parse renumbers."""
     if not ids:
         return frame
-    return frame.with_columns(_final_ids(pl.col(c), ids).alias(c) for c in columns)
+    out = frame.clone()  # (shallow: replacing a column of it leaves ``frame`` as it was)
+    for c in columns:
+        out.replace_column(out.get_column_index(c), _final_id_series(out.get_column(c), ids))
+    return out
 
 
-def _final_ids(col: pl.Expr, ids: dict[int, int]) -> pl.Expr:
-    """``col`` with temporary label ids replaced by their final ids (others unchanged).
+def _final_id_series(column: pl.Series, ids: dict[int, int]) -> pl.Series:
+    """``column`` with temporary label ids replaced by their final ids (others unchanged).
 
     Temporary ids are ``_TEMP_LABEL_BASE - k`` for k = 0, 1, ...: the final id is gathered
-    at index k (half the cost of a hash ``replace`` on every row)."""
+    at index k.  Only the ids handed out are temporary: a numeric id from the trace further
+    down (a hostile pid of -2**63) stays what it is instead of indexing past the finals.  On
+    the Series alone (comparisons, a gather and two ``zip_with``: no query), and the column
+    itself where it holds no temporary id."""
+    if not ids or column.len() == 0:
+        return column
+    temporary = (column <= _TEMP_LABEL_BASE) & (column > _TEMP_LABEL_BASE - len(ids))  # (null where the id is)
+    if not temporary.any():
+        return column
     finals = pl.Series([ids.get(_TEMP_LABEL_BASE - k) for k in range(len(ids))], dtype=pl.Int64)
-    # only the ids handed out are temporary: a numeric id from the trace further down (a
-    # hostile pid of -2**63) stays what it is instead of indexing past ``finals``
-    temporary = (col <= _TEMP_LABEL_BASE) & (col > _TEMP_LABEL_BASE - len(ids))
-    index = pl.when(temporary).then(pl.lit(_TEMP_LABEL_BASE, dtype=pl.Int64) - col)
-    return pl.coalesce(pl.lit(finals).gather(index), col)
+    # every other row (and a null one: ``zip_with`` takes a null mask as false) reads index 0,
+    # so the subtraction below stays in range for any id the trace has
+    base = pl.Series([_TEMP_LABEL_BASE], dtype=pl.Int64).new_from_index(0, column.len())
+    index = (_TEMP_LABEL_BASE - column.zip_with(temporary, base)).cast(pl.get_index_type())
+    gathered: pl.Series = finals[index].alias(column.name)
+    final: pl.Series = gathered.zip_with(temporary, column)
+    return final
+
+
+def _plus_base(frame: pl.DataFrame, base_ns: int, column: str = "start_ns") -> pl.DataFrame:
+    """``frame`` with ``base_ns`` added to ``column``: a Series addition put back in place
+    (no query), or the expression where the base does not fit int64 (polars then widens
+    the column, as it always did)."""
+    if not base_ns:
+        return frame
+    if not -(2**63) <= base_ns < 2**63:
+        return frame.with_columns(pl.col(column) + base_ns)
+    out = frame.clone()
+    out.replace_column(out.get_column_index(column), out.get_column(column) + base_ns)
+    return out
 
 
 def _build_tables(
@@ -1165,18 +1202,25 @@ def _build_tables(
     if not parts.timed:
         parts.add(_columns([]))
     ids = parts.final_label_ids()
-    # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
-    # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
-    # of them distinct), and renumbering and grouping all of it cost more than this
-    meta = _concat(parts.meta)
-    name = pl.col("name")
-    meta = meta.filter((name == "process_name") | (name == "thread_name"))
-    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
-    threads = _threads(_renumber(meta, ids))
-    del meta
-    flow_rows = _renumber(_concat(parts.flows), ids).with_columns(pl.col("start_ns") + base_ns)
-    memory = _renumber(_concat(parts.memory), ids).with_columns(pl.col("start_ns") + base_ns)
-    memory = MEMORY.conform(memory).sort("start_ns", maintain_order=True)
+    if sum(part.height for part in parts.meta) <= _THREADS_IN_PYTHON_MAX_ROWS:
+        # a few rows (a real trace's usual): read in Python, no query at all
+        threads = _threads_of_rows(_meta_rows(parts.meta, ids))
+        parts.meta.clear()
+    else:
+        # only the rows :func:`_threads` reads, and of those only each (name, pid, tid)'s last,
+        # in file order: traces repeat their metadata (mtia_rank_0 has 310 k rows of it, nine
+        # of them distinct), and renumbering and grouping all of it cost more than this
+        meta = _concat(parts.meta)
+        name = pl.col("name")
+        meta = meta.filter((name == "process_name") | (name == "thread_name"))
+        meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+        threads = _threads(_renumber(meta, ids))
+        del meta
+    flow_rows = _plus_base(_renumber(_concat(parts.flows), ids), base_ns)
+    memory = _plus_base(_renumber(_concat(parts.memory), ids), base_ns)
+    memory = MEMORY.conform(memory)
+    if memory.height > 1:  # (a sort is a query, even of no rows)
+        memory = memory.sort("start_ns", maintain_order=True)
     main_pid = _main_pid(_renumber(_concat(parts.launchers), ids, ("pid",)))
     if parts.unknown:
         cats = (
@@ -1228,7 +1272,8 @@ def _build_tables(
         info=info,
         events=events,
         links=links,
-        flows=flows.drop("_src_order", "_dst_order", strict=False),
+        # (taken by name: a ``drop`` is a query, even of columns that are not there)
+        flows=flows[[c for c in flows.columns if c not in ("_src_order", "_dst_order")]],
         devices=devices,
         threads=threads,
         counters=counters,
@@ -1236,9 +1281,32 @@ def _build_tables(
     )
 
 
+#: :func:`_main_pid` sums up to this many per-chunk counts in Python (a chunk has a row per
+#: process and role, so a real trace has tens); more go through polars' grouping and sort
+_MAIN_PID_IN_PYTHON_MAX_ROWS = 4096
+
+
 def _main_pid(counts: pl.DataFrame) -> int | None:
     """The process that launched GPU work (owner of GPU rows in the canonical tables):
     most runtime/driver calls, else most CPU operators; ties go to the lower pid."""
+    if counts.height > _MAIN_PID_IN_PYTHON_MAX_ROWS:
+        return _main_pid_grouped(counts)
+    # the few rows summed in Python (a grouping, two filters and a sort were four queries)
+    totals: dict[tuple[Any, Any], int] = {}
+    for pid, launch, n in zip(*(counts.get_column(c).to_list() for c in ("pid", "launch", "len")), strict=True):
+        totals[(pid, launch)] = totals.get((pid, launch), 0) + n
+    for role in (True, False):
+        # most events first, then the lower pid; a null pid sorts before every pid, as in
+        # :func:`_main_pid_grouped`'s sort (nulls first)
+        ranked = [(-n, pid is not None, pid if pid is not None else 0) for (pid, launch), n in totals.items() if launch is role]
+        if ranked:
+            _, has_pid, pid = min(ranked)
+            return int(pid) if has_pid else None
+    return None
+
+
+def _main_pid_grouped(counts: pl.DataFrame) -> int | None:
+    """:func:`_main_pid` by polars' grouping and sort (for many rows)."""
     totals = counts.group_by("pid", "launch").agg(pl.col("len").sum())
     launchers = totals.filter(pl.col("launch"))
     if launchers.height == 0:
@@ -1480,21 +1548,29 @@ def _final_event_columns(
     """What needs the whole trace: final string ids, the main process on GPU rows (the
     track's ids are kept for flow binding), the rank, the base time, and each event's name
     as its position among the trace's sorted distinct names (:meth:`_Parts.take_names`)."""
-    on_gpu = pl.col("kind").is_in(GPU_KINDS)
-    is_sync = pl.col("kind") == EventKind.SYNC.value
-    timed = timed.with_columns(
-        (_final_ids(pl.col("pid"), ids) if ids else pl.col("pid")).alias("_track_pid"),
-        (_final_ids(pl.col("tid"), ids) if ids else pl.col("tid")).alias("_track_tid"),
-    )
-    pid = pl.col("_track_pid")
-    tid = pl.col("_track_tid")
-    return timed.with_columns(
-        pl.when(on_gpu).then(pl.lit(main_pid, dtype=pl.Int64)).otherwise(pid).alias("pid"),
-        pl.when(on_gpu | is_sync).then(None).otherwise(tid).cast(pl.Int64).alias("tid"),
-        pl.lit(rank if rank is not None else 0, dtype=pl.Int32).alias("rank"),
-        pl.col("start_ns") + base_ns,
-        name_ranks.gather(timed.get_column("name")).alias("name"),
-    )
+    # on the Series, each column put back in place (two ``with_columns`` cost more than all
+    # of it: a query each); columns kept in the order those gave: the helpers and the rank last
+    kind = timed.get_column("kind")
+    on_gpu = kind == GPU_KINDS[0]
+    for other in GPU_KINDS[1:]:
+        on_gpu = on_gpu | (kind == other)
+    # (a null kind compares null, which ``zip_with`` takes as false: the otherwise branch)
+    no_tid = on_gpu | (kind == EventKind.SYNC.value)
+    rows = timed.height
+    track_pid = _final_id_series(timed.get_column("pid"), ids).alias("_track_pid")
+    track_tid = _final_id_series(timed.get_column("tid"), ids).alias("_track_tid")
+    if main_pid is not None and track_pid.null_count() == 0 and track_pid.min() == main_pid == track_pid.max():
+        pid = track_pid.alias("pid")  # every row is the main process already (a trace of one process)
+    else:
+        main = pl.Series("pid", [main_pid], dtype=pl.Int64).new_from_index(0, rows)
+        pid = main.zip_with(on_gpu, track_pid).alias("pid")
+    tid = pl.Series("tid", [None], dtype=track_tid.dtype).new_from_index(0, rows).zip_with(no_tid, track_tid)
+    out = timed.clone()
+    for column in (pid, tid.cast(pl.Int64), name_ranks[timed.get_column("name")].alias("name")):
+        out.replace_column(out.get_column_index(column.name), column)
+    out = _plus_base(out, base_ns)
+    rank_column = pl.Series("rank", [rank if rank is not None else 0], dtype=pl.Int32).new_from_index(0, rows)
+    return out.hstack([track_pid, track_tid, rank_column])
 
 
 def _memory_kind(word: pl.Expr) -> pl.Expr:
@@ -1503,8 +1579,78 @@ def _memory_kind(word: pl.Expr) -> pl.Expr:
     return word.cast(MEMORY_KIND, strict=False).fill_null(pl.lit("unknown", dtype=MEMORY_KIND))
 
 
+#: :func:`_threads` groups up to this many metadata rows in Python (a real trace has a few
+#: dozen once each name's last is kept); more go through polars' grouping and joins
+_THREADS_IN_PYTHON_MAX_ROWS = 4096
+
+
 def _threads(meta: pl.DataFrame) -> pl.DataFrame:
     """Process and thread names from the ``ph: M`` rows (in file order: the last one wins)."""
+    if meta.height > _THREADS_IN_PYTHON_MAX_ROWS:
+        return _threads_grouped(meta)
+    return _threads_of_rows(zip(*(meta.get_column(c).to_list() for c in ("name", "pid", "tid", "label")), strict=True))
+
+
+def _meta_rows(parts: list[pl.DataFrame], ids: dict[int, int]) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """The metadata parts' (name, pid, tid, label) rows in file order, the label ids final
+    (a temporary id is a key of ``ids``, and every key is one: :func:`_final_id_series`)."""
+    for part in parts:
+        columns = [part.get_column(c).to_list() for c in ("name", "pid", "tid", "label")]
+        for name, pid, tid, label in zip(*columns, strict=True):
+            if name == "process_name" or name == "thread_name":
+                yield name, ids.get(pid, pid), ids.get(tid, tid), label
+
+
+def _threads_of_rows(meta: Iterable[tuple[Any, Any, Any, Any]]) -> pl.DataFrame:
+    """:func:`_threads` of (name, pid, tid, label) rows in file order, grouped in Python (the
+    grouping, two joins and a ``unique`` were five queries): the last label of each process
+    and of each thread, a thread's process name by its pid (a null pid matches nothing, as in
+    a join), the processes without a thread."""
+    procs: dict[Any, Any] = {}
+    threads: dict[tuple[Any, Any], Any] = {}
+    for name, pid, tid, label in meta:
+        if name == "process_name":
+            procs[pid] = label
+        elif name == "thread_name":
+            threads[(pid, tid)] = label
+    with_threads = {pid for pid, _ in threads}
+    only_procs = [pid for pid in procs if pid is None or pid not in with_threads]
+    thread_keys = list(threads)
+    rows = pl.DataFrame(
+        [
+            pl.Series("pid", [k[0] for k in thread_keys] + only_procs, dtype=pl.Int64),
+            pl.Series("tid", [k[1] for k in thread_keys] + [None] * len(only_procs), dtype=pl.Int64),
+            pl.Series("thread_name", list(threads.values()) + [None] * len(only_procs), dtype=pl.String),
+            pl.Series(
+                "process_name",
+                [procs.get(k[0]) if k[0] is not None else None for k in thread_keys] + [procs[p] for p in only_procs],
+                dtype=pl.String,
+            ),
+            pl.Series("_thread", [True] * len(thread_keys) + [False] * len(only_procs), dtype=pl.Boolean),
+        ]
+    )
+    # the thread rows' stream, device and ids as :func:`_threads_grouped` works them out, in
+    # one query with the sort (a process row keeps its pid and has no stream)
+    name = pl.col("thread_name")
+    is_stream = pl.col("_thread") & name.str.contains(r"(?i)^\s*stream\s+[0-9]")
+    stream = pl.when(is_stream).then(name.str.extract(r"([0-9]+)", 1).cast(pl.Int64, strict=False)).otherwise(None)
+    device = pl.when(stream.is_not_null()).then(pl.col("pid").cast(pl.Int32, strict=False)).otherwise(None)
+    out = rows.lazy().select(
+        pl.when(device.is_null()).then(pl.col("pid")).otherwise(None).alias("pid"),
+        pl.when(device.is_null()).then(pl.col("tid")).otherwise(None).alias("tid"),
+        device.alias("device"),
+        stream.alias("stream"),
+        pl.col("process_name"),
+        name.str.strip_chars().alias("thread_name"),
+    )
+    # (the in-memory engine, as eager calls use: ``collect()``'s default picks the streaming
+    # engine here, whose first use left the parse's peak RSS 3 MB higher)
+    out = out.sort(["pid", "tid", "device", "stream", "thread_name", "process_name"], nulls_last=True)
+    return out.collect(engine="in-memory")
+
+
+def _threads_grouped(meta: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_threads` by polars' grouping and joins (for many metadata rows)."""
     procs = (
         meta.filter(pl.col("name") == "process_name")
         .group_by("pid")
@@ -1564,15 +1710,25 @@ def _slices(timed: pl.DataFrame, order: pl.Series, event_id: pl.Series | None = 
 _FLOW_KINDS = pl.Series("flow_kind", FLOW_KIND.categories.to_list(), dtype=FLOW_KIND)
 
 
-def _flow_kind(cat: pl.Expr) -> pl.Expr:
-    """The flow kind of a lower-cased category: comparisons with the few known categories
-    (a fraction of the cost of a hash ``replace`` of every row's text)."""
-    kind = pl.lit(FlowKind.OTHER.value, dtype=FLOW_KIND)
+def _flow_kind_series(cat: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """The flow kind of each lower-cased category, and its code (UInt32, the kind's position
+    in the enum): comparisons with the few known categories (a fraction of the cost of a
+    hash ``replace`` of every row's text), each kind's code put where one of its words
+    matches, the rest ``other``; on the Series, the enum gathered by code (no query)."""
+    rows = cat.len()
+    codes = pl.Series([_FLOW_CODES[FlowKind.OTHER.value]], dtype=pl.UInt32).new_from_index(0, rows)
     for value in dict.fromkeys(_FLOW_CATEGORY.values()):
         words = [c for c, v in _FLOW_CATEGORY.items() if v == value]
-        matches = pl.any_horizontal(cat == w for w in words)
-        kind = pl.when(matches).then(pl.lit(value, dtype=FLOW_KIND)).otherwise(kind)
-    return kind
+        matches = cat == words[0]
+        for word in words[1:]:
+            matches = matches | (cat == word)
+        code = pl.Series([_FLOW_CODES[value]], dtype=pl.UInt32).new_from_index(0, rows)
+        codes = code.zip_with(matches, codes)
+    return _FLOW_KINDS[codes].alias("flow_kind"), codes
+
+
+#: each flow kind's position in the enum
+_FLOW_CODES = {kind: i for i, kind in enumerate(FLOW_KIND.categories.to_list())}
 
 
 def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
@@ -1621,14 +1777,24 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     if flow_rows.height == 0:
         return FLOWS.empty().with_columns(pl.lit(None, dtype=pl.Int64).alias("_src_order"))
     # the row's end ("s" source, "f" destination, "t" a step, which pairs with nothing)
-    # compared once, as two flags
-    ends = flow_rows.select(
-        (pl.col("ph") == "s").alias("_src"),
-        (pl.col("ph") == "f").alias("_dst"),
-        _flow_kind(pl.col("_cat")).alias("flow_kind"),
-        pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False)).alias("flow_id"),
-    ).with_columns(_bind_endpoints(flow_rows, keyed))
-    del flow_rows
+    # compared once, as two flags; each column on the Series (a ``select`` and a
+    # ``with_columns`` were a query each)
+    ph = flow_rows.get_column("ph")
+    id_column = flow_rows.get_column("id")
+    labels = flow_rows.get_column("id_label")
+    if labels.null_count() < labels.len():
+        id_column = flow_rows.select(pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False))).to_series()
+    kind_column, kind_codes = _flow_kind_series(flow_rows.get_column("_cat"))
+    ends = pl.DataFrame(
+        [
+            (ph == "s").alias("_src"),
+            (ph == "f").alias("_dst"),
+            kind_column,
+            id_column.alias("flow_id"),
+            _bind_endpoints(flow_rows, keyed),
+        ]
+    )
+    del flow_rows, ph, id_column, labels, kind_column
 
     def first_end(end: str, name: str) -> pl.DataFrame:
         return ends.filter(pl.col(end)).group_by("flow_id", "flow_kind").agg(pl.col("event_id").first().alias(name))
@@ -1643,17 +1809,17 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     native = _native_pairing(ends.height)
     if native is not None:
         # the native pairing (parsers/_flowbind.c): every (kind, id) with its first source
-        # and destination in one pass over the rows, then the flows sorted as below (on up
-        # to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
-        end = ends.get_column("_src").cast(pl.Int64) + 2 * ends.get_column("_dst").cast(pl.Int64)
-        kind = ends.get_column("flow_kind").to_physical().cast(pl.Int64)
-        flow_id = ends.get_column("flow_id").cast(pl.Int64)
+        # and destination in one pass over the rows, the flows handed back in the order
+        # below, by (kind, id) (on up to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
+        # (the end as uint8 flags and the kind as its uint32 codes: the native pairing reads
+        # narrow integers as they are, so no int64 copy of either is made)
+        end = ends.get_column("_src").cast(pl.UInt8) + 2 * ends.get_column("_dst").cast(pl.UInt8)
+        kind = kind_codes
+        flow_ids = ends.get_column("flow_id").cast(pl.Int64)
         event_id = ends.get_column("event_id").cast(pl.Int64)
         del ends
-        ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_id, event_id))
-        paired_kinds = _FLOW_KINDS.gather(codes).alias("flow_kind")
-        keys = ["flow_id"] if codes.len() == 0 or codes.min() == codes.max() else ["flow_kind", "flow_id"]
-        return pl.DataFrame([ids, paired_kinds, src, dst]).sort(keys)
+        ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_ids, event_id))
+        return pl.DataFrame([ids, _FLOW_KINDS[codes].alias("flow_kind"), src, dst])
     # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
     # then contiguous and in file order, so its first source and first destination are the
     # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)
@@ -1689,21 +1855,23 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     call, else by a launch flow between a launch call and a GPU activity."""
     by_corr = _correlation_links(events)
     kinds = events.get_column("kind")
-    by_flow = flows.filter(
-        (pl.col("flow_kind") == "launch") & pl.col("src_event_id").is_not_null() & pl.col("dst_event_id").is_not_null()
-    ).select(pl.col("src_event_id").alias("launch_event_id"), pl.col("dst_event_id").alias("gpu_event_id"))
-    if by_flow.height:
-        # the kinds of both ends gathered by event id (the row number)
-        ends = pl.DataFrame(
-            [kinds.gather(by_flow["launch_event_id"]).alias("_src"), kinds.gather(by_flow["gpu_event_id"]).alias("_dst")]
-        )
-        by_flow = by_flow.filter(
-            ends["_src"].is_in(LAUNCH_KINDS)
-            & ends["_dst"].is_in(_LINK_TARGETS)
-            & ~by_flow["gpu_event_id"].is_in(by_corr["gpu_event_id"].implode())
-        )
-    if by_flow.height == 0:
+    # on the Series (a filter, a Series' ``gather`` and ``is_in`` are a query each): the launch
+    # flows with both ends bound (an id equals itself unless it is null, and a filter drops a
+    # null), then the kinds of both ends gathered by event id (the row number) and compared,
+    # then the GPU ends that no correlation link has (flags scattered by event id)
+    flow_kind, src, dst = (flows.get_column(c) for c in ("flow_kind", "src_event_id", "dst_event_id"))
+    both = (flow_kind == "launch") & (src == src) & (dst == dst)
+    src, dst = src.filter(both), dst.filter(both)
+    if src.len():
+        keep = _any_equal(kinds[src], LAUNCH_KINDS) & _any_equal(kinds[dst], _LINK_TARGETS)
+        if by_corr.height:
+            linked = pl.Series([False]).new_from_index(0, events.height).scatter(by_corr.get_column("gpu_event_id"), True)
+            keep = keep & ~linked[dst]
+        if not keep.all():
+            src, dst = src.filter(keep), dst.filter(keep)
+    if src.len() == 0:
         return by_corr
+    by_flow = pl.DataFrame([src.alias("launch_event_id"), dst.alias("gpu_event_id")])
     by_flow = LINKS.conform(
         by_flow.with_columns(
             pl.lit(None, dtype=pl.Int64).alias("correlation"), pl.lit("flow", dtype=LINK_SOURCE).alias("link_source")
@@ -1712,6 +1880,14 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     # a flow's GPU end never has a correlation link: only repeated flow pairs are dropped
     links = pl.concat([by_corr, by_flow])
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
+
+
+def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
+    """Where ``column`` equals one of ``values`` (comparisons: no query; null where it is)."""
+    out = column == values[0]
+    for value in values[1:]:
+        out = out | (column == value)
+    return out
 
 
 #: the keys of the canonical order after the start and the duration (schema.canonical_order)
@@ -1740,7 +1916,8 @@ def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]
         or ("_order" in names and not _rises(events.get_column("_order")))
     ):
         return canonical_order(events), None
-    keys = [events.get_column(k).to_physical() for k in ("start_ns", "dur_ns", *_ORDER_KEYS)]
+    # (``to_physical`` is a query of its own: only the enums need it)
+    keys = [_physical(events.get_column(k)) for k in ("start_ns", "dur_ns", *_ORDER_KEYS)]
     # the start and duration as int64, the other keys also as the narrower integers the
     # native sort reads in place (an Enum's physical codes sort as its categories do)
     columns = [k if k.dtype in (_NARROW if i >= 2 else (pl.Int64,)) else k.cast(pl.Int64) for i, k in enumerate(keys)]
@@ -1748,6 +1925,11 @@ def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]
     order: pl.Series = pl.Series(ArrowCapsules(ordered)).cast(pl.get_index_type()).alias("start_ns")
     event_id: pl.Series = pl.Series(ArrowCapsules(inverse))
     return order, event_id
+
+
+def _physical(column: pl.Series) -> pl.Series:
+    """``column``'s physical values: an enum's codes, any other column as it is."""
+    return column.to_physical() if isinstance(column.dtype, (pl.Enum, pl.Categorical)) else column
 
 
 def _rises(position: pl.Series) -> bool:
@@ -1779,9 +1961,9 @@ def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
         codes = {v: i for i, v in enumerate(EVENT_KIND.categories.to_list())}
         launch_mask = sum(1 << codes[k] for k in LAUNCH_KINDS)
         target_mask = sum(1 << codes[k] for k in _LINK_TARGETS)
-        kind = events.get_column("kind").to_physical().cast(pl.Int64)
-        correlation = events.get_column("correlation").cast(pl.Int64)
-        columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind, correlation, launch_mask, target_mask)]
+        kind_codes = events.get_column("kind").to_physical()  # (uint8 codes, read as they are)
+        ids = events.get_column("correlation").cast(pl.Int64)
+        columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind_codes, ids, launch_mask, target_mask)]
         source = pl.Series("link_source", ["correlation"], dtype=LINK_SOURCE).new_from_index(0, columns[0].len())
         return pl.DataFrame([*columns, source])
     kind, correlation = pl.col("kind"), pl.col("correlation")
@@ -1808,10 +1990,11 @@ def _fill_sync_threads(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFram
     """Sync rows are recorded on the device track; give them the waiting host thread.
 
     Only the pid/tid columns are rebuilt (a join on the whole table would copy it)."""
+    # (whether there is a sync row at all by a comparison on the Series: no query)
+    if not (events.get_column("kind") == EventKind.SYNC.value).any():
+        return events
     is_sync = pl.col("kind") == EventKind.SYNC.value
     narrow = events.select("event_id", "kind", "pid", "tid")
-    if not narrow.select(is_sync.any()).item():
-        return events
     host = (
         links.join(narrow.select(pl.col("event_id").alias("launch_event_id"), pl.col("pid").alias("_hp"), pl.col("tid").alias("_ht")), on="launch_event_id")
         .group_by("gpu_event_id")
@@ -1876,8 +2059,16 @@ def _devices(top: dict[str, Any], events: pl.DataFrame) -> pl.DataFrame:
                 }
             )
     frame = DEVICES.from_columns({k: [r[k] for r in rows] for k in DEVICES.names}) if rows else DEVICES.empty()
-    used = events.select(pl.col("device").drop_nulls().unique()).to_series()
-    missing = [int(d) for d in used.to_list() if d not in set(frame["device"].to_list())]
+    # the distinct devices: from the least and the greatest where they agree (a trace of one
+    # device; two reductions), else by a query
+    device = events.get_column("device")
+    least, greatest = device.min(), device.max()
+    if least is None or least == greatest:
+        used: list[Any] = [] if least is None else [least]
+    else:
+        used = events.select(pl.col("device").drop_nulls().unique()).to_series().to_list()
+    known = set(frame["device"].to_list())
+    missing = [int(d) for d in used if d not in known]
     if missing:
         extra = DEVICES.from_columns(
             {"device": missing, "vendor": ["amd" if amd_runtime else None] * len(missing)}

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from tracekit.parsers import kineto
+from tracekit.parsers._native import ArrowCapsules
 from tracekit.schema import EVENT_KIND, FLOWS, LINKS
 
 native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
@@ -197,8 +198,15 @@ def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
     assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
     with pytest.raises(ValueError, match="differ in length"):
         kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
+    # the kind may be any of the narrow integer types (an enum's codes), the ids only int64
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.links(pl.Series([1], dtype=pl.Int32), pl.Series([1], dtype=pl.Int64), 1, 2)
+        kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1], dtype=pl.Int32), 1, 2)
+    with pytest.raises(TypeError, match="int64"):
+        kineto._flowbind.links(pl.Series([1.0], dtype=pl.Float64), pl.Series([1], dtype=pl.Int64), 1, 2)
+    kinds, ids = [0, 1, 1, 0, None, 1], [5, 5, 6, None, 6, 7]
+    for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
+        got = kineto._flowbind.links(pl.Series(kinds, dtype=dtype), pl.Series(ids, dtype=pl.Int64), 1, 2)
+        assert [pl.Series(ArrowCapsules(c)).to_list() for c in got] == [[0], [1], [5]]
 
 
 @native
@@ -245,6 +253,25 @@ def test_native_pairing_rejects_columns_of_other_lengths() -> None:
     one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
     with pytest.raises(ValueError, match="differ in length"):
         kineto._flowbind.pair(one, one, two, one)
+    with pytest.raises(TypeError, match="int64"):  # the ids are int64 only
+        kineto._flowbind.pair(one, one, one.cast(pl.Int32), one)
+
+
+@native
+def test_native_pairing_reads_narrow_ends_and_kinds() -> None:
+    """The end and kind columns are read as int64 or as narrow integers (uint8 flags, uint32
+    codes) alike; the flows come in order of (kind, id) either way."""
+    end, kind = [1, 2, 2, 1, 0, 1, 2, None], [1, 1, 0, 0, 0, 1, 1, 1]
+    flow_id = pl.Series([9, 9, 4, 4, 4, -3, -3, 2], dtype=pl.Int64)
+    event_id = pl.Series([10, 11, 12, None, 14, 15, 16, 17], dtype=pl.Int64)
+
+    def paired(dtype: pl.DataType) -> list[list[int | None]]:
+        out = kineto._flowbind.pair(pl.Series(end, dtype=dtype), pl.Series(kind, dtype=dtype), flow_id, event_id)
+        return [pl.Series(ArrowCapsules(c)).to_list() for c in out]
+
+    want = [[4, -3, 9], [0, 1, 1], [None, 15, 10], [12, 16, 11]]
+    for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
+        assert paired(dtype) == want
 
 
 def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -352,3 +379,148 @@ def test_native_order_rejects_bad_columns() -> None:
         kineto._flowbind.order(start.cast(pl.Int32), start)
     with pytest.raises(TypeError):
         kineto._flowbind.order(start)
+
+
+def test_final_ids_on_the_series_match_the_expression() -> None:
+    """The end of the parse renumbers label ids on the Series; the expression it replaced
+    (a gather at ``base - id`` for the ids handed out, every other id as it is) is the spec."""
+    base = kineto._TEMP_LABEL_BASE
+    ids = {base - k: -(k + 1) * 7 for k in range(5)}
+    values = [base, base - 4, base - 5, base + 1, None, -(2**63), 2**63 - 1, 0, 12, base - 2, None, base - 1]
+    column = pl.Series("pid", values * 3, dtype=pl.Int64)
+    column = pl.concat([column.slice(0, 10), column.slice(10)], rechunk=False)  # two chunks
+    finals = pl.Series([ids[base - k] for k in range(len(ids))], dtype=pl.Int64)
+    col = pl.col("pid")
+    temporary = (col <= base) & (col > base - len(ids))
+    index = pl.when(temporary).then(pl.lit(base, dtype=pl.Int64) - col)
+    want = column.to_frame().select(pl.coalesce(pl.lit(finals).gather(index), col)).to_series()
+    got = kineto._final_id_series(column, ids)
+    assert got.dtype == pl.Int64
+    assert got.name == "pid"
+    assert got.to_list() == want.to_list()
+    assert got.to_list()[:4] == [-7, -35, base - 5, base + 1]
+    # a column without temporary ids, and no ids at all, come back as they are
+    plain = pl.Series("tid", [1, None, -(2**63)], dtype=pl.Int64)
+    assert kineto._final_id_series(plain, ids) is plain
+    assert kineto._final_id_series(column, {}) is column
+    frame = pl.DataFrame([column, column.alias("tid"), column.alias("other")])
+    renumbered = kineto._renumber(frame, ids)
+    assert renumbered["tid"].to_list() == want.to_list()
+    assert renumbered["other"].to_list() == column.to_list()
+    assert frame["pid"].to_list() == column.to_list()  # the input frame is left as it was
+
+
+def test_flow_kinds_on_the_series() -> None:
+    cats = ["ac2g", "fwdbwd", "async", "", None, "async_gpu", "ASYNC", "async_cpu_to_gpu", "gpu_user_annotation"]
+    kinds, codes = kineto._flow_kind_series(pl.Series("_cat", cats, dtype=pl.String))
+    want = ["launch", "fwdbwd", "launch", "other", "other", "launch", "other", "launch", "other"]
+    assert kinds.dtype == FLOWS.polars_schema["flow_kind"]
+    assert kinds.to_list() == want
+    assert codes.to_list() == kinds.to_physical().cast(pl.UInt32).to_list()
+
+
+def test_threads_grouped_in_python_match_polars() -> None:
+    """The metadata rows' Python grouping gives the table polars' grouping and joins give,
+    with null pids, tids and labels, repeated keys, processes without threads and names
+    that are (and are not quite) stream names."""
+    rows = [
+        ("process_name", 1, 0, "python"),
+        ("thread_name", 1, 11, " main thread "),
+        ("thread_name", 1, 11, "main"),  # the last one wins
+        ("process_name", 1, 5, "python3"),  # a process's last name, whatever its tid
+        ("process_name", 2, 0, None),
+        ("thread_name", 0, 7, "stream 7"),
+        ("thread_name", 0, 8, " Stream 12 "),
+        ("thread_name", 0, 9, "stream x"),
+        ("thread_name", 0, 10, "stream \u0663"),
+        ("thread_name", 0, 12, "stream 99999999999999999999"),
+        ("thread_name", 3_000_000_000, 1, "stream 3"),  # a pid past int32: no device
+        ("process_name", None, 0, "no pid"),
+        ("thread_name", None, 4, "stream 4"),
+        ("thread_name", 5, None, "no tid"),
+        ("thread_name", 6, 1, None),
+        ("process_name", 7, 0, "lonely"),
+        ("process_name", 0, 0, "GPU 0"),
+    ]
+    meta = pl.DataFrame(
+        [
+            pl.Series("name", [r[0] for r in rows], dtype=pl.String),
+            pl.Series("pid", [r[1] for r in rows], dtype=pl.Int64),
+            pl.Series("tid", [r[2] for r in rows], dtype=pl.Int64),
+            pl.Series("label", [r[3] for r in rows], dtype=pl.String),
+        ]
+    )
+    got = kineto._threads(meta)
+    want = kineto._threads_grouped(meta)
+    assert got.schema == want.schema
+    assert got.to_dicts() == want.to_dicts()
+    assert got.height == 13
+    empty = meta.clear()
+    assert kineto._threads(empty).to_dicts() == kineto._threads_grouped(empty).to_dicts()
+    assert kineto._threads(empty).schema == kineto._threads_grouped(empty).schema
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(5, True, 3), (7, True, 3), (5, False, 9), (7, True, 1)],  # most launches
+        [(5, False, 2), (7, False, 2), (None, False, 1)],  # no launches: most operators, ties to the lower pid
+        [(None, True, 4), (3, True, 4), (3, False, 50)],  # a null pid ties first, as polars' sort has it
+        [(9, True, 1), (9, True, 1), (2, True, 1)],  # counts of one pid from several chunks add up
+        [],
+    ],
+)
+def test_main_pid_in_python_matches_polars(rows: list[tuple[int | None, bool, int]]) -> None:
+    counts = pl.DataFrame(
+        [
+            pl.Series("pid", [r[0] for r in rows], dtype=pl.Int64),
+            pl.Series("launch", [r[1] for r in rows], dtype=pl.Boolean),
+            pl.Series("len", [r[2] for r in rows], dtype=pl.UInt32),
+        ]
+    )
+    assert kineto._main_pid(counts) == kineto._main_pid_grouped(counts)
+
+
+def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
+    """The end of the parse reads a few metadata rows in Python (names other than the two
+    kept, label ids made final); polars' filters, renumbering and grouping are the spec."""
+    base = kineto._TEMP_LABEL_BASE
+    ids = {base: -2, base - 1: -1}
+    rows = [
+        ("process_name", 1, 0, "python"),
+        ("process_labels", 1, 0, "ignored"),
+        ("thread_name", 1, base, "stream 7"),
+        ("thread_name", base - 1, 3, "spans"),
+        ("process_name", base - 1, 0, "Spans"),
+        ("thread_sort_index", 1, 2, "5"),
+        ("thread_name", 1, base, " stream 8"),  # the last one wins
+        (None, 1, 4, "no name"),
+        ("thread_name", None, None, None),
+    ]
+    parts = [
+        pl.DataFrame(
+            [
+                pl.Series("pid", [r[1] for r in chunk], dtype=pl.Int64),
+                pl.Series("tid", [r[2] for r in chunk], dtype=pl.Int64),
+                pl.Series("name", [r[0] for r in chunk], dtype=pl.String),
+                pl.Series("label", [r[3] for r in chunk], dtype=pl.String),
+            ]
+        )
+        for chunk in (rows[:4], rows[4:])
+    ]
+    meta = pl.concat(parts)
+    meta = meta.filter(pl.col("name").is_in(["process_name", "thread_name"]))
+    want = kineto._threads_grouped(kineto._renumber(meta, ids))
+    got = kineto._threads_of_rows(kineto._meta_rows(parts, ids))
+    assert got.schema == want.schema
+    assert got.to_dicts() == want.to_dicts()
+    assert got.height == 3
+
+
+@pytest.mark.parametrize(
+    ("devices", "want"), [([None, 1, 1], [0, 1]), ([2, None, 0, 2], [0, 2]), ([None, None], [0]), ([], [0])]
+)
+def test_devices_the_events_use_are_listed_once(devices: list[int | None], want: list[int]) -> None:
+    events = pl.DataFrame([pl.Series("device", devices, dtype=pl.Int32)])
+    top = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}
+    assert kineto._devices(top, events)["device"].to_list() == want

@@ -553,3 +553,30 @@ def test_thread_names_with_no_ascii_stream_number_are_plain_threads(tmp_path: Pa
         "stream 99999999999999999999": (1, 8, None, None),
         "Stream 12": (None, None, 1, 12),
     }
+
+
+def test_launch_flows_link_what_correlation_ids_do_not(tmp_path: Path) -> None:
+    """A launch flow links a launch call to a GPU activity where no correlation id does; a
+    flow between other kinds, or to a GPU activity a correlation id already links, adds none."""
+    events = [
+        _x("cuda_runtime", "cudaLaunchKernel", 1000, 5, correlation=1),
+        _x("kernel", "k_corr", 1010, 10, pid=0, tid=7, correlation=1, device=0, stream=7),
+        _x("cuda_runtime", "cudaLaunchKernel", 1020, 5),  # no correlation id: only its flow links it
+        _x("kernel", "k_flow", 1030, 10, pid=0, tid=7, device=0, stream=7),
+        _x("cpu_op", "aten::add", 1040, 5),
+        _x("kernel", "k_from_op", 1050, 10, pid=0, tid=7, device=0, stream=7),
+        {"ph": "s", "id": 1, "pid": 10, "tid": 11, "ts": 1000, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 1010, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "s", "id": 2, "pid": 10, "tid": 11, "ts": 1020, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 2, "pid": 0, "tid": 7, "ts": 1030, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "s", "id": 3, "pid": 10, "tid": 11, "ts": 1040, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 3, "pid": 0, "tid": 7, "ts": 1050, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "s", "id": 4, "pid": 10, "tid": 11, "ts": 1020, "cat": "ac2g", "name": "ac2g"},  # no end
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    names = t.events.get_column("name")
+    got = [
+        (names[row["launch_event_id"]], names[row["gpu_event_id"]], row["link_source"], row["correlation"])
+        for row in t.links.iter_rows(named=True)
+    ]
+    assert got == [("cudaLaunchKernel", "k_corr", "correlation", 1), ("cudaLaunchKernel", "k_flow", "flow", None)]

@@ -529,6 +529,8 @@ def finalize_events(
         frame.drop_in_place("end_ns")
     if order is None:
         order = canonical_order(frame)
+    if order.dtype != pl.get_index_type():
+        order = order.cast(pl.get_index_type())
     wanted = set(EVENTS.names) | set(keep)
     always = {"start_ns", "dur_ns", *keep}
     columns: dict[str, pl.Series] = {}
@@ -537,26 +539,45 @@ def finalize_events(
     for i, name in enumerate(column_names):
         source = frame.drop_in_place(name)
         if name in wanted and (name in always or source.null_count() < source.len()):
-            # (an all-null column is not gathered: conform writes the null column)
+            # (an all-null column is not gathered: it is written as nulls below)
             # gathering across chunks is slow for text (up to 25x a contiguous gather)
-            batch.append(source.rechunk() if source.n_chunks() > 1 else source)
+            source = source.rechunk() if source.n_chunks() > 1 else source
+            if _constant(source):
+                columns[name] = source  # (its own sorted copy: the rank, a trace's one pid)
+            else:
+                batch.append(source)
         del source
         if batch and (len(batch) == _GATHER_BATCH or i == len(column_names) - 1):
-            # a few columns per query, so polars gathers them on its threads side by side
-            # while at most that many sorted copies exist beside the input
-            for gathered in pl.DataFrame(batch).select(pl.all().gather(order)).get_columns():
+            # a few columns a call, which polars gathers on its threads side by side, while at
+            # most that many sorted copies exist beside the input (a frame's row gather, not a
+            # ``select``: the same gathers without the fixed cost of a query)
+            for gathered in pl.DataFrame(batch)[order].get_columns():
                 columns[gathered.name] = gathered
             batch.clear()
     if names is not None and "name" in columns:
-        columns["name"] = names.gather(columns["name"]).alias("name")
+        columns["name"] = names[columns["name"]].alias("name")
     start, dur = columns["start_ns"], columns["dur_ns"]
+    rows = start.len()
     columns["end_ns"] = (start + dur).alias("end_ns")
-    columns["event_id"] = pl.int_range(0, start.len(), dtype=pl.Int64, eager=True).alias("event_id")
-    sorted_frame = pl.DataFrame(list(columns.values()))
+    columns["event_id"] = pl.int_range(0, rows, dtype=pl.Int64, eager=True).alias("event_id")
+    # the schema's columns in its order, built from the Series (what :meth:`TableSchema.conform`
+    # gives, without a query): a strict cast where the dtype differs, nulls where absent
+    out = []
+    for col in EVENTS.columns:
+        series = columns.get(col.name)
+        if series is None:
+            series = pl.Series(col.name, [None], dtype=col.dtype).new_from_index(0, rows)
+        elif series.dtype != col.dtype:
+            series = series.cast(col.dtype, strict=True)
+        out.append(series)
+    out.extend(columns[k] for k in keep)
     del columns
-    if keep:
-        return pl.concat([EVENTS.conform(sorted_frame), sorted_frame.select(list(keep))], how="horizontal")
-    return EVENTS.conform(sorted_frame)
+    return pl.DataFrame(out)
+
+
+def _constant(column: pl.Series) -> bool:
+    """Whether ``column`` is integers, without a null, all of one value (two reductions)."""
+    return column.dtype.is_integer() and column.len() > 0 and column.null_count() == 0 and column.min() == column.max()
 
 
 def _sort_order(frame: pl.DataFrame, keys: Sequence[str], descending: Sequence[bool]) -> pl.Series:
