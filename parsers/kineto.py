@@ -497,7 +497,9 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
 
     def all_null(dtype: pl.DataType) -> pl.Series:  # one all-null series per type, shared
         if dtype not in nulls:
-            nulls[dtype] = pl.repeat(None, rows, dtype=dtype, eager=True)
+            # (one null repeated by a native call: ``pl.repeat`` is a query of its own, which
+            # costs tens of times as much, and a chunk has about twenty such columns)
+            nulls[dtype] = pl.Series("", [None], dtype=dtype).new_from_index(0, rows)
         return nulls[dtype]
 
     for name, kind, nfloat, nlabels, values, labels in columns:
