@@ -996,21 +996,23 @@ class _Parts:
             ],
         )
         del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows, codes
+        # each row's kind gathered by its category code (a native gather: ``Series.gather`` and
+        # a ``with_columns`` are queries of their own); only a complete event has its
+        # category's kind, an instant is an instant.  ``dur_ns`` is worked out in
+        # :func:`_event_columns`' select, from ``_complete``
         complete = timed.get_column("ph") == "X"
-        timed = timed.with_columns(
-            pl.when(complete)
-            .then(pl.lit(code_kinds).gather(pl.col("_cat_code")))
-            .otherwise(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND))
-            .alias("kind"),
-            pl.when(complete).then(pl.col("dur").fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns"),
+        kinds = code_kinds[timed.get_column("_cat_code")].zip_with(
+            complete, pl.Series("kind", [EventKind.INSTANT.value], dtype=EVENT_KIND).new_from_index(0, timed.height)
         )
-        if timed["kind"].null_count():
-            self.unknown.append(timed.select("cat", "kind").filter(pl.col("kind").is_null()).group_by("cat").len())
-            timed = timed.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
+        if kinds.null_count():
+            unknown = pl.DataFrame([timed.get_column("cat"), kinds.alias("kind")])
+            self.unknown.append(unknown.filter(pl.col("kind").is_null()).group_by("cat").len())
+            kinds = kinds.fill_null(EventKind.OTHER.value)
+        timed = timed.hstack([kinds.alias("kind"), complete.alias("_complete")])
         # events per (pid, launches GPU work) among the launches and CPU operators, counted
         # by pid for each of the two (a Series' value counts cost a fifth of a two-key
         # group_by, and comparisons a third of a Series' ``is_in``)
-        kinds, pids = timed.get_column("kind"), timed.get_column("pid")
+        pids = timed.get_column("pid")
         launches = kinds == LAUNCH_KINDS[0]
         for other in LAUNCH_KINDS[1:]:
             launches = launches | (kinds == other)
@@ -1258,7 +1260,9 @@ def _event_columns(
     memo: dict[Any, list[pl.Expr | str]] | None = None,
 ) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
-    (GPU rows get the main process in :func:`_final_event_columns`).
+    (GPU rows get the main process in :func:`_final_event_columns`).  ``timed`` has the
+    rows' ``kind`` and ``_complete`` (whether the row is a complete event) besides its
+    source columns.
 
     A source column ``timed`` lacks (``dtypes``: the types it had in the chunk) was null on
     every row: a column made from such columns alone would be null on every row too, which
@@ -1267,19 +1271,19 @@ def _event_columns(
     0.3 ms of Python a chunk, and most chunks of a trace have the same columns)."""
     have = frozenset(timed.columns)
     # the text work on event names (copy direction and memory kinds, sync kinds) is done on
-    # the few memcpy and sync rows alone, then put back at their rows
+    # the few memcpy and sync rows alone, then put back at their rows by the select
     kinds = timed.get_column("kind")
-    flags = pl.DataFrame(
-        [(kinds == EventKind.MEMCPY.value).alias("memcpy"), (kinds == EventKind.SYNC.value).alias("sync")]
-    )
-    text = _text_columns(timed, flags, _source(have, dtypes or {}), copy_names)
+    memcpy, sync = kinds == EventKind.MEMCPY.value, kinds == EventKind.SYNC.value
+    text = _text_columns(timed, memcpy, sync, copy_names)
     key = (have, frozenset((dtypes or {}).items()))
     exprs = memo.get(key) if memo is not None else None
     if exprs is None:
         exprs = _event_exprs(have, dtypes or {})
         if memo is not None:
             memo[key] = exprs
-    return timed.select(text[e] if isinstance(e, str) else e for e in exprs)
+    return timed.hstack([memcpy.alias("_memcpy"), sync.alias("_sync")]).select(
+        text[e] if isinstance(e, str) else e for e in exprs
+    )
 
 
 def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable[[str], pl.Expr]:
@@ -1337,7 +1341,8 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
         (("device", "pid"), lambda: device().cast(pl.Int32, strict=False).alias("device")),
         (("stream", "tid", "tid_label"), lambda: stream().alias("stream")),
         (None, lambda: pl.col("start_ns")),
-        (None, lambda: pl.col("dur_ns")),
+        (None, lambda: pl.when(pl.col("_complete")).then(pl.col("dur").fill_null(0).clip(lower_bound=0))
+         .otherwise(0).alias("dur_ns")),
         (("correlation",), lambda: source("correlation")),
         (("external_id", "external_id_v1"),
          lambda: pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
@@ -1377,45 +1382,53 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
 
 
 def _text_columns(
-    timed: pl.DataFrame,
-    flags: pl.DataFrame,
-    source: Callable[[str], pl.Expr] = pl.col,
-    copy_names: _CopyNames | None = None,
-) -> dict[str, pl.Series | pl.Expr]:
-    """``memcpy_kind``, ``src_memory``, ``dst_memory`` (memcpy rows) and ``sync_kind`` (sync
-    rows) of one chunk's timed events, null on every other row.
+    timed: pl.DataFrame, memcpy: pl.Series, sync: pl.Series, copy_names: _CopyNames | None = None
+) -> dict[str, pl.Expr]:
+    """``memcpy_kind``, ``src_memory``, ``dst_memory`` (the rows where ``memcpy`` holds) and
+    ``sync_kind`` (the rows where ``sync`` holds) of one chunk's timed events, null on every
+    other row, as expressions of the caller's select (which has the two flags as columns
+    ``_memcpy`` and ``_sync``).
 
-    A column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
-    literal the caller's ``select`` broadcasts: the gathers, the text work on no rows and the
-    scatter into a null column cost more than the rest of the chunk's columns together."""
-    out: dict[str, pl.Series | pl.Expr] = {}
-    memcpy = flags.get_column("memcpy")
-    # (``any`` first: ``arg_true`` is a query of its own, and many chunks have no memcpy or sync rows)
+    The text work is done on the flagged rows alone (natively filtered), and each value put
+    back at its row by a gather in the caller's select: no query of its own but the sync
+    kinds' (a query costs tens of µs however few the rows, more in a fresh process).  A
+    column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
+    literal the select broadcasts."""
+    out: dict[str, pl.Expr] = {}
+    names = timed.get_column("name")
     if memcpy.any():
-        memcpy_rows = memcpy.arg_true()
-        said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
+        at = _spread_index("_memcpy")
+        index, said = (copy_names or _CopyNames()).lookup(names.filter(memcpy))
+        said_index = pl.lit(index).to_physical().gather(at)
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
             kind_arg = pl.col("kind_arg")
-            said = said.hstack([timed.get_column("kind_arg").gather(memcpy_rows)]).with_columns(
-                pl.coalesce("direction", pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
-                .fill_null("unknown")
-                .cast(MEMCPY_KIND)
+            out["memcpy_kind"] = (
+                pl.when(pl.col("_memcpy"))
+                .then(
+                    pl.coalesce(pl.lit(said.get_column("direction")).gather(said_index),
+                                pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
+                    .fill_null("unknown")
+                    .cast(MEMCPY_KIND)
+                )
                 .alias("memcpy_kind")
             )
-        for column in _spread(said.select("memcpy_kind", "src_memory", "dst_memory"), memcpy):
-            out[column.name] = column
+        else:
+            out["memcpy_kind"] = pl.lit(said.get_column("memcpy_kind")).gather(said_index).alias("memcpy_kind")
+        for column in ("src_memory", "dst_memory"):
+            out[column] = pl.lit(said.get_column(column)).gather(said_index).alias(column)
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
-    if flags.get_column("sync").any():
-        rows = flags.get_column("sync").arg_true()
-        syncs = timed.select(source("sync_kind"), pl.col("name")).gather(rows)
-        sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
-        value = syncs.select(
-            sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
+    if sync.any():
+        said_name = pl.lit(names.filter(sync))
+        if "sync_kind" in timed.columns:  # the ``sync_kind`` argument where there is one, else the name
+            said_name = pl.coalesce(pl.lit(timed.get_column("sync_kind").filter(sync)), said_name)
+        value = pl.select(
+            said_name.str.to_lowercase()
+            .replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND)
         ).to_series()
-        (out["sync_kind"],) = _spread(value.to_frame(), flags.get_column("sync"))
+        out["sync_kind"] = pl.lit(value).gather(_spread_index("_sync")).alias("sync_kind")
     else:
         out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
@@ -1441,13 +1454,15 @@ class _CopyNames:
             }
         )
 
-    def lookup(self, names: pl.Series) -> pl.DataFrame:
-        """``direction`` (null where the name names none), ``memcpy_kind`` (the direction, or
-        ``unknown``), ``src_memory``, ``dst_memory`` for each of ``names`` (a null name says
-        what an empty one says: nothing)."""
+    def lookup(self, names: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
+        """Each of ``names`` as an index into the second result, which has ``direction``
+        (null where the name names none), ``memcpy_kind`` (the direction, or ``unknown``),
+        ``src_memory`` and ``dst_memory`` for every name seen so far (a null name says what
+        an empty one says: nothing).  The index is an enum of the names: its physical codes
+        are the row numbers."""
         if names.null_count():  # (a fill copies the names even when there is nothing to fill)
             names = names.fill_null("")
-        index = names.cast(self.codes, strict=False).to_physical()
+        index = names.cast(self.codes, strict=False)
         if index.null_count():
             new = names.filter(index.is_null()).unique()
             lname = pl.col("name").str.to_lowercase()
@@ -1461,18 +1476,16 @@ class _CopyNames:
             self.names = pl.concat([self.names, new])
             self.said = pl.concat([self.said, said])
             self.codes = pl.Enum(self.names)
-            index = names.cast(self.codes).to_physical()
-        return self.said.gather(index)
+            index = names.cast(self.codes)
+        return index, self.said
 
 
-def _spread(values: pl.DataFrame, flag: pl.Series) -> list[pl.Series]:
-    """The columns of ``values`` (a row for each row where ``flag`` holds, in order) at those
-    rows and null elsewhere: each row's position among the flagged rows, worked out once,
-    gathers every column in one call (a gather per column, each with its own running count
-    of the flags, cost twice as much; a scatter into null columns more)."""
-    mask = pl.lit(flag)
-    index = pl.select(pl.when(mask).then(mask.cum_sum().cast(pl.Int64) - 1)).to_series()
-    return values.gather(index).get_columns()
+def _spread_index(flag: str) -> pl.Expr:
+    """Each row's position among the rows where the boolean column ``flag`` holds, null
+    elsewhere: gathering a column of the flagged rows' values by it puts each value back at
+    its row (and null at every other row)."""
+    mask = pl.col(flag)
+    return pl.when(mask).then(mask.cum_sum().cast(pl.Int64) - 1)
 
 
 def _final_event_columns(

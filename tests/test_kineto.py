@@ -553,3 +553,42 @@ def test_thread_names_with_no_ascii_stream_number_are_plain_threads(tmp_path: Pa
         "stream 99999999999999999999": (1, 8, None, None),
         "Stream 12": (None, None, 1, 12),
     }
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_copy_and_sync_kinds_land_on_their_rows_in_any_chunking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str
+) -> None:
+    # a memcpy's direction comes from its name, else from a ``kind`` argument that names one;
+    # a sync row's kind from its ``cuda_sync_kind`` argument, else from its name; each value is
+    # worked out on the flagged rows of a chunk and put back at its row (every other row null)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", pure)
+    events = [
+        _x("cpu_op", "op0", 10, 1),
+        _x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20, 2, pid=0, tid=7, kind="DtoH"),
+        _x("cpu_op", "op1", 30, 1),
+        _x("gpu_memcpy", "Memcpy", 40, 2, pid=0, tid=7, kind="DtoH"),
+        _x("cuda_sync", "Stream Sync", 50, 3, pid=0, tid=7),
+        _x("gpu_memcpy", "Memcpy", 60, 2, pid=0, tid=7, kind="1"),
+        _x("cuda_sync", "whatever", 70, 3, pid=0, tid=7, cuda_sync_kind="Event Sync"),
+        _x("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 80, 2, pid=0, tid=7),
+        _x("cuda_sync", "Foo", 90, 3, pid=0, tid=7),
+        _x("kernel", "k", 100, 5, pid=0, tid=7),
+    ]
+    path = write_trace(tmp_path / "t.json", events)
+    columns = ["name", "memcpy_kind", "src_memory", "dst_memory", "sync_kind"]
+    whole = read_kineto(path).events.sort("start_ns").select(columns)
+    assert whole.rows() == [
+        ("op0", None, None, None, None),
+        ("Memcpy HtoD (Pinned -> Device)", "HtoD", "pinned", "device", None),
+        ("op1", None, None, None, None),
+        ("Memcpy", "DtoH", "unknown", "unknown", None),
+        ("Stream Sync", None, None, None, "stream_sync"),
+        ("Memcpy", "unknown", "unknown", "unknown", None),
+        ("whatever", None, None, None, "event_sync"),
+        ("Memcpy DtoD (Device -> Device)", "DtoD", "device", "device", None),
+        ("Foo", None, None, None, "unknown"),
+        ("k", None, None, None, None),
+    ]
+    for chunk_bytes in (200, 400):  # the rows cut into several chunks: the same table
+        assert read_kineto(path, chunk_bytes=chunk_bytes).events.sort("start_ns").select(columns).equals(whole)
