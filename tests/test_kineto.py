@@ -592,3 +592,25 @@ def test_copy_and_sync_kinds_land_on_their_rows_in_any_chunking(
     ]
     for chunk_bytes in (200, 400):  # the rows cut into several chunks: the same table
         assert read_kineto(path, chunk_bytes=chunk_bytes).events.sort("start_ns").select(columns).equals(whole)
+
+
+def test_copy_names_read_by_python_as_by_polars() -> None:
+    # a few ASCII memcpy names are read by Python's ``re`` (polars compiles its regular
+    # expressions on every call); both readings must agree, whitespace classes included
+    # (Python's own \s matches \x1c, polars' does not), and non-ASCII names go to polars
+    from tracekit.parsers.kineto import _copy_names_said
+
+    names = pl.Series("name", [
+        "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)",
+        "Memcpy PtoP (Device -> Device)", "memcpy htod (pageable -> device)", "Memcpy", "", "(->)", "( -> )",
+        "x (Managed\t\x0b->\n\rArray) y", "(device\x1c-> pinned)", "(device ->\x1cpinned)", "(Dev_1 -> 2x)",
+        "HtoDtoH (Pinned->Pageable)(Device -> Managed)", "(a (device -> pinned)", "(device -> pinned",
+        "DtoHHtoD", "Memcpy HtoD (Devicé -> Device)", "(UNKNOWN -> unknown)",
+    ])
+    by_python = _copy_names_said(names, python=True)
+    assert by_python.equals(_copy_names_said(names, python=False))
+    assert by_python.row(0) == ("HtoD", "HtoD", "pageable", "device")
+    assert by_python.row(9) == (None, "unknown", "managed", "array")
+    assert by_python.row(10) == (None, "unknown", "unknown", "pinned")
+    ascii_only = names.filter(names.str.contains("é", literal=True).not_())
+    assert _copy_names_said(ascii_only, python=True).equals(_copy_names_said(ascii_only, python=False))
