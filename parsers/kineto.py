@@ -1008,16 +1008,24 @@ class _Parts:
             unknown = pl.DataFrame([timed.get_column("cat"), kinds.alias("kind")])
             self.unknown.append(unknown.filter(pl.col("kind").is_null()).group_by("cat").len())
             kinds = kinds.fill_null(EventKind.OTHER.value)
-        timed = timed.hstack([kinds.alias("kind"), complete.alias("_complete")])
+        # the kinds' masks by comparisons of their codes (a third of an enum's comparison to
+        # text; an ``is_in`` in the select cost more than all of them together)
+        codes = kinds.to_physical()
+        timed = timed.hstack(
+            [
+                kinds.alias("kind"), complete.alias("_complete"), _kind_mask(codes, GPU_KINDS).alias("_on_gpu"),
+                _kind_mask(codes, (EventKind.MEMCPY.value,)).alias("_memcpy"),
+                _kind_mask(codes, (EventKind.SYNC.value,)).alias("_sync"),
+            ]
+        )
         # events per (pid, launches GPU work) among the launches and CPU operators, counted
         # by pid for each of the two (a Series' value counts cost a fifth of a two-key
-        # group_by, and comparisons a third of a Series' ``is_in``)
+        # group_by)
         pids = timed.get_column("pid")
-        launches = kinds == LAUNCH_KINDS[0]
-        for other in LAUNCH_KINDS[1:]:
-            launches = launches | (kinds == other)
         counted = []
-        for launch, mask in ((True, launches), (False, kinds == EventKind.CPU_OP.value)):
+        for launch, mask in (
+            (True, _kind_mask(codes, LAUNCH_KINDS)), (False, _kind_mask(codes, (EventKind.CPU_OP.value,)))
+        ):
             counts = pids.filter(mask).value_counts(name="len")
             counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
         self.launchers.append(pl.concat(counted))
@@ -1106,6 +1114,18 @@ class _Parts:
         frame = pl.concat(self.timed, how="diagonal_relaxed", rechunk=False)
         self.timed.clear()
         return frame
+
+
+#: each event kind's physical code in ``EVENT_KIND``
+_KIND_CODES = {kind: code for code, kind in enumerate(EVENT_KIND.categories.to_list())}
+
+
+def _kind_mask(codes: pl.Series, kinds: Sequence[str]) -> pl.Series:
+    """Where the physical ``EVENT_KIND`` codes ``codes`` are one of ``kinds``."""
+    mask = codes == _KIND_CODES[kinds[0]]
+    for kind in kinds[1:]:
+        mask = mask | (codes == _KIND_CODES[kind])
+    return mask
 
 
 def _at_most(least: Any, bound: int) -> bool:
@@ -1271,18 +1291,18 @@ def _event_columns(
     0.3 ms of Python a chunk, and most chunks of a trace have the same columns)."""
     have = frozenset(timed.columns)
     # the text work on event names (copy direction and memory kinds, sync kinds) is done on
-    # the few memcpy and sync rows alone, then put back at their rows by the select
-    kinds = timed.get_column("kind")
-    memcpy, sync = kinds == EventKind.MEMCPY.value, kinds == EventKind.SYNC.value
-    text = _text_columns(timed, memcpy, sync, copy_names)
+    # the few memcpy and sync rows alone, then put back at their rows
+    text = _text_columns(timed, timed.get_column("_memcpy"), timed.get_column("_sync"), copy_names)
     key = (have, frozenset((dtypes or {}).items()))
     exprs = memo.get(key) if memo is not None else None
     if exprs is None:
         exprs = _event_exprs(have, dtypes or {})
         if memo is not None:
             memo[key] = exprs
-    return timed.hstack([memcpy.alias("_memcpy"), sync.alias("_sync")]).select(
-        text[e] if isinstance(e, str) else e for e in exprs
+    made = [column.alias("_" + name) for name, column in text.items() if isinstance(column, pl.Series)]
+    return (timed.hstack(made) if made else timed).select(
+        (pl.col("_" + e).alias(e) if isinstance(text[e], pl.Series) else text[e]) if isinstance(e, str) else e
+        for e in exprs
     )
 
 
@@ -1304,8 +1324,8 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
     building an expression costs several µs a call)."""
     source = _source(have, dtypes)
     kind = pl.col("kind")
-    on_gpu = kind.is_in(GPU_KINDS)
-    is_sync = kind == EventKind.SYNC.value
+    on_gpu = pl.col("_on_gpu")
+    is_sync = pl.col("_sync")
 
     def device() -> pl.Expr:
         return pl.when(on_gpu | is_sync).then(pl.coalesce(source("device"), pl.col("pid"))).otherwise(None)
@@ -1383,39 +1403,38 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
 
 def _text_columns(
     timed: pl.DataFrame, memcpy: pl.Series, sync: pl.Series, copy_names: _CopyNames | None = None
-) -> dict[str, pl.Expr]:
+) -> dict[str, pl.Series | pl.Expr]:
     """``memcpy_kind``, ``src_memory``, ``dst_memory`` (the rows where ``memcpy`` holds) and
     ``sync_kind`` (the rows where ``sync`` holds) of one chunk's timed events, null on every
-    other row, as expressions of the caller's select (which has the two flags as columns
-    ``_memcpy`` and ``_sync``).
+    other row.
 
-    The text work is done on the flagged rows alone (natively filtered), and each value put
-    back at its row by a gather in the caller's select: no query of its own but the sync
-    kinds' (a query costs tens of µs however few the rows, more in a fresh process).  A
-    column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
-    literal the select broadcasts."""
-    out: dict[str, pl.Expr] = {}
+    The text work is done on the flagged rows alone (natively filtered, in one small query
+    for each of the two), and the values scattered natively into columns of nulls (a gather
+    by each row's position among the flagged ones cost a tenth of a millisecond a column in
+    the caller's select).  A column whose rows the chunk does not have (no memcpy, no sync:
+    most chunks) is a null literal the caller's select broadcasts."""
+    out: dict[str, pl.Series | pl.Expr] = {}
     names = timed.get_column("name")
     if memcpy.any():
-        at = _spread_index("_memcpy")
         index, said = (copy_names or _CopyNames()).lookup(names.filter(memcpy))
-        said_index = pl.lit(index).to_physical().gather(at)
+        rows = [index.alias("index")]
+        code = pl.col("index").to_physical()
+        direction = pl.lit(said.get_column("direction")).gather(code)
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
+            rows.append(timed.get_column("kind_arg").filter(memcpy))
             kind_arg = pl.col("kind_arg")
-            out["memcpy_kind"] = (
-                pl.when(pl.col("_memcpy"))
-                .then(
-                    pl.coalesce(pl.lit(said.get_column("direction")).gather(said_index),
-                                pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
-                    .fill_null("unknown")
-                    .cast(MEMCPY_KIND)
-                )
-                .alias("memcpy_kind")
+            memcpy_kind = (
+                pl.coalesce(direction, pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
+                .fill_null("unknown")
+                .cast(MEMCPY_KIND)
             )
         else:
-            out["memcpy_kind"] = pl.lit(said.get_column("memcpy_kind")).gather(said_index).alias("memcpy_kind")
-        for column in ("src_memory", "dst_memory"):
-            out[column] = pl.lit(said.get_column(column)).gather(said_index).alias(column)
+            memcpy_kind = pl.lit(said.get_column("memcpy_kind")).gather(code)
+        values = pl.DataFrame(rows).select(
+            memcpy_kind.alias("memcpy_kind"),
+            *(pl.lit(said.get_column(c)).gather(code).alias(c) for c in ("src_memory", "dst_memory")),
+        )
+        out.update(_scattered(values, memcpy))
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
@@ -1424,11 +1443,12 @@ def _text_columns(
         said_name = pl.lit(names.filter(sync))
         if "sync_kind" in timed.columns:  # the ``sync_kind`` argument where there is one, else the name
             said_name = pl.coalesce(pl.lit(timed.get_column("sync_kind").filter(sync)), said_name)
-        value = pl.select(
+        values = pl.select(
             said_name.str.to_lowercase()
             .replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND)
-        ).to_series()
-        out["sync_kind"] = pl.lit(value).gather(_spread_index("_sync")).alias("sync_kind")
+            .alias("sync_kind")
+        )
+        out.update(_scattered(values, sync))
     else:
         out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
@@ -1526,12 +1546,14 @@ def _copy_names_said(names: pl.Series, python: bool | None = None) -> pl.DataFra
     )
 
 
-def _spread_index(flag: str) -> pl.Expr:
-    """Each row's position among the rows where the boolean column ``flag`` holds, null
-    elsewhere: gathering a column of the flagged rows' values by it puts each value back at
-    its row (and null at every other row)."""
-    mask = pl.col(flag)
-    return pl.when(mask).then(mask.cum_sum().cast(pl.Int64) - 1)
+def _scattered(values: pl.DataFrame, flag: pl.Series) -> dict[str, pl.Series]:
+    """The columns of ``values`` (a row for each row where ``flag`` holds, in order) at those
+    rows and null elsewhere, by name."""
+    rows = pl.int_range(0, flag.len(), dtype=pl.UInt32, eager=True).filter(flag)
+    return {
+        column.name: pl.Series(column.name, [None], dtype=column.dtype).new_from_index(0, flag.len()).scatter(rows, column)
+        for column in values.get_columns()
+    }
 
 
 def _final_event_columns(
