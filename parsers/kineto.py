@@ -1029,7 +1029,7 @@ class _Parts:
             counts = pids.filter(mask).value_counts(name="len")
             counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
         self.launchers.append(pl.concat(counted))
-        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names, self.event_exprs))
+        part = _event_columns(timed, dtypes, self.copy_names, self.event_exprs, self._name_codes(timed))
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -1079,26 +1079,28 @@ class _Parts:
         """Temporary id → final id: -1, -2, ... by sorted label."""
         return {self.labels[label]: -(i + 1) for i, label in enumerate(sorted(self.labels))}
 
-    def _encode_names(self, part: pl.DataFrame) -> pl.DataFrame:
-        """The part with its event names replaced by indices into the chunk's distinct names.
+    def _name_codes(self, timed: pl.DataFrame) -> pl.Expr:
+        """The timed rows' event names as indices into the chunk's distinct names (an
+        expression of :func:`_event_columns`' select, which has no query of its own).
 
         A chunk's names are mostly repeats, and a text column holds views into the text
         buffers it was cut from: kept as text, every part (and the sorted events table after
         it) would keep the scanner's whole name buffer of its chunk alive."""
-        names = part.get_column("name")
+        names = timed.get_column("name")
+        name = pl.col("name")
         if names.null_count():  # (an event without a name is named ""; a fill copies the column, so only then)
             names = names.fill_null("")
+            name = name.fill_null("")
         distinct = names.unique()
         first = self.name_count
         self.names.append(distinct)
         self.name_count += distinct.len()
         if not distinct.len():
-            return part.replace_column(part.get_column_index("name"), names.cast(pl.UInt32))
+            return name.cast(pl.UInt32).alias("name")
         # a name's position among the distinct names is its code in an enum of them (the
         # cast costs 40 % less than a hash replacement; the names are never null here)
-        codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
-        # (the column replaced in place: a ``with_columns`` is a query of its own)
-        return part.replace_column(part.get_column_index("name"), codes + first if first else codes)
+        codes = name.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
+        return (codes + first if first else codes).alias("name")
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
@@ -1278,11 +1280,13 @@ def _event_columns(
     dtypes: Mapping[str, pl.DataType] | None = None,
     copy_names: _CopyNames | None = None,
     memo: dict[Any, list[pl.Expr | str]] | None = None,
+    name: pl.Expr | None = None,
 ) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
     (GPU rows get the main process in :func:`_final_event_columns`).  ``timed`` has the
-    rows' ``kind`` and ``_complete`` (whether the row is a complete event) besides its
-    source columns.
+    rows' ``kind``, ``_complete`` (whether the row is a complete event) and the masks
+    ``_on_gpu``, ``_memcpy`` and ``_sync`` besides its source columns.  ``name``: the
+    ``name`` column's expression (:meth:`_Parts._name_codes`; default: the text).
 
     A source column ``timed`` lacks (``dtypes``: the types it had in the chunk) was null on
     every row: a column made from such columns alone would be null on every row too, which
@@ -1299,11 +1303,10 @@ def _event_columns(
         exprs = _event_exprs(have, dtypes or {})
         if memo is not None:
             memo[key] = exprs
-    made = [column.alias("_" + name) for name, column in text.items() if isinstance(column, pl.Series)]
-    return (timed.hstack(made) if made else timed).select(
-        (pl.col("_" + e).alias(e) if isinstance(text[e], pl.Series) else text[e]) if isinstance(e, str) else e
-        for e in exprs
-    )
+    made = [column.alias("_" + c) for c, column in text.items() if isinstance(column, pl.Series)]
+    columns: dict[str, pl.Expr] = {c: pl.col("_" + c).alias(c) if isinstance(v, pl.Series) else v for c, v in text.items()}
+    columns["name"] = pl.col("name") if name is None else name
+    return (timed.hstack(made) if made else timed).select(columns[e] if isinstance(e, str) else e for e in exprs)
 
 
 def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable[[str], pl.Expr]:
@@ -1355,7 +1358,7 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
     outputs: list[tuple[tuple[str, ...] | None, Callable[[], pl.Expr] | str]] = [
         (None, lambda: pl.col("_order")),
         (None, lambda: kind),
-        (None, lambda: pl.col("name")),  # (a null name becomes "" in _Parts._encode_names)
+        (None, "name"),  # (the name's code: the caller's expression)
         (None, lambda: pl.col("pid")),
         (None, lambda: pl.col("tid").cast(pl.Int64)),
         (("device", "pid"), lambda: device().cast(pl.Int32, strict=False).alias("device")),
@@ -1417,23 +1420,18 @@ def _text_columns(
     names = timed.get_column("name")
     if memcpy.any():
         index, said = (copy_names or _CopyNames()).lookup(names.filter(memcpy))
-        rows = [index.alias("index")]
-        code = pl.col("index").to_physical()
-        direction = pl.lit(said.get_column("direction")).gather(code)
+        code = index.to_physical()
+        # (native gathers by the codes: a select of gathers costs several times as much)
+        values = pl.DataFrame([said.get_column(c)[code] for c in ("memcpy_kind", "src_memory", "dst_memory")])
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
-            rows.append(timed.get_column("kind_arg").filter(memcpy))
-            kind_arg = pl.col("kind_arg")
-            memcpy_kind = (
-                pl.coalesce(direction, pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
+            kind_arg = pl.lit(timed.get_column("kind_arg").filter(memcpy))
+            memcpy_kind = pl.select(
+                pl.coalesce(pl.lit(said.get_column("direction")[code]), pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
                 .fill_null("unknown")
                 .cast(MEMCPY_KIND)
+                .alias("memcpy_kind")
             )
-        else:
-            memcpy_kind = pl.lit(said.get_column("memcpy_kind")).gather(code)
-        values = pl.DataFrame(rows).select(
-            memcpy_kind.alias("memcpy_kind"),
-            *(pl.lit(said.get_column(c)).gather(code).alias(c) for c in ("src_memory", "dst_memory")),
-        )
+            values = values.replace_column(0, memcpy_kind.to_series())
         out.update(_scattered(values, memcpy))
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
