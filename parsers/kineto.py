@@ -925,6 +925,8 @@ class _Parts:
         self.copy_names = _CopyNames()
         #: the timed part's expressions, by the chunk's columns (:func:`_event_columns`)
         self.event_exprs: dict[Any, list[pl.Expr | str]] = {}
+        #: each output's expression, by what it was built from (:func:`_event_exprs`)
+        self.built_exprs: dict[Any, pl.Expr] = {}
 
     def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
@@ -956,20 +958,23 @@ class _Parts:
         # columns before filtering (an eager filter of the wide raw frame would copy every one of
         # its columns first), and a part with no rows in the chunk filters nothing
         ph = raw.get_column("ph")
-        stamped = raw.get_column("ts").is_not_null()
+        # (null counts of every column at once; ``stamped`` None: every row has a ``ts``)
+        nulls = raw.null_count().row(0)
+        present = {c for c, k in zip(raw.columns, nulls, strict=True) if k < n}
+        stamped = raw.get_column("ts").is_not_null() if nulls[raw.get_column_index("ts")] else None
         instant = (ph == "i") | (ph == "I")
         is_memory = raw.get_column("name") == "[memory]"
         complete = ph == "X"
         if traces:
             complete = complete & ~cat.is_in(traces).fill_null(False)
         shown = instant & ~is_memory
-        pid_label = raw.get_column("pid_label")
-        if pid_label.null_count() < n:
+        if "pid_label" in present:
+            pid_label = raw.get_column("pid_label")
             shown = shown & (pid_label.is_null() | ~pid_label.is_in(["", "Traces", "Spans"]))
         # a source column null on every row of the chunk is not cut at all (most argument
         # columns, on most chunks): :func:`_event_columns` leaves out what it would give
-        dtypes = raw.schema
-        present = {c for c, k in zip(raw.columns, raw.null_count().row(0), strict=True) if k < n}
+        # (the types by name: ``DataFrame.schema`` costs three times as much)
+        dtypes = dict(zip(raw.columns, raw.dtypes, strict=True))
         raw = raw.hstack(
             [
                 pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"),
@@ -978,7 +983,8 @@ class _Parts:
             ]
         )
         self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
-        flows = _rows(raw, ((ph == "s") | (ph == "f") | (ph == "t")) & stamped, _FLOW_SOURCE_COLUMNS)
+        flow = (ph == "s") | (ph == "f") | (ph == "t")
+        flows = _rows(raw, flow if stamped is None else flow & stamped, _FLOW_SOURCE_COLUMNS)
         flow_cat = flows.get_column("cat")
         if not folded:
             flow_cat = flow_cat.str.to_lowercase()
@@ -989,13 +995,13 @@ class _Parts:
         if memory.height or not self.memory:
             self.memory.append(_memory_rows(memory))
         timed = _rows(
-            raw, stamped & (complete | shown),
+            raw, complete | shown if stamped is None else stamped & (complete | shown),
             [
                 "_order", "start_ns", "_cat_code",
                 *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES),
             ],
         )
-        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows, codes
+        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flow, flows, codes
         # each row's kind gathered by its category code (a native gather: ``Series.gather`` and
         # a ``with_columns`` are queries of their own); only a complete event has its
         # category's kind, an instant is an instant.  ``dur_ns`` is worked out in
@@ -1029,7 +1035,9 @@ class _Parts:
             counts = pids.filter(mask).value_counts(name="len")
             counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
         self.launchers.append(pl.concat(counted))
-        part = _event_columns(timed, dtypes, self.copy_names, self.event_exprs, self._name_codes(timed))
+        part = _event_columns(
+            timed, dtypes, self.copy_names, self.event_exprs, self._name_codes(timed), self.built_exprs
+        )
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -1281,6 +1289,7 @@ def _event_columns(
     copy_names: _CopyNames | None = None,
     memo: dict[Any, list[pl.Expr | str]] | None = None,
     name: pl.Expr | None = None,
+    built: dict[Any, pl.Expr] | None = None,
 ) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
     (GPU rows get the main process in :func:`_final_event_columns`).  ``timed`` has the
@@ -1292,7 +1301,8 @@ def _event_columns(
     every row: a column made from such columns alone would be null on every row too, which
     :meth:`_Parts.add` drops, so it is left out here (most chunks have a third of the columns).
     ``memo`` keeps the expressions built for each set of columns (building them costs
-    0.3 ms of Python a chunk, and most chunks of a trace have the same columns)."""
+    0.3 ms of Python a chunk, and most chunks of a trace have the same columns), ``built``
+    each output's expression (:func:`_event_exprs`)."""
     have = frozenset(timed.columns)
     # the text work on event names (copy direction and memory kinds, sync kinds) is done on
     # the few memcpy and sync rows alone, then put back at their rows
@@ -1300,7 +1310,9 @@ def _event_columns(
     key = (have, frozenset((dtypes or {}).items()))
     exprs = memo.get(key) if memo is not None else None
     if exprs is None:
-        exprs = _event_exprs(have, dtypes or {})
+        # (a chunk with other columns than the chunks before: most of its expressions were
+        # built for them already)
+        exprs = _event_exprs(have, dtypes or {}, built)
         if memo is not None:
             memo[key] = exprs
     made = [column.alias("_" + c) for c, column in text.items() if isinstance(column, pl.Series)]
@@ -1320,11 +1332,14 @@ def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable
     return source
 
 
-def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> list[pl.Expr | str]:
+def _event_exprs(
+    have: frozenset[str], dtypes: Mapping[str, pl.DataType], built: dict[Any, pl.Expr] | None = None
+) -> list[pl.Expr | str]:
     """:func:`_event_columns`' outputs for a chunk with the source columns ``have``: an
     expression, or the name of a text column :func:`_text_columns` gives.  Only the outputs
     the chunk has a source for are built (most chunks lack most argument columns, and
-    building an expression costs several µs a call)."""
+    building an expression costs several µs a call); ``built``: the expressions built
+    before, by output and what it was built from (kept and reused)."""
     source = _source(have, dtypes)
     kind = pl.col("kind")
     on_gpu = pl.col("_on_gpu")
@@ -1397,11 +1412,21 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
          lambda: pl.coalesce(source("coll_seq"), source("coll_seq_v2")).alias("collective_seq")),
         (("msg_elems",), lambda: at_least("msg_elems", 0, "message_elements")),
     ]
-    return [
-        made if isinstance(made, str) else made()
-        for sources, made in outputs
-        if sources is None or any(s in have for s in sources)
-    ]
+    exprs: list[pl.Expr | str] = []
+    for at, (sources, made) in enumerate(outputs):
+        if sources is not None and not any(s in have for s in sources):
+            continue
+        if isinstance(made, str) or built is None:
+            exprs.append(made if isinstance(made, str) else made())
+            continue
+        # an output's expression depends on which of its sources the chunk has, and on the
+        # types of those it lacks (their null literals): built once per parse for each
+        key = (at, *(s in have for s in sources or ()), *(dtypes.get(s) for s in sources or () if s not in have))
+        expr = built.get(key)
+        if expr is None:
+            expr = built[key] = made()
+        exprs.append(expr)
+    return exprs
 
 
 def _text_columns(
