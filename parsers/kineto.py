@@ -516,6 +516,8 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
                 temporary.append(label_text)
         elif name in _BASE_ID:
             series[name + "_label"] = all_null(pl.String()).alias(name + "_label")
+        if not (nlabels or (values is not None and kind in (_K_RANKS, _K_TIME))):
+            continue  # (no fix: most columns; an expression costs µs to build)
         col = pl.col(name)
         # (a column the scanner left out, all null, stays all null: no fix; the fallback
         # events' own values come through the msgspec path)
