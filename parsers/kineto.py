@@ -1029,14 +1029,13 @@ class _Parts:
         # events per (pid, launches GPU work) among the launches and CPU operators, counted
         # by pid for each of the two (a Series' value counts cost a fifth of a two-key
         # group_by)
+        # (stacked natively: ``pl.concat`` costs ten times as much, and the chunks' counts are
+        # concatenated once more at the end)
         pids = timed.get_column("pid")
-        counted = []
-        for launch, mask in (
-            (True, _kind_mask(codes, LAUNCH_KINDS)), (False, _kind_mask(codes, (EventKind.CPU_OP.value,)))
-        ):
-            counts = pids.filter(mask).value_counts(name="len")
-            counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
-        self.launchers.append(pl.concat(counted))
+        launched = pids.filter(_kind_mask(codes, LAUNCH_KINDS)).value_counts(name="len")
+        operators = pids.filter(_kind_mask(codes, (EventKind.CPU_OP.value,))).value_counts(name="len")
+        launch = pl.Series("launch", [True] * launched.height + [False] * operators.height, dtype=pl.Boolean)
+        self.launchers.append(launched.vstack(operators).insert_column(1, launch))
         part = _event_columns(
             timed, dtypes, self.copy_names, self.event_exprs, self._name_codes(timed), self.built_exprs
         )
@@ -1147,14 +1146,14 @@ def _at_most(least: Any, bound: int) -> bool:
 
 def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
     """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (taken before filtering;
-    by name, which costs a tenth of a ``select``)."""
-    narrow = raw[list(columns)]
+    by name, which costs a tenth of a ``select``).  Each column is filtered natively: a
+    frame's ``filter`` is a query, which cost a third more CPU on a chunk's 7 to 20 columns."""
     count = mask.sum()
-    if count == narrow.height:
-        return narrow
+    if count == raw.height:
+        return raw[list(columns)]
     if count == 0:
-        return narrow.clear()
-    return narrow.filter(mask)
+        return raw[list(columns)].clear()
+    return pl.DataFrame([raw.get_column(c).filter(mask) for c in columns])
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
