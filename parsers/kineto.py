@@ -1100,7 +1100,9 @@ class _Parts:
         if names.null_count():  # (an event without a name is named ""; a fill copies the column, so only then)
             names = names.fill_null("")
             name = name.fill_null("")
-        distinct = names.unique()
+        # (a native value count: ``unique`` is a query of its own; the order of the distinct
+        # names is immaterial, as is unique's)
+        distinct = names.value_counts().get_column(names.name)
         first = self.name_count
         self.names.append(distinct)
         self.name_count += distinct.len()
