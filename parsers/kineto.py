@@ -1069,14 +1069,16 @@ class _Parts:
                 )
             )
         n = raw.height
-        if raw.get_column("pid_label").null_count() == n and raw.get_column("tid_label").null_count() == n:
+        texts = [raw.get_column(c) for c in ("pid_label", "tid_label")]
+        texts = [text for text in texts if text.null_count() < n]
+        if not texts:
             return raw
-        labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique()
-        if labels.len() == 0:
-            return raw
-        for label in labels.to_list():
-            if label not in self.labels:
-                self.labels[label] = _TEMP_LABEL_BASE - len(self.labels)
+        # (each column's distinct labels by a native value count: a concatenation, a
+        # ``drop_nulls`` and a ``unique`` were two queries and a copy)
+        for text in texts:
+            for label in text.value_counts().get_column(text.name).to_list():
+                if label is not None and label not in self.labels:
+                    self.labels[label] = _TEMP_LABEL_BASE - len(self.labels)
         return raw.with_columns(
             pl.coalesce(
                 pl.col(col), pl.col(col + "_label").replace_strict(self.labels, default=None, return_dtype=pl.Int64)
