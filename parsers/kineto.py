@@ -1028,9 +1028,8 @@ class _Parts:
         )
         # events per (pid, launches GPU work) among the launches and CPU operators, counted
         # by pid for each of the two (a Series' value counts cost a fifth of a two-key
-        # group_by)
-        # (stacked natively: ``pl.concat`` costs ten times as much, and the chunks' counts are
-        # concatenated once more at the end)
+        # group_by) and stacked natively (``pl.concat`` costs ten times as much; the chunks'
+        # counts are concatenated once more at the end)
         pids = timed.get_column("pid")
         launched = pids.filter(_kind_mask(codes, LAUNCH_KINDS)).value_counts(name="len")
         operators = pids.filter(_kind_mask(codes, (EventKind.CPU_OP.value,))).value_counts(name="len")
@@ -1150,22 +1149,17 @@ def _at_most(least: Any, bound: int) -> bool:
 
 def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
     """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (taken before filtering;
-    by name, which costs a tenth of a ``select``).  A few columns are filtered one by one
-    natively (a frame's ``filter`` is a query: twice the CPU on 4-7 columns); many by the
-    query (filtered natively, the timed part's ~20 columns took a quarter less CPU but
-    raised a fresh rank0 parse's peak RSS by 1.5-2 MB, about 1.5 %)."""
+    by name, which costs a tenth of a ``select``).  (Filtered by a frame's ``filter``, a
+    query: filtering each column natively costs a quarter to a half less CPU, but the parts
+    are then allocated on the caller's thread instead of polars' pool, and the peak RSS of
+    a 1.1 GB trace's parse grew by 45-65 MB, of a fresh rank0 parse by 1.5-2 MB.)"""
+    narrow = raw[list(columns)]
     count = mask.sum()
-    if count == raw.height:
-        return raw[list(columns)]
+    if count == narrow.height:
+        return narrow
     if count == 0:
-        return raw[list(columns)].clear()
-    if len(columns) > _NATIVE_FILTER_COLUMNS:
-        return raw[list(columns)].filter(mask)
-    return pl.DataFrame([raw.get_column(c).filter(mask) for c in columns])
-
-
-#: :func:`_rows` filters at most this many columns one by one
-_NATIVE_FILTER_COLUMNS = 10
+        return narrow.clear()
+    return narrow.filter(mask)
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -1449,10 +1443,10 @@ def _text_columns(
     ``sync_kind`` (the rows where ``sync`` holds) of one chunk's timed events, null on every
     other row.
 
-    The text work is done on the flagged rows alone (natively filtered, in one small query
-    for each of the two), and the values scattered natively into columns of nulls (a gather
-    by each row's position among the flagged ones cost a tenth of a millisecond a column in
-    the caller's select).  A column whose rows the chunk does not have (no memcpy, no sync:
+    The text work is done on the flagged rows alone (natively filtered; a memcpy row's values
+    gathered natively by its name's code, a sync row's made in one small query), and the
+    values scattered natively into columns of nulls (a gather by each row's position among
+    the flagged ones cost a tenth of a millisecond a column in the caller's select).  A column whose rows the chunk does not have (no memcpy, no sync:
     most chunks) is a null literal the caller's select broadcasts."""
     out: dict[str, pl.Series | pl.Expr] = {}
     names = timed.get_column("name")
