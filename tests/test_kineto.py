@@ -614,3 +614,25 @@ def test_copy_names_read_by_python_as_by_polars() -> None:
     assert by_python.row(10) == (None, "unknown", "unknown", "pinned")
     ascii_only = names.filter(names.str.contains("é", literal=True).not_())
     assert _copy_names_said(ascii_only, python=True).equals(_copy_names_said(ascii_only, python=False))
+
+
+def test_duration_of_complete_events_only_and_never_negative() -> None:
+    # dur_ns: a complete event's duration, 0 when it has none or a negative one; every other
+    # row's 0 (for integer durations by one comparison instead of a fill and a clip)
+    from tracekit.parsers.kineto import _event_exprs
+
+    frame = pl.DataFrame(
+        {
+            "_complete": [True, True, True, True, False, None, False],
+            "dur": [5, None, -3, 0, 7, 9, None],
+        },
+        schema={"_complete": pl.Boolean, "dur": pl.Int64},
+    )
+    have = frozenset(frame.columns)
+    (made,) = [e for e in _event_exprs(have, {"dur": pl.Int64()}) if str(e).endswith('"dur_ns")')]
+    got = frame.select(made)
+    assert got.schema == {"dur_ns": pl.Int64}
+    assert got["dur_ns"].to_list() == [5, 0, 0, 0, 0, 0, 0]
+    floats = frame.with_columns(pl.col("dur").cast(pl.Float64))
+    (made,) = [e for e in _event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
+    assert floats.select(made)["dur_ns"].to_list() == [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
