@@ -949,11 +949,17 @@ class _Parts:
         if codes.null_count() == cat.null_count():
             code_kinds, folded = _COMMON_CATEGORY_KINDS, True
         else:
-            cats = cat.unique().drop_nulls()
-            lowered = cats.str.to_lowercase()
-            code_kinds = _CATEGORY_KINDS.gather(lowered.cast(_KNOWN_CATEGORIES, strict=False).to_physical())
-            folded = bool((lowered == cats).all())
-            traces = cats.filter(lowered == "trace").to_list()
+            # (the few distinct categories by a native value count, lower-cased by Python
+            # where they are ASCII, which is polars' lower-casing there too: five queries
+            # fewer on a chunk the last chunks of a trace usually are)
+            cats = [c for c in cat.value_counts().get_column(cat.name).to_list() if c is not None]
+            if all(c.isascii() for c in cats):
+                lowered = [c.lower() for c in cats]
+            else:
+                lowered = pl.Series(cats, dtype=pl.String).str.to_lowercase().to_list()
+            code_kinds = pl.Series("kind", [_KIND_OF_CATEGORY.get(c) for c in lowered], dtype=EVENT_KIND)
+            folded = lowered == cats
+            traces = [c for c, low in zip(cats, lowered, strict=True) if low == "trace"]
             codes = cat.cast(pl.Enum(cats)).to_physical()
         # every destination's rows found in one pass over the narrow columns (plain comparisons:
         # ``is_in`` with a short list costs twice as much); each part then takes its few
@@ -967,12 +973,11 @@ class _Parts:
         instant = (ph == "i") | (ph == "I")
         is_memory = raw.get_column("name") == "[memory]"
         complete = ph == "X"
-        if traces:
-            complete = complete & ~cat.is_in(traces).fill_null(False)
+        if traces:  # (an event of a trace's own span is not one of its events)
+            complete = complete & ~_any_equal(cat, traces)
         shown = instant & ~is_memory
-        if "pid_label" in present:
-            pid_label = raw.get_column("pid_label")
-            shown = shown & (pid_label.is_null() | ~pid_label.is_in(["", "Traces", "Spans"]))
+        if "pid_label" in present:  # (nor are the instants of a profiler's own tracks)
+            shown = shown & ~_any_equal(raw.get_column("pid_label"), ["", "Traces", "Spans"])
         # a source column null on every row of the chunk is not cut at all (most argument
         # columns, on most chunks): :func:`_event_columns` leaves out what it would give
         # (the types by name: ``DataFrame.schema`` costs three times as much)
@@ -1140,6 +1145,20 @@ def _kind_mask(codes: pl.Series, kinds: Sequence[str]) -> pl.Series:
     for kind in kinds[1:]:
         mask = mask | (codes == _KIND_CODES[kind])
     return mask
+
+
+def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
+    """Where ``column`` is one of ``values``, False where it is null (``is_in`` and a
+    ``fill_null``, by native comparisons: the two are queries of their own)."""
+    equal: pl.Series = column == values[0]
+    for value in values[1:]:
+        equal = equal | (column == value)
+    if not equal.null_count():
+        return equal
+    # a null comparison (a null value) taken as False: the mask chooses itself where it
+    # holds and the other side, all False, where it is False or null
+    filled: pl.Series = equal.zip_with(equal, pl.Series(equal.name, [False]).new_from_index(0, equal.len()))
+    return filled
 
 
 def _at_most(least: Any, bound: int) -> bool:

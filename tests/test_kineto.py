@@ -636,3 +636,24 @@ def test_duration_of_complete_events_only_and_never_negative() -> None:
     floats = frame.with_columns(pl.col("dur").cast(pl.Float64))
     (made,) = [e for e in _event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
     assert floats.select(made)["dur_ns"].to_list() == [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("odd", ["ASCII", "Ünïcode"])
+def test_categories_in_any_case_and_the_trace_span(tmp_path: Path, odd: str) -> None:
+    # categories are matched lower-cased (by Python for ASCII, by polars otherwise: one
+    # non-ASCII category sends the chunk's categories through polars); a complete event in a
+    # category named "trace" in any case is the profiler's own span, not an event; an instant
+    # on a profiler track ("Traces", "Spans", "") is not shown
+    events = [
+        _x("Kernel", "k", 10, 5, pid=0, tid=7),
+        _x("CPU_OP", "op", 20, 5),
+        _x("Trace", "PyTorch Profiler (0)", 0, 100),
+        _x("TRACE", "another span", 0, 100),
+        _x(odd, "odd", 30, 5),
+        {"ph": "X", "name": "no category", "pid": 10, "tid": 11, "ts": 40, "dur": 5},
+        {"ph": "i", "cat": "Trace", "name": "mark", "pid": 10, "tid": 11, "ts": 50, "s": "t"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "hidden", "pid": "Traces", "tid": 11, "ts": 60, "s": "t"},
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    kinds = dict(t.events.select("name", "kind").iter_rows())
+    assert kinds == {"k": "kernel", "op": "cpu_op", "odd": "other", "no category": "other", "mark": "instant"}
