@@ -497,7 +497,9 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
 
     def all_null(dtype: pl.DataType) -> pl.Series:  # one all-null series per type, shared
         if dtype not in nulls:
-            nulls[dtype] = pl.repeat(None, rows, dtype=dtype, eager=True)
+            # (one null repeated by a native call: ``pl.repeat`` is a query of its own, which
+            # costs tens of times as much, and a chunk has about twenty such columns)
+            nulls[dtype] = pl.Series("", [None], dtype=dtype).new_from_index(0, rows)
         return nulls[dtype]
 
     for name, kind, nfloat, nlabels, values, labels in columns:
@@ -514,6 +516,8 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
                 temporary.append(label_text)
         elif name in _BASE_ID:
             series[name + "_label"] = all_null(pl.String()).alias(name + "_label")
+        if not (nlabels or (values is not None and kind in (_K_RANKS, _K_TIME))):
+            continue  # (no fix: most columns; an expression costs µs to build)
         col = pl.col(name)
         # (a column the scanner left out, all null, stays all null: no fix; the fallback
         # events' own values come through the msgspec path)
@@ -923,6 +927,8 @@ class _Parts:
         self.copy_names = _CopyNames()
         #: the timed part's expressions, by the chunk's columns (:func:`_event_columns`)
         self.event_exprs: dict[Any, list[pl.Expr | str]] = {}
+        #: each output's expression, by what it was built from (:func:`_event_exprs`)
+        self.built_exprs: dict[Any, pl.Expr] = {}
 
     def add(self, raw: pl.DataFrame) -> None:
         n = raw.height
@@ -943,31 +949,39 @@ class _Parts:
         if codes.null_count() == cat.null_count():
             code_kinds, folded = _COMMON_CATEGORY_KINDS, True
         else:
-            cats = cat.unique().drop_nulls()
-            lowered = cats.str.to_lowercase()
-            code_kinds = _CATEGORY_KINDS.gather(lowered.cast(_KNOWN_CATEGORIES, strict=False).to_physical())
-            folded = bool((lowered == cats).all())
-            traces = cats.filter(lowered == "trace").to_list()
+            # (the few distinct categories by a native value count, lower-cased by Python
+            # where they are ASCII, which is polars' lower-casing there too: five queries
+            # fewer on a chunk the last chunks of a trace usually are)
+            cats = [c for c in cat.value_counts().get_column(cat.name).to_list() if c is not None]
+            if all(c.isascii() for c in cats):
+                lowered = [c.lower() for c in cats]
+            else:
+                lowered = pl.Series(cats, dtype=pl.String).str.to_lowercase().to_list()
+            code_kinds = pl.Series("kind", [_KIND_OF_CATEGORY.get(c) for c in lowered], dtype=EVENT_KIND)
+            folded = lowered == cats
+            traces = [c for c, low in zip(cats, lowered, strict=True) if low == "trace"]
             codes = cat.cast(pl.Enum(cats)).to_physical()
         # every destination's rows found in one pass over the narrow columns (plain comparisons:
         # ``is_in`` with a short list costs twice as much); each part then takes its few
         # columns before filtering (an eager filter of the wide raw frame would copy every one of
         # its columns first), and a part with no rows in the chunk filters nothing
         ph = raw.get_column("ph")
-        stamped = raw.get_column("ts").is_not_null()
+        # (null counts of every column at once; ``stamped`` None: every row has a ``ts``)
+        nulls = raw.null_count().row(0)
+        present = {c for c, k in zip(raw.columns, nulls, strict=True) if k < n}
+        stamped = raw.get_column("ts").is_not_null() if nulls[raw.get_column_index("ts")] else None
         instant = (ph == "i") | (ph == "I")
         is_memory = raw.get_column("name") == "[memory]"
         complete = ph == "X"
-        if traces:
-            complete = complete & ~cat.is_in(traces).fill_null(False)
+        if traces:  # (an event of a trace's own span is not one of its events)
+            complete = complete & ~_any_equal(cat, traces)
         shown = instant & ~is_memory
-        pid_label = raw.get_column("pid_label")
-        if pid_label.null_count() < n:
-            shown = shown & (pid_label.is_null() | ~pid_label.is_in(["", "Traces", "Spans"]))
+        if "pid_label" in present:  # (nor are the instants of a profiler's own tracks)
+            shown = shown & ~_any_equal(raw.get_column("pid_label"), ["", "Traces", "Spans"])
         # a source column null on every row of the chunk is not cut at all (most argument
         # columns, on most chunks): :func:`_event_columns` leaves out what it would give
-        dtypes = raw.schema
-        present = {c for c, k in zip(raw.columns, raw.null_count().row(0), strict=True) if k < n}
+        # (the types by name: ``DataFrame.schema`` costs three times as much)
+        dtypes = dict(zip(raw.columns, raw.dtypes, strict=True))
         raw = raw.hstack(
             [
                 pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"),
@@ -976,7 +990,8 @@ class _Parts:
             ]
         )
         self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
-        flows = _rows(raw, ((ph == "s") | (ph == "f") | (ph == "t")) & stamped, _FLOW_SOURCE_COLUMNS)
+        flow = (ph == "s") | (ph == "f") | (ph == "t")
+        flows = _rows(raw, flow if stamped is None else flow & stamped, _FLOW_SOURCE_COLUMNS)
         flow_cat = flows.get_column("cat")
         if not folded:
             flow_cat = flow_cat.str.to_lowercase()
@@ -987,37 +1002,47 @@ class _Parts:
         if memory.height or not self.memory:
             self.memory.append(_memory_rows(memory))
         timed = _rows(
-            raw, stamped & (complete | shown),
+            raw, complete | shown if stamped is None else stamped & (complete | shown),
             [
                 "_order", "start_ns", "_cat_code",
                 *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES),
             ],
         )
-        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flows, codes
+        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flow, flows, codes
+        # each row's kind gathered by its category code (a native gather: ``Series.gather`` and
+        # a ``with_columns`` are queries of their own); only a complete event has its
+        # category's kind, an instant is an instant.  ``dur_ns`` is worked out in
+        # :func:`_event_columns`' select, from ``_complete``
         complete = timed.get_column("ph") == "X"
-        timed = timed.with_columns(
-            pl.when(complete)
-            .then(pl.lit(code_kinds).gather(pl.col("_cat_code")))
-            .otherwise(pl.lit(EventKind.INSTANT.value, dtype=EVENT_KIND))
-            .alias("kind"),
-            pl.when(complete).then(pl.col("dur").fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns"),
+        kinds = code_kinds[timed.get_column("_cat_code")].zip_with(
+            complete, pl.Series("kind", [EventKind.INSTANT.value], dtype=EVENT_KIND).new_from_index(0, timed.height)
         )
-        if timed["kind"].null_count():
-            self.unknown.append(timed.select("cat", "kind").filter(pl.col("kind").is_null()).group_by("cat").len())
-            timed = timed.with_columns(pl.col("kind").fill_null(EventKind.OTHER.value))
+        if kinds.null_count():
+            unknown = pl.DataFrame([timed.get_column("cat"), kinds.alias("kind")])
+            self.unknown.append(unknown.filter(pl.col("kind").is_null()).group_by("cat").len())
+            kinds = kinds.fill_null(EventKind.OTHER.value)
+        # the kinds' masks by comparisons of their codes (a third of an enum's comparison to
+        # text; an ``is_in`` in the select cost more than all of them together)
+        codes = kinds.to_physical()
+        timed = timed.hstack(
+            [
+                kinds.alias("kind"), complete.alias("_complete"), _kind_mask(codes, GPU_KINDS).alias("_on_gpu"),
+                _kind_mask(codes, (EventKind.MEMCPY.value,)).alias("_memcpy"),
+                _kind_mask(codes, (EventKind.SYNC.value,)).alias("_sync"),
+            ]
+        )
         # events per (pid, launches GPU work) among the launches and CPU operators, counted
         # by pid for each of the two (a Series' value counts cost a fifth of a two-key
-        # group_by, and comparisons a third of a Series' ``is_in``)
-        kinds, pids = timed.get_column("kind"), timed.get_column("pid")
-        launches = kinds == LAUNCH_KINDS[0]
-        for other in LAUNCH_KINDS[1:]:
-            launches = launches | (kinds == other)
-        counted = []
-        for launch, mask in ((True, launches), (False, kinds == EventKind.CPU_OP.value)):
-            counts = pids.filter(mask).value_counts(name="len")
-            counted.append(counts.insert_column(1, pl.Series("launch", [launch] * counts.height, dtype=pl.Boolean)))
-        self.launchers.append(pl.concat(counted))
-        part = self._encode_names(_event_columns(timed, dtypes, self.copy_names, self.event_exprs))
+        # group_by) and stacked natively (``pl.concat`` costs ten times as much; the chunks'
+        # counts are concatenated once more at the end)
+        pids = timed.get_column("pid")
+        launched = pids.filter(_kind_mask(codes, LAUNCH_KINDS)).value_counts(name="len")
+        operators = pids.filter(_kind_mask(codes, (EventKind.CPU_OP.value,))).value_counts(name="len")
+        launch = pl.Series("launch", [True] * launched.height + [False] * operators.height, dtype=pl.Boolean)
+        self.launchers.append(launched.vstack(operators).insert_column(1, launch))
+        part = _event_columns(
+            timed, dtypes, self.copy_names, self.event_exprs, self._name_codes(timed), self.built_exprs
+        )
         del timed
         # a column null on every row of the chunk is not kept (most argument columns are, on
         # most chunks: a quarter of the part's memory); the concatenation fills it back with
@@ -1048,14 +1073,16 @@ class _Parts:
                 )
             )
         n = raw.height
-        if raw.get_column("pid_label").null_count() == n and raw.get_column("tid_label").null_count() == n:
+        texts = [raw.get_column(c) for c in ("pid_label", "tid_label")]
+        texts = [text for text in texts if text.null_count() < n]
+        if not texts:
             return raw
-        labels = pl.concat([raw["pid_label"], raw["tid_label"]]).drop_nulls().unique()
-        if labels.len() == 0:
-            return raw
-        for label in labels.to_list():
-            if label not in self.labels:
-                self.labels[label] = _TEMP_LABEL_BASE - len(self.labels)
+        # (each column's distinct labels by a native value count: a concatenation, a
+        # ``drop_nulls`` and a ``unique`` were two queries and a copy)
+        for text in texts:
+            for label in text.value_counts().get_column(text.name).to_list():
+                if label is not None and label not in self.labels:
+                    self.labels[label] = _TEMP_LABEL_BASE - len(self.labels)
         return raw.with_columns(
             pl.coalesce(
                 pl.col(col), pl.col(col + "_label").replace_strict(self.labels, default=None, return_dtype=pl.Int64)
@@ -1067,26 +1094,30 @@ class _Parts:
         """Temporary id → final id: -1, -2, ... by sorted label."""
         return {self.labels[label]: -(i + 1) for i, label in enumerate(sorted(self.labels))}
 
-    def _encode_names(self, part: pl.DataFrame) -> pl.DataFrame:
-        """The part with its event names replaced by indices into the chunk's distinct names.
+    def _name_codes(self, timed: pl.DataFrame) -> pl.Expr:
+        """The timed rows' event names as indices into the chunk's distinct names (an
+        expression of :func:`_event_columns`' select, which has no query of its own).
 
         A chunk's names are mostly repeats, and a text column holds views into the text
         buffers it was cut from: kept as text, every part (and the sorted events table after
         it) would keep the scanner's whole name buffer of its chunk alive."""
-        names = part.get_column("name")
+        names = timed.get_column("name")
+        name = pl.col("name")
         if names.null_count():  # (an event without a name is named ""; a fill copies the column, so only then)
             names = names.fill_null("")
-        distinct = names.unique()
+            name = name.fill_null("")
+        # (a native value count: ``unique`` is a query of its own; the order of the distinct
+        # names is immaterial, as is unique's)
+        distinct = names.value_counts().get_column(names.name)
         first = self.name_count
         self.names.append(distinct)
         self.name_count += distinct.len()
         if not distinct.len():
-            return part.replace_column(part.get_column_index("name"), names.cast(pl.UInt32))
+            return name.cast(pl.UInt32).alias("name")
         # a name's position among the distinct names is its code in an enum of them (the
         # cast costs 40 % less than a hash replacement; the names are never null here)
-        codes = names.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
-        # (the column replaced in place: a ``with_columns`` is a query of its own)
-        return part.replace_column(part.get_column_index("name"), codes + first if first else codes)
+        codes = name.cast(pl.Enum(distinct)).to_physical().cast(pl.UInt32)
+        return (codes + first if first else codes).alias("name")
 
     def take_names(self) -> tuple[pl.Series, pl.Series]:
         """The trace's distinct event names in sorted order, and for each index a timed
@@ -1104,6 +1135,32 @@ class _Parts:
         return frame
 
 
+#: each event kind's physical code in ``EVENT_KIND``
+_KIND_CODES = {kind: code for code, kind in enumerate(EVENT_KIND.categories.to_list())}
+
+
+def _kind_mask(codes: pl.Series, kinds: Sequence[str]) -> pl.Series:
+    """Where the physical ``EVENT_KIND`` codes ``codes`` are one of ``kinds``."""
+    mask = codes == _KIND_CODES[kinds[0]]
+    for kind in kinds[1:]:
+        mask = mask | (codes == _KIND_CODES[kind])
+    return mask
+
+
+def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
+    """Where ``column`` is one of ``values``, False where it is null (``is_in`` and a
+    ``fill_null``, by native comparisons: the two are queries of their own)."""
+    equal: pl.Series = column == values[0]
+    for value in values[1:]:
+        equal = equal | (column == value)
+    if not equal.null_count():
+        return equal
+    # a null comparison (a null value) taken as False: the mask chooses itself where it
+    # holds and the other side, all False, where it is False or null
+    filled: pl.Series = equal.zip_with(equal, pl.Series(equal.name, [False]).new_from_index(0, equal.len()))
+    return filled
+
+
 def _at_most(least: Any, bound: int) -> bool:
     """Whether a column's least value (None when it has none) is at most ``bound``."""
     return least is not None and least <= bound
@@ -1111,7 +1168,10 @@ def _at_most(least: Any, bound: int) -> bool:
 
 def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.DataFrame:
     """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (taken before filtering;
-    by name, which costs a tenth of a ``select``)."""
+    by name, which costs a tenth of a ``select``).  (Filtered by a frame's ``filter``, a
+    query: filtering each column natively costs a quarter to a half less CPU, but the parts
+    are then allocated on the caller's thread instead of polars' pool, and the peak RSS of
+    a 1.1 GB trace's parse grew by 45-65 MB, of a fresh rank0 parse by 1.5-2 MB.)"""
     narrow = raw[list(columns)]
     count = mask.sum()
     if count == narrow.height:
@@ -1322,30 +1382,37 @@ def _event_columns(
     dtypes: Mapping[str, pl.DataType] | None = None,
     copy_names: _CopyNames | None = None,
     memo: dict[Any, list[pl.Expr | str]] | None = None,
+    name: pl.Expr | None = None,
+    built: dict[Any, pl.Expr] | None = None,
 ) -> pl.DataFrame:
     """One chunk's timed events in canonical columns; ``pid``/``tid`` are still the track's
-    (GPU rows get the main process in :func:`_final_event_columns`).
+    (GPU rows get the main process in :func:`_final_event_columns`).  ``timed`` has the
+    rows' ``kind``, ``_complete`` (whether the row is a complete event) and the masks
+    ``_on_gpu``, ``_memcpy`` and ``_sync`` besides its source columns.  ``name``: the
+    ``name`` column's expression (:meth:`_Parts._name_codes`; default: the text).
 
     A source column ``timed`` lacks (``dtypes``: the types it had in the chunk) was null on
     every row: a column made from such columns alone would be null on every row too, which
     :meth:`_Parts.add` drops, so it is left out here (most chunks have a third of the columns).
     ``memo`` keeps the expressions built for each set of columns (building them costs
-    0.3 ms of Python a chunk, and most chunks of a trace have the same columns)."""
+    0.3 ms of Python a chunk, and most chunks of a trace have the same columns), ``built``
+    each output's expression (:func:`_event_exprs`)."""
     have = frozenset(timed.columns)
     # the text work on event names (copy direction and memory kinds, sync kinds) is done on
     # the few memcpy and sync rows alone, then put back at their rows
-    kinds = timed.get_column("kind")
-    flags = pl.DataFrame(
-        [(kinds == EventKind.MEMCPY.value).alias("memcpy"), (kinds == EventKind.SYNC.value).alias("sync")]
-    )
-    text = _text_columns(timed, flags, _source(have, dtypes or {}), copy_names)
+    text = _text_columns(timed, timed.get_column("_memcpy"), timed.get_column("_sync"), copy_names)
     key = (have, frozenset((dtypes or {}).items()))
     exprs = memo.get(key) if memo is not None else None
     if exprs is None:
-        exprs = _event_exprs(have, dtypes or {})
+        # (a chunk with other columns than the chunks before: most of its expressions were
+        # built for them already)
+        exprs = _event_exprs(have, dtypes or {}, built)
         if memo is not None:
             memo[key] = exprs
-    return timed.select(text[e] if isinstance(e, str) else e for e in exprs)
+    made = [column.alias("_" + c) for c, column in text.items() if isinstance(column, pl.Series)]
+    columns: dict[str, pl.Expr] = {c: pl.col("_" + c).alias(c) if isinstance(v, pl.Series) else v for c, v in text.items()}
+    columns["name"] = pl.col("name") if name is None else name
+    return (timed.hstack(made) if made else timed).select(columns[e] if isinstance(e, str) else e for e in exprs)
 
 
 def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable[[str], pl.Expr]:
@@ -1359,15 +1426,18 @@ def _source(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> Callable
     return source
 
 
-def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> list[pl.Expr | str]:
+def _event_exprs(
+    have: frozenset[str], dtypes: Mapping[str, pl.DataType], built: dict[Any, pl.Expr] | None = None
+) -> list[pl.Expr | str]:
     """:func:`_event_columns`' outputs for a chunk with the source columns ``have``: an
     expression, or the name of a text column :func:`_text_columns` gives.  Only the outputs
     the chunk has a source for are built (most chunks lack most argument columns, and
-    building an expression costs several µs a call)."""
+    building an expression costs several µs a call); ``built``: the expressions built
+    before, by output and what it was built from (kept and reused)."""
     source = _source(have, dtypes)
     kind = pl.col("kind")
-    on_gpu = kind.is_in(GPU_KINDS)
-    is_sync = kind == EventKind.SYNC.value
+    on_gpu = pl.col("_on_gpu")
+    is_sync = pl.col("_sync")
 
     def device() -> pl.Expr:
         return pl.when(on_gpu | is_sync).then(pl.coalesce(source("device"), pl.col("pid"))).otherwise(None)
@@ -1387,6 +1457,15 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
             .otherwise(None)
         )
 
+    def duration() -> pl.Expr:
+        # a complete event's duration, 0 when it has none or a negative one; every other
+        # row's 0 (for integers by one comparison: a ``fill_null`` and ``clip`` of the
+        # column cost 5-20 times as much; floats, which no reader gives now, keep the clip)
+        dur = pl.col("dur")
+        if dtypes.get("dur", pl.Int64()).is_integer():
+            return pl.when(pl.col("_complete") & (dur > 0)).then(dur).otherwise(0).alias("dur_ns")
+        return pl.when(pl.col("_complete")).then(dur.fill_null(0).clip(lower_bound=0)).otherwise(0).alias("dur_ns")
+
     def at_least(name: str, least: int, out: str, when: pl.Expr | None = None) -> pl.Expr:
         value = source(name)
         keep = value >= least if when is None else when & (value >= least)
@@ -1397,13 +1476,13 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
     outputs: list[tuple[tuple[str, ...] | None, Callable[[], pl.Expr] | str]] = [
         (None, lambda: pl.col("_order")),
         (None, lambda: kind),
-        (None, lambda: pl.col("name")),  # (a null name becomes "" in _Parts._encode_names)
+        (None, "name"),  # (the name's code: the caller's expression)
         (None, lambda: pl.col("pid")),
         (None, lambda: pl.col("tid").cast(pl.Int64)),
         (("device", "pid"), lambda: device().cast(pl.Int32, strict=False).alias("device")),
         (("stream", "tid", "tid_label"), lambda: stream().alias("stream")),
         (None, lambda: pl.col("start_ns")),
-        (None, lambda: pl.col("dur_ns")),
+        (("dur",), duration),
         (("correlation",), lambda: source("correlation")),
         (("external_id", "external_id_v1"),
          lambda: pl.coalesce(source("external_id"), source("external_id_v1")).alias("external_id")),
@@ -1435,53 +1514,66 @@ def _event_exprs(have: frozenset[str], dtypes: Mapping[str, pl.DataType]) -> lis
          lambda: pl.coalesce(source("coll_seq"), source("coll_seq_v2")).alias("collective_seq")),
         (("msg_elems",), lambda: at_least("msg_elems", 0, "message_elements")),
     ]
-    return [
-        made if isinstance(made, str) else made()
-        for sources, made in outputs
-        if sources is None or any(s in have for s in sources)
-    ]
+    exprs: list[pl.Expr | str] = []
+    for at, (sources, made) in enumerate(outputs):
+        if sources is not None and not any(s in have for s in sources):
+            continue
+        if isinstance(made, str) or built is None:
+            exprs.append(made if isinstance(made, str) else made())
+            continue
+        # an output's expression depends on which of its sources the chunk has, and on
+        # their types (the null literals of those it lacks): built once per parse for each
+        key = (at, *(s in have for s in sources or ()), *(dtypes.get(s) for s in sources or ()))
+        expr = built.get(key)
+        if expr is None:
+            expr = built[key] = made()
+        exprs.append(expr)
+    return exprs
 
 
 def _text_columns(
-    timed: pl.DataFrame,
-    flags: pl.DataFrame,
-    source: Callable[[str], pl.Expr] = pl.col,
-    copy_names: _CopyNames | None = None,
+    timed: pl.DataFrame, memcpy: pl.Series, sync: pl.Series, copy_names: _CopyNames | None = None
 ) -> dict[str, pl.Series | pl.Expr]:
-    """``memcpy_kind``, ``src_memory``, ``dst_memory`` (memcpy rows) and ``sync_kind`` (sync
-    rows) of one chunk's timed events, null on every other row.
+    """``memcpy_kind``, ``src_memory``, ``dst_memory`` (the rows where ``memcpy`` holds) and
+    ``sync_kind`` (the rows where ``sync`` holds) of one chunk's timed events, null on every
+    other row.
 
-    A column whose rows the chunk does not have (no memcpy, no sync: most chunks) is a null
-    literal the caller's ``select`` broadcasts: the gathers, the text work on no rows and the
-    scatter into a null column cost more than the rest of the chunk's columns together."""
+    The text work is done on the flagged rows alone (natively filtered; a memcpy row's values
+    gathered natively by its name's code, a sync row's made in one small query), and the
+    values scattered natively into columns of nulls (a gather by each row's position among
+    the flagged ones cost a tenth of a millisecond a column in the caller's select).  A column whose rows the chunk does not have (no memcpy, no sync:
+    most chunks) is a null literal the caller's select broadcasts."""
     out: dict[str, pl.Series | pl.Expr] = {}
-    memcpy = flags.get_column("memcpy")
-    # (``any`` first: ``arg_true`` is a query of its own, and many chunks have no memcpy or sync rows)
+    names = timed.get_column("name")
     if memcpy.any():
-        memcpy_rows = memcpy.arg_true()
-        said = (copy_names or _CopyNames()).lookup(timed.get_column("name").gather(memcpy_rows))
+        index, said = (copy_names or _CopyNames()).lookup(names.filter(memcpy))
+        code = index.to_physical()
+        # (native gathers by the codes: a select of gathers costs several times as much)
+        values = pl.DataFrame([said.get_column(c)[code] for c in ("memcpy_kind", "src_memory", "dst_memory")])
         if "kind_arg" in timed.columns:  # the ``kind`` argument when it is a direction and all of it
-            kind_arg = pl.col("kind_arg")
-            said = said.hstack([timed.get_column("kind_arg").gather(memcpy_rows)]).with_columns(
-                pl.coalesce("direction", pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
+            kind_arg = pl.lit(timed.get_column("kind_arg").filter(memcpy))
+            memcpy_kind = pl.select(
+                pl.coalesce(pl.lit(said.get_column("direction")[code]), pl.when(kind_arg.is_in(_DIRECTIONS)).then(kind_arg))
                 .fill_null("unknown")
                 .cast(MEMCPY_KIND)
                 .alias("memcpy_kind")
             )
-        for column in _spread(said.select("memcpy_kind", "src_memory", "dst_memory"), memcpy):
-            out[column.name] = column
+            values = values.replace_column(0, memcpy_kind.to_series())
+        out.update(_scattered(values, memcpy))
     else:
         out["memcpy_kind"] = pl.lit(None, dtype=MEMCPY_KIND).alias("memcpy_kind")
         out["src_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("src_memory")
         out["dst_memory"] = pl.lit(None, dtype=MEMORY_KIND).alias("dst_memory")
-    if flags.get_column("sync").any():
-        rows = flags.get_column("sync").arg_true()
-        syncs = timed.select(source("sync_kind"), pl.col("name")).gather(rows)
-        sync_name = pl.coalesce(pl.col("sync_kind"), pl.col("name")).str.to_lowercase()
-        value = syncs.select(
-            sync_name.replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND).alias("sync_kind")
-        ).to_series()
-        (out["sync_kind"],) = _spread(value.to_frame(), flags.get_column("sync"))
+    if sync.any():
+        said_name = pl.lit(names.filter(sync))
+        if "sync_kind" in timed.columns:  # the ``sync_kind`` argument where there is one, else the name
+            said_name = pl.coalesce(pl.lit(timed.get_column("sync_kind").filter(sync)), said_name)
+        values = pl.select(
+            said_name.str.to_lowercase()
+            .replace_strict(_SYNC_NAMES, default="unknown", return_dtype=pl.String).cast(SYNC_KIND)
+            .alias("sync_kind")
+        )
+        out.update(_scattered(values, sync))
     else:
         out["sync_kind"] = pl.lit(None, dtype=SYNC_KIND).alias("sync_kind")
     return out
@@ -1498,47 +1590,97 @@ class _CopyNames:
     handful of memcpy names."""
 
     def __init__(self) -> None:
-        self.names = pl.Series("name", [], dtype=pl.String)
-        #: an enum of ``names``, made when they change (not on every lookup)
-        self.codes = pl.Enum(self.names)
-        self.said = pl.DataFrame(
-            schema={
-                "direction": pl.String, "memcpy_kind": MEMCPY_KIND, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND
-            }
-        )
+        #: each name seen so far → its row in ``said``
+        self.rows: dict[str, int] = {}
+        #: an enum of the names in row order, made when they change (not on every lookup)
+        self.codes: pl.Enum | None = None
+        self.said: pl.DataFrame | None = None
 
-    def lookup(self, names: pl.Series) -> pl.DataFrame:
-        """``direction`` (null where the name names none), ``memcpy_kind`` (the direction, or
-        ``unknown``), ``src_memory``, ``dst_memory`` for each of ``names`` (a null name says
-        what an empty one says: nothing)."""
+    def lookup(self, names: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
+        """Each of ``names`` as an index into the second result, which has ``direction``
+        (null where the name names none), ``memcpy_kind`` (the direction, or ``unknown``),
+        ``src_memory`` and ``dst_memory`` for every name seen so far (a null name says what
+        an empty one says: nothing).  The index is an enum of the names: its physical codes
+        are the row numbers."""
         if names.null_count():  # (a fill copies the names even when there is nothing to fill)
             names = names.fill_null("")
-        index = names.cast(self.codes, strict=False).to_physical()
-        if index.null_count():
-            new = names.filter(index.is_null()).unique()
-            lname = pl.col("name").str.to_lowercase()
-            direction = pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1)
-            said = new.to_frame("name").select(
-                direction.alias("direction"),
-                direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
-                _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
-                _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
-            )
-            self.names = pl.concat([self.names, new])
-            self.said = pl.concat([self.said, said])
-            self.codes = pl.Enum(self.names)
-            index = names.cast(self.codes).to_physical()
-        return self.said.gather(index)
+        index = None if self.codes is None else names.cast(self.codes, strict=False)
+        if index is None or index.null_count() or self.said is None:
+            # the names not seen before, among the distinct ones (a native value count: a
+            # mask of the unknown rows and ``unique`` would be two queries)
+            distinct = names.value_counts().get_column(names.name).to_list()
+            new = [name for name in distinct if name not in self.rows]
+            said = _copy_names_said(pl.Series("name", new, dtype=pl.String))
+            for name in new:
+                self.rows[name] = len(self.rows)
+            self.said = said if self.said is None else pl.concat([self.said, said])
+            self.codes = pl.Enum(list(self.rows))
+            index = names.cast(self.codes)
+        return index, self.said
 
 
-def _spread(values: pl.DataFrame, flag: pl.Series) -> list[pl.Series]:
+#: :func:`_copy_names_said`'s expressions in Python's ``re`` for ASCII text: the classes
+#: spelled out as what polars' (Unicode) ``\w`` and ``\s`` match among ASCII characters
+#: (Python's own ``\s`` also matches \x1c-\x1f, polars' does not)
+_ASCII_DIRECTION = re.compile(r"HtoD|DtoH|DtoD|HtoH|PtoP")
+_ASCII_SOURCE = re.compile(r"\(([0-9A-Za-z_]+)[\t\n\x0b\x0c\r ]*->")
+_ASCII_DESTINATION = re.compile(r"->[\t\n\x0b\x0c\r ]*([0-9A-Za-z_]+)\)")
+#: at most this many names are read by Python's ``re`` (a few µs each), more by polars
+_PYTHON_COPY_NAMES = 256
+_COPY_SAID_SCHEMA: dict[str, pl.DataType] = {
+    "direction": pl.String(), "memcpy_kind": MEMCPY_KIND, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND
+}
+
+
+def _copy_names_said(names: pl.Series, python: bool | None = None) -> pl.DataFrame:
+    """What each memcpy name says: ``direction`` (null where it names none), ``memcpy_kind``
+    (the direction, or ``unknown``), ``src_memory`` and ``dst_memory`` (a memory kind's word in
+    ``(src -> dst)``, lower-cased, or ``unknown``).
+
+    A handful of ASCII names (the usual case: each memcpy name of a trace, once) is read by
+    Python's ``re``: polars compiles a regular expression on every call, 0.25 ms each, four
+    of them (3 ms a lookup, twice a parse on a typical trace); other names by polars, whose
+    answer is the reference (``python``: force one way, for the test comparing the two)."""
+    if python is None:
+        python = names.len() <= _PYTHON_COPY_NAMES
+    texts: list[str] = names.to_list() if python else []
+    if python and all(text.isascii() for text in texts):
+        memory_words = set(MEMORY_KIND.categories.to_list())
+
+        def word(pattern: re.Pattern[str], text: str) -> str:
+            found = pattern.search(text)
+            return found.group(1) if found is not None and found.group(1) in memory_words else "unknown"
+
+        directions = [(found.group(0) if (found := _ASCII_DIRECTION.search(text)) else None) for text in texts]
+        lowered = [text.lower() for text in texts]
+        columns: dict[str, list[str | None]] = {
+            "direction": directions,
+            "memcpy_kind": [d if d is not None else "unknown" for d in directions],
+            "src_memory": [word(_ASCII_SOURCE, text) for text in lowered],
+            "dst_memory": [word(_ASCII_DESTINATION, text) for text in lowered],
+        }
+        # (text columns cast to their enums: a third of the time of enum columns from Python)
+        return pl.DataFrame(
+            [pl.Series(c, values, dtype=pl.String).cast(_COPY_SAID_SCHEMA[c]) for c, values in columns.items()]
+        )
+    lname = pl.col("name").str.to_lowercase()
+    direction = pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1)
+    return names.alias("name").to_frame().select(
+        direction.alias("direction"),
+        direction.fill_null("unknown").cast(MEMCPY_KIND).alias("memcpy_kind"),
+        _memory_kind(lname.str.extract(r"\((\w+)\s*->", 1)).alias("src_memory"),
+        _memory_kind(lname.str.extract(r"->\s*(\w+)\)", 1)).alias("dst_memory"),
+    )
+
+
+def _scattered(values: pl.DataFrame, flag: pl.Series) -> dict[str, pl.Series]:
     """The columns of ``values`` (a row for each row where ``flag`` holds, in order) at those
-    rows and null elsewhere: each row's position among the flagged rows, worked out once,
-    gathers every column in one call (a gather per column, each with its own running count
-    of the flags, cost twice as much; a scatter into null columns more)."""
-    mask = pl.lit(flag)
-    index = pl.select(pl.when(mask).then(mask.cum_sum().cast(pl.Int64) - 1)).to_series()
-    return values.gather(index).get_columns()
+    rows and null elsewhere, by name."""
+    rows = pl.int_range(0, flag.len(), dtype=pl.UInt32, eager=True).filter(flag)
+    return {
+        column.name: pl.Series(column.name, [None], dtype=column.dtype).new_from_index(0, flag.len()).scatter(rows, column)
+        for column in values.get_columns()
+    }
 
 
 def _final_event_columns(

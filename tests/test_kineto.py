@@ -580,3 +580,107 @@ def test_launch_flows_link_what_correlation_ids_do_not(tmp_path: Path) -> None:
         for row in t.links.iter_rows(named=True)
     ]
     assert got == [("cudaLaunchKernel", "k_corr", "correlation", 1), ("cudaLaunchKernel", "k_flow", "flow", None)]
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_copy_and_sync_kinds_land_on_their_rows_in_any_chunking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str
+) -> None:
+    # a memcpy's direction comes from its name, else from a ``kind`` argument that names one;
+    # a sync row's kind from its ``cuda_sync_kind`` argument, else from its name; each value is
+    # worked out on the flagged rows of a chunk and put back at its row (every other row null)
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", pure)
+    events = [
+        _x("cpu_op", "op0", 10, 1),
+        _x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20, 2, pid=0, tid=7, kind="DtoH"),
+        _x("cpu_op", "op1", 30, 1),
+        _x("gpu_memcpy", "Memcpy", 40, 2, pid=0, tid=7, kind="DtoH"),
+        _x("cuda_sync", "Stream Sync", 50, 3, pid=0, tid=7),
+        _x("gpu_memcpy", "Memcpy", 60, 2, pid=0, tid=7, kind="1"),
+        _x("cuda_sync", "whatever", 70, 3, pid=0, tid=7, cuda_sync_kind="Event Sync"),
+        _x("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 80, 2, pid=0, tid=7),
+        _x("cuda_sync", "Foo", 90, 3, pid=0, tid=7),
+        _x("kernel", "k", 100, 5, pid=0, tid=7),
+    ]
+    path = write_trace(tmp_path / "t.json", events)
+    columns = ["name", "memcpy_kind", "src_memory", "dst_memory", "sync_kind"]
+    whole = read_kineto(path).events.sort("start_ns").select(columns)
+    assert whole.rows() == [
+        ("op0", None, None, None, None),
+        ("Memcpy HtoD (Pinned -> Device)", "HtoD", "pinned", "device", None),
+        ("op1", None, None, None, None),
+        ("Memcpy", "DtoH", "unknown", "unknown", None),
+        ("Stream Sync", None, None, None, "stream_sync"),
+        ("Memcpy", "unknown", "unknown", "unknown", None),
+        ("whatever", None, None, None, "event_sync"),
+        ("Memcpy DtoD (Device -> Device)", "DtoD", "device", "device", None),
+        ("Foo", None, None, None, "unknown"),
+        ("k", None, None, None, None),
+    ]
+    for chunk_bytes in (200, 400):  # the rows cut into several chunks: the same table
+        assert read_kineto(path, chunk_bytes=chunk_bytes).events.sort("start_ns").select(columns).equals(whole)
+
+
+def test_copy_names_read_by_python_as_by_polars() -> None:
+    # a few ASCII memcpy names are read by Python's ``re`` (polars compiles its regular
+    # expressions on every call); both readings must agree, whitespace classes included
+    # (Python's own \s matches \x1c, polars' does not), and non-ASCII names go to polars
+    from tracekit.parsers.kineto import _copy_names_said
+
+    names = pl.Series("name", [
+        "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)",
+        "Memcpy PtoP (Device -> Device)", "memcpy htod (pageable -> device)", "Memcpy", "", "(->)", "( -> )",
+        "x (Managed\t\x0b->\n\rArray) y", "(device\x1c-> pinned)", "(device ->\x1cpinned)", "(Dev_1 -> 2x)",
+        "HtoDtoH (Pinned->Pageable)(Device -> Managed)", "(a (device -> pinned)", "(device -> pinned",
+        "DtoHHtoD", "Memcpy HtoD (Devicé -> Device)", "(UNKNOWN -> unknown)",
+    ])
+    by_python = _copy_names_said(names, python=True)
+    assert by_python.equals(_copy_names_said(names, python=False))
+    assert by_python.row(0) == ("HtoD", "HtoD", "pageable", "device")
+    assert by_python.row(9) == (None, "unknown", "managed", "array")
+    assert by_python.row(10) == (None, "unknown", "unknown", "pinned")
+    ascii_only = names.filter(names.str.contains("é", literal=True).not_())
+    assert _copy_names_said(ascii_only, python=True).equals(_copy_names_said(ascii_only, python=False))
+
+
+def test_duration_of_complete_events_only_and_never_negative() -> None:
+    # dur_ns: a complete event's duration, 0 when it has none or a negative one; every other
+    # row's 0 (for integer durations by one comparison instead of a fill and a clip)
+    from tracekit.parsers.kineto import _event_exprs
+
+    frame = pl.DataFrame(
+        {
+            "_complete": [True, True, True, True, False, None, False],
+            "dur": [5, None, -3, 0, 7, 9, None],
+        },
+        schema={"_complete": pl.Boolean, "dur": pl.Int64},
+    )
+    have = frozenset(frame.columns)
+    (made,) = [e for e in _event_exprs(have, {"dur": pl.Int64()}) if str(e).endswith('"dur_ns")')]
+    got = frame.select(made)
+    assert got.schema == {"dur_ns": pl.Int64}
+    assert got["dur_ns"].to_list() == [5, 0, 0, 0, 0, 0, 0]
+    floats = frame.with_columns(pl.col("dur").cast(pl.Float64))
+    (made,) = [e for e in _event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
+    assert floats.select(made)["dur_ns"].to_list() == [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("odd", ["ASCII", "Ünïcode"])
+def test_categories_in_any_case_and_the_trace_span(tmp_path: Path, odd: str) -> None:
+    # categories are matched lower-cased (by Python for ASCII, by polars otherwise: one
+    # non-ASCII category sends the chunk's categories through polars); a complete event in a
+    # category named "trace" in any case is the profiler's own span, not an event; an instant
+    # on a profiler track ("Traces", "Spans", "") is not shown
+    events = [
+        _x("Kernel", "k", 10, 5, pid=0, tid=7),
+        _x("CPU_OP", "op", 20, 5),
+        _x("Trace", "PyTorch Profiler (0)", 0, 100),
+        _x("TRACE", "another span", 0, 100),
+        _x(odd, "odd", 30, 5),
+        {"ph": "X", "name": "no category", "pid": 10, "tid": 11, "ts": 40, "dur": 5},
+        {"ph": "i", "cat": "Trace", "name": "mark", "pid": 10, "tid": 11, "ts": 50, "s": "t"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "hidden", "pid": "Traces", "tid": 11, "ts": 60, "s": "t"},
+    ]
+    t = read_kineto(write_trace(tmp_path / "t.json", events))
+    kinds = dict(t.events.select("name", "kind").iter_rows())
+    assert kinds == {"k": "kernel", "op": "cpu_op", "odd": "other", "no category": "other", "mark": "instant"}
