@@ -2024,14 +2024,6 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
 
 
-def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
-    """Where ``column`` equals one of ``values`` (comparisons: no query; null where it is)."""
-    out = column == values[0]
-    for value in values[1:]:
-        out = out | (column == value)
-    return out
-
-
 #: the keys of the canonical order after the start and the duration (schema.canonical_order)
 _ORDER_KEYS = ("kind", "pid", "tid", "device", "stream", "name")
 #: the native canonical order takes tables up to this many rows (as the pairings: at 3.2 M
