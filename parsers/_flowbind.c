@@ -148,19 +148,25 @@ static void cursor_init(Cursor *k, const Column *col) {
     k->chunk = -1;
 }
 
-/* The next value (the caller reads at most ``col->n`` of them); returns whether it is
- * valid (not null). */
-static inline int cursor_next(Cursor *k, int64_t *value) {
+/* Moves the cursor to the next chunk that has values left; 0 when the column is done. */
+static inline int cursor_ready(Cursor *k) {
     while (k->pos >= k->end) {
-        if (k->chunk + 1 >= k->col->count) {
-            *value = 0;
-            return 0;
-        }
+        if (k->chunk + 1 >= k->col->count) return 0;
         const struct ArrowArray *a = &k->col->chunks[++k->chunk];
         k->data = (const int64_t *)a->buffers[1];
         k->bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
         k->pos = a->offset;
         k->end = a->offset + a->length;
+    }
+    return 1;
+}
+
+/* The next value (the caller reads at most ``col->n`` of them); returns whether it is
+ * valid (not null). */
+static inline int cursor_next(Cursor *k, int64_t *value) {
+    if (!cursor_ready(k)) {
+        *value = 0;
+        return 0;
     }
     int64_t i = k->pos++;
     *value = k->data[i];
@@ -170,16 +176,9 @@ static inline int cursor_next(Cursor *k, int64_t *value) {
 /* cursor_next for a column read with ``narrow`` (column_read_as): an int32, uint32 or uint8
  * value widened to int64, an int64 one as it is. */
 static inline int cursor_next_any(Cursor *k, int64_t *value) {
-    while (k->pos >= k->end) {
-        if (k->chunk + 1 >= k->col->count) {
-            *value = 0;
-            return 0;
-        }
-        const struct ArrowArray *a = &k->col->chunks[++k->chunk];
-        k->data = (const int64_t *)a->buffers[1];
-        k->bits = a->null_count == 0 ? NULL : (const uint8_t *)a->buffers[0];
-        k->pos = a->offset;
-        k->end = a->offset + a->length;
+    if (!cursor_ready(k)) {
+        *value = 0;
+        return 0;
     }
     int64_t i = k->pos++;
     const void *data = k->data;

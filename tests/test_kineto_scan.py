@@ -387,6 +387,26 @@ _TOKENS = (
 )
 
 
+def _differential(chunk: bytes) -> str:
+    """The scanner's and the msgspec path's readings of ``chunk`` compared: "equal" (the same
+    frame), "fallback" (the scanner left the chunk to msgspec) or "refused" (both say it is
+    not JSON); anything else fails the test."""
+    try:
+        expected = _msgspec_frame(chunk)
+    except ValueError:
+        expected = None
+    try:
+        frame = kineto._scan_columns(NATIVE, chunk)
+    except ValueError:
+        assert expected is None, chunk
+        return "refused"
+    if frame is None:
+        return "fallback"
+    assert expected is not None, chunk
+    assert_frame_equal(frame, expected)
+    return "equal"
+
+
 @needs_native
 def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
     """Differential check on randomly damaged chunks (seeded): the scanner gives the msgspec
@@ -410,22 +430,7 @@ def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
             elif ev:
                 ev[min(pos, len(ev) - 1)] = rng.randrange(256)
         chunk = b"[" + b",".join(bytes(e) for e in events) + b"]"
-        try:
-            expected = _msgspec_frame(chunk)
-        except ValueError:
-            expected = None
-        try:
-            frame = kineto._scan_columns(NATIVE, chunk)
-        except ValueError:
-            assert expected is None, chunk
-            outcomes["refused"] += 1
-            continue
-        if frame is None:
-            outcomes["fallback"] += 1
-            continue
-        assert expected is not None, chunk
-        assert_frame_equal(frame, expected)
-        outcomes["equal"] += 1
+        outcomes[_differential(chunk)] += 1
     assert all(outcomes.values()), outcomes  # every outcome was exercised
 
 
@@ -457,20 +462,5 @@ def test_mutated_repeated_events_agree_with_the_msgspec_path() -> None:
         chunk = _repeated([bytes(e) for e in events])
         if case % 4 == 0:
             chunk = chunk[: rng.randrange(1, len(chunk))]
-        try:
-            expected = _msgspec_frame(chunk)
-        except ValueError:
-            expected = None
-        try:
-            frame = kineto._scan_columns(NATIVE, chunk)
-        except ValueError:
-            assert expected is None, chunk
-            outcomes["refused"] += 1
-            continue
-        if frame is None:
-            outcomes["fallback"] += 1
-            continue
-        assert expected is not None, chunk
-        assert_frame_equal(frame, expected)
-        outcomes["equal"] += 1
+        outcomes[_differential(chunk)] += 1
     assert all(outcomes.values()), outcomes  # every outcome was exercised
