@@ -58,6 +58,7 @@ from tracekit.schema import (
     TraceTables,
     canonical_order,
     finalize_events,
+    repeated,
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks, iter_whole_chunks
@@ -499,7 +500,7 @@ def _scanned_frame(scanned: Any, chunk: bytes | memoryview | None) -> pl.DataFra
         if dtype not in nulls:
             # (one null repeated by a native call: ``pl.repeat`` is a query of its own, which
             # costs tens of times as much, and a chunk has about twenty such columns)
-            nulls[dtype] = pl.Series("", [None], dtype=dtype).new_from_index(0, rows)
+            nulls[dtype] = repeated("", None, dtype, rows)
         return nulls[dtype]
 
     for name, kind, nfloat, nlabels, values, labels in columns:
@@ -1015,7 +1016,7 @@ class _Parts:
         # :func:`_event_columns`' select, from ``_complete``
         complete = timed.get_column("ph") == "X"
         kinds = code_kinds[timed.get_column("_cat_code")].zip_with(
-            complete, pl.Series("kind", [EventKind.INSTANT.value], dtype=EVENT_KIND).new_from_index(0, timed.height)
+            complete, repeated("kind", EventKind.INSTANT.value, EVENT_KIND, timed.height)
         )
         if kinds.null_count():
             unknown = pl.DataFrame([timed.get_column("cat"), kinds.alias("kind")])
@@ -1141,13 +1142,10 @@ _KIND_CODES = {kind: code for code, kind in enumerate(EVENT_KIND.categories.to_l
 
 def _kind_mask(codes: pl.Series, kinds: Sequence[str]) -> pl.Series:
     """Where the physical ``EVENT_KIND`` codes ``codes`` are one of ``kinds``."""
-    mask = codes == _KIND_CODES[kinds[0]]
-    for kind in kinds[1:]:
-        mask = mask | (codes == _KIND_CODES[kind])
-    return mask
+    return _any_equal(codes, [_KIND_CODES[kind] for kind in kinds])
 
 
-def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
+def _any_equal(column: pl.Series, values: Sequence[Any]) -> pl.Series:
     """Where ``column`` is one of ``values``, False where it is null (``is_in`` and a
     ``fill_null``, by native comparisons: the two are queries of their own)."""
     equal: pl.Series = column == values[0]
@@ -1157,7 +1155,7 @@ def _any_equal(column: pl.Series, values: Sequence[str]) -> pl.Series:
         return equal
     # a null comparison (a null value) taken as False: the mask chooses itself where it
     # holds and the other side, all False, where it is False or null
-    filled: pl.Series = equal.zip_with(equal, pl.Series(equal.name, [False]).new_from_index(0, equal.len()))
+    filled: pl.Series = equal.zip_with(equal, repeated(equal.name, False, pl.Boolean(), equal.len()))
     return filled
 
 
@@ -1224,7 +1222,7 @@ def _final_id_series(column: pl.Series, ids: dict[int, int]) -> pl.Series:
     finals = pl.Series([ids.get(_TEMP_LABEL_BASE - k) for k in range(len(ids))], dtype=pl.Int64)
     # every other row (and a null one: ``zip_with`` takes a null mask as false) reads index 0,
     # so the subtraction below stays in range for any id the trace has
-    base = pl.Series([_TEMP_LABEL_BASE], dtype=pl.Int64).new_from_index(0, column.len())
+    base = repeated("", _TEMP_LABEL_BASE, pl.Int64(), column.len())
     index = (_TEMP_LABEL_BASE - column.zip_with(temporary, base)).cast(pl.get_index_type())
     gathered: pl.Series = finals[index].alias(column.name)
     final: pl.Series = gathered.zip_with(temporary, column)
@@ -1678,7 +1676,7 @@ def _scattered(values: pl.DataFrame, flag: pl.Series) -> dict[str, pl.Series]:
     rows and null elsewhere, by name."""
     rows = pl.int_range(0, flag.len(), dtype=pl.UInt32, eager=True).filter(flag)
     return {
-        column.name: pl.Series(column.name, [None], dtype=column.dtype).new_from_index(0, flag.len()).scatter(rows, column)
+        column.name: repeated(column.name, None, column.dtype, flag.len()).scatter(rows, column)
         for column in values.get_columns()
     }
 
@@ -1693,25 +1691,22 @@ def _final_event_columns(
     # on the Series, each column put back in place (two ``with_columns`` cost more than all
     # of it: a query each); columns kept in the order those gave: the helpers and the rank last
     kind = timed.get_column("kind")
-    on_gpu = kind == GPU_KINDS[0]
-    for other in GPU_KINDS[1:]:
-        on_gpu = on_gpu | (kind == other)
-    # (a null kind compares null, which ``zip_with`` takes as false: the otherwise branch)
-    no_tid = on_gpu | (kind == EventKind.SYNC.value)
+    on_gpu = _any_equal(kind, GPU_KINDS)
+    no_tid = _any_equal(kind, (*GPU_KINDS, EventKind.SYNC.value))
     rows = timed.height
     track_pid = _final_id_series(timed.get_column("pid"), ids).alias("_track_pid")
     track_tid = _final_id_series(timed.get_column("tid"), ids).alias("_track_tid")
     if main_pid is not None and track_pid.null_count() == 0 and track_pid.min() == main_pid == track_pid.max():
         pid = track_pid.alias("pid")  # every row is the main process already (a trace of one process)
     else:
-        main = pl.Series("pid", [main_pid], dtype=pl.Int64).new_from_index(0, rows)
+        main = repeated("pid", main_pid, pl.Int64(), rows)
         pid = main.zip_with(on_gpu, track_pid).alias("pid")
-    tid = pl.Series("tid", [None], dtype=track_tid.dtype).new_from_index(0, rows).zip_with(no_tid, track_tid)
+    tid = repeated("tid", None, track_tid.dtype, rows).zip_with(no_tid, track_tid)
     out = timed.clone()
     for column in (pid, tid.cast(pl.Int64), name_ranks[timed.get_column("name")].alias("name")):
         out.replace_column(out.get_column_index(column.name), column)
     out = _plus_base(out, base_ns)
-    rank_column = pl.Series("rank", [rank if rank is not None else 0], dtype=pl.Int32).new_from_index(0, rows)
+    rank_column = repeated("rank", rank if rank is not None else 0, pl.Int32(), rows)
     return out.hstack([track_pid, track_tid, rank_column])
 
 
@@ -1858,14 +1853,10 @@ def _flow_kind_series(cat: pl.Series) -> tuple[pl.Series, pl.Series]:
     hash ``replace`` of every row's text), each kind's code put where one of its words
     matches, the rest ``other``; on the Series, the enum gathered by code (no query)."""
     rows = cat.len()
-    codes = pl.Series([_FLOW_CODES[FlowKind.OTHER.value]], dtype=pl.UInt32).new_from_index(0, rows)
+    codes = repeated("", _FLOW_CODES[FlowKind.OTHER.value], pl.UInt32(), rows)
     for value in dict.fromkeys(_FLOW_CATEGORY.values()):
-        words = [c for c, v in _FLOW_CATEGORY.items() if v == value]
-        matches = cat == words[0]
-        for word in words[1:]:
-            matches = matches | (cat == word)
-        code = pl.Series([_FLOW_CODES[value]], dtype=pl.UInt32).new_from_index(0, rows)
-        codes = code.zip_with(matches, codes)
+        matches = _any_equal(cat, [c for c, v in _FLOW_CATEGORY.items() if v == value])
+        codes = repeated("", _FLOW_CODES[value], pl.UInt32(), rows).zip_with(matches, codes)
     return _FLOW_KINDS[codes].alias("flow_kind"), codes
 
 
@@ -2007,7 +1998,7 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     if src.len():
         keep = _any_equal(kinds[src], LAUNCH_KINDS) & _any_equal(kinds[dst], _LINK_TARGETS)
         if by_corr.height:
-            linked = pl.Series([False]).new_from_index(0, events.height).scatter(by_corr.get_column("gpu_event_id"), True)
+            linked = repeated("", False, pl.Boolean(), events.height).scatter(by_corr.get_column("gpu_event_id"), True)
             keep = keep & ~linked[dst]
         if not keep.all():
             src, dst = src.filter(keep), dst.filter(keep)
@@ -2092,13 +2083,12 @@ def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
     (on tables of up to :data:`_NATIVE_PAIRING_MAX_ROWS` events)."""
     native = _native_pairing(events.height)
     if native is not None:
-        codes = {v: i for i, v in enumerate(EVENT_KIND.categories.to_list())}
-        launch_mask = sum(1 << codes[k] for k in LAUNCH_KINDS)
-        target_mask = sum(1 << codes[k] for k in _LINK_TARGETS)
+        launch_mask = sum(1 << _KIND_CODES[k] for k in LAUNCH_KINDS)
+        target_mask = sum(1 << _KIND_CODES[k] for k in _LINK_TARGETS)
         kind_codes = events.get_column("kind").to_physical()  # (uint8 codes, read as they are)
         ids = events.get_column("correlation").cast(pl.Int64)
         columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind_codes, ids, launch_mask, target_mask)]
-        source = pl.Series("link_source", ["correlation"], dtype=LINK_SOURCE).new_from_index(0, columns[0].len())
+        source = repeated("link_source", "correlation", LINK_SOURCE, columns[0].len())
         return pl.DataFrame([*columns, source])
     kind, correlation = pl.col("kind"), pl.col("correlation")
     rows = events.select("event_id", "kind", "correlation")

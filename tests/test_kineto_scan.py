@@ -7,6 +7,9 @@ not JSON, says so (ValueError, as the msgspec path does).
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -387,6 +390,23 @@ _TOKENS = (
 )
 
 
+def _damage(
+    rng: random.Random, ev: bytearray, tokens: Sequence[bytes], *, delete_below: float, longest_cut: int,
+    byte_range: tuple[int, int],
+) -> None:
+    """One random damage to ``ev`` in place: a token inserted (half the time), up to
+    ``longest_cut`` bytes cut (up to ``delete_below``), else a byte replaced by one of
+    ``byte_range``."""
+    pos = rng.randrange(len(ev) + 1)
+    op = rng.random()
+    if op < 0.5:
+        ev[pos:pos] = rng.choice(tokens)
+    elif op < delete_below:
+        del ev[pos : pos + rng.randint(1, longest_cut)]
+    elif ev:
+        ev[min(pos, len(ev) - 1)] = rng.randrange(*byte_range)
+
+
 def _differential(chunk: bytes) -> str:
     """The scanner's and the msgspec path's readings of ``chunk`` compared: "equal" (the same
     frame), "fallback" (the scanner left the chunk to msgspec) or "refused" (both say it is
@@ -412,7 +432,6 @@ def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
     """Differential check on randomly damaged chunks (seeded): the scanner gives the msgspec
     path's frame, leaves the chunk to it, or refuses text that the msgspec path refuses."""
     import json
-    import random
 
     corpus = [json.dumps(e).encode() for chunk in SCANNED.values() for e in json.loads(chunk)]
     rng = random.Random(17)
@@ -420,15 +439,7 @@ def test_mutated_chunks_agree_with_the_msgspec_path() -> None:
     for _ in range(300):
         events = [bytearray(rng.choice(corpus)) for _ in range(rng.randint(1, 5))]
         for _ in range(rng.randint(1, 3)):
-            ev = rng.choice(events)
-            pos = rng.randrange(len(ev) + 1)
-            op = rng.random()
-            if op < 0.5:
-                ev[pos:pos] = rng.choice(_TOKENS)
-            elif op < 0.75:
-                del ev[pos : pos + rng.randint(1, 4)]
-            elif ev:
-                ev[min(pos, len(ev) - 1)] = rng.randrange(256)
+            _damage(rng, rng.choice(events), _TOKENS, delete_below=0.75, longest_cut=4, byte_range=(0, 256))
         chunk = b"[" + b",".join(bytes(e) for e in events) + b"]"
         outcomes[_differential(chunk)] += 1
     assert all(outcomes.values()), outcomes  # every outcome was exercised
@@ -439,8 +450,6 @@ def test_mutated_repeated_events_agree_with_the_msgspec_path() -> None:
     """Differential check where the scanner's remembered member texts matter: runs of
     pretty-printed events of a few shapes (seeded), one or two of them damaged, so that a
     damaged text comes where a remembered one was; and runs cut anywhere."""
-    import random
-
     rng = random.Random(26)
     tokens = (b",", b"}", b'"', b":", b" ", b"\n", b"\\", b"0", b"9", b".", b"e", b"-", b"x", b'"ts": 1, ', b"\xff")
     outcomes = {"equal": 0, "fallback": 0, "refused": 0}
@@ -450,15 +459,7 @@ def test_mutated_repeated_events_agree_with_the_msgspec_path() -> None:
             for _ in range(rng.randint(3, 12))
         ]
         for _ in range(rng.randint(0, 2)):
-            ev = rng.choice(events[1:])
-            pos = rng.randrange(len(ev) + 1)
-            op = rng.random()
-            if op < 0.5:
-                ev[pos:pos] = rng.choice(tokens)
-            elif op < 0.8:
-                del ev[pos : pos + rng.randint(1, 3)]
-            elif ev:
-                ev[min(pos, len(ev) - 1)] = rng.randrange(32, 127)
+            _damage(rng, rng.choice(events[1:]), tokens, delete_below=0.8, longest_cut=3, byte_range=(32, 127))
         chunk = _repeated([bytes(e) for e in events])
         if case % 4 == 0:
             chunk = chunk[: rng.randrange(1, len(chunk))]

@@ -62,7 +62,7 @@ import polars as pl
 from ._version import __version__
 from .parsers._native import ArrowCapsules, pure_python_requested
 from .progress import Progress
-from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
+from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables, repeated
 
 _MARKER = "complete"
 #: the layout of an entry; part of every key, so an entry of another layout is never read
@@ -416,7 +416,7 @@ def _restore(schema: TableSchema, frame: pl.DataFrame, rows: int) -> pl.DataFram
     if frame.width == len(schema.columns):
         return schema.conform(frame)
     columns = [
-        frame.get_column(c.name) if c.name in present else pl.Series(c.name, [None], dtype=c.dtype).new_from_index(0, rows)
+        frame.get_column(c.name) if c.name in present else repeated(c.name, None, c.dtype, rows)
         for c in schema.columns
     ]
     return schema.conform(pl.DataFrame(columns))

@@ -477,6 +477,13 @@ class TraceTables:
 TABLE_NAMES = tuple(s.name for s in TABLES)
 
 
+def repeated(name: str, value: Any, dtype: pl.DataType, rows: int) -> pl.Series:
+    """A column of ``rows`` copies of ``value`` (None: all null), by one native call
+    (``pl.repeat`` and a literal's broadcast are a polars query each, tens of times dearer)."""
+    column: pl.Series = pl.Series(name, [value], dtype=dtype).new_from_index(0, rows)
+    return column
+
+
 #: columns gathered per query by :func:`finalize_events`
 _GATHER_BATCH = 4
 
@@ -566,7 +573,7 @@ def finalize_events(
     for col in EVENTS.columns:
         series = columns.get(col.name)
         if series is None:
-            series = pl.Series(col.name, [None], dtype=col.dtype).new_from_index(0, rows)
+            series = repeated(col.name, None, col.dtype, rows)
         elif series.dtype != col.dtype:
             series = series.cast(col.dtype, strict=True)
         out.append(series)
