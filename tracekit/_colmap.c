@@ -36,6 +36,9 @@
 typedef struct {
     void *base;
     size_t size;
+    void *zero; /* a read-only anonymous mapping, never written (it costs no memory): the
+                 * buffers of every column that holds only nulls; NULL when none does */
+    size_t zero_size;
     long refs; /* atomic */
 } Mapping;
 
@@ -44,6 +47,7 @@ static void mapping_ref(Mapping *m) { __atomic_add_fetch(&m->refs, 1, __ATOMIC_R
 static void mapping_unref(Mapping *m) {
     if (__atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         munmap(m->base, m->size);
+        if (m->zero != NULL) munmap(m->zero, m->zero_size);
         free(m);
     }
 }
@@ -66,6 +70,7 @@ typedef struct Col {
     struct Col *dictionary;
     enum Layout layout;
     int width; /* bytes per value (FIXED) */
+    int zero;  /* nulls only, no stored buffers: each buffer is the shared zero region */
 } Col;
 
 static void col_free(Col *c) {
@@ -77,38 +82,6 @@ static void col_free(Col *c) {
     free(c->buf_size);
     col_free(c->dictionary);
     free(c);
-}
-
-static char *dup_bytes(PyObject *obj, Py_ssize_t *len_out) {
-    char *data;
-    Py_ssize_t len;
-    if (PyBytes_AsStringAndSize(obj, &data, &len) < 0) return NULL;
-    char *copy = malloc((size_t)len + 1);
-    if (copy == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    memcpy(copy, data, (size_t)len);
-    copy[len] = '\0';
-    if (len_out) *len_out = len;
-    return copy;
-}
-
-/* Arrow's metadata blob: int32 count, then per pair int32 length + key bytes, int32 length + value bytes */
-static int metadata_ok(const char *m, size_t len) {
-    int32_t n, part;
-    size_t at = 4;
-    if (len < 4) return 0;
-    memcpy(&n, m, 4);
-    if (n < 0 || n > 4096) return 0;
-    for (int32_t i = 0; i < 2 * n; i++) {
-        if (len - at < 4) return 0;
-        memcpy(&part, m + at, 4);
-        at += 4;
-        if (part < 0 || (size_t)part > len - at) return 0;
-        at += (size_t)part;
-    }
-    return at == len;
 }
 
 static int layout_of(Col *c) {
@@ -134,88 +107,218 @@ static int layout_of(Col *c) {
     return -1;
 }
 
-/* (name, format, metadata, flags, length, null_count, offset, buffers, dictionary) */
-static Col *col_parse(PyObject *spec, int depth) {
+/* A header's column description (the dict cache.py writes: name, format, metadata, flags,
+ * length, null_count, buffers, dictionary) as a Col; buffer offsets are relative to
+ * ``start``.  ``buffers`` None: a column of nulls only, backed by the shared zero region. */
+static PyObject *desc_get(PyObject *desc, const char *key) {
+    PyObject *v = PyDict_GetItemString(desc, key); /* borrowed; NULL without an error when absent */
+    if (v == NULL && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "a column without %s", key);
+    return v;
+}
+
+static int desc_int(PyObject *desc, const char *key, long long *out) {
+    PyObject *v = desc_get(desc, key);
+    if (v == NULL) return -1;
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_ValueError, "a column's %s is not an integer", key);
+        return -1;
+    }
+    *out = PyLong_AsLongLong(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* a str's UTF-8 bytes, copied (NUL-terminated; an embedded NUL is refused) */
+static char *dup_text(PyObject *obj, Py_ssize_t *len_out) {
+    Py_ssize_t len;
+    if (!PyUnicode_Check(obj)) {
+        PyErr_SetString(PyExc_ValueError, "a column's name, format or metadata is not text");
+        return NULL;
+    }
+    const char *data = PyUnicode_AsUTF8AndSize(obj, &len);
+    if (data == NULL) return NULL;
+    if (memchr(data, '\0', (size_t)len) != NULL) {
+        PyErr_SetString(PyExc_ValueError, "a column's text holds a NUL byte");
+        return NULL;
+    }
+    char *copy = malloc((size_t)len + 1);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(copy, data, (size_t)len + 1);
+    if (len_out) *len_out = len;
+    return copy;
+}
+
+/* [[key, value], ...] as Arrow's binary metadata blob: int32 count, then int32 length +
+ * bytes per key and value; NULL (no error) for an empty list */
+static char *metadata_blob(PyObject *pairs, int *failed) {
+    *failed = 1;
+    if (!PyList_Check(pairs)) {
+        PyErr_SetString(PyExc_ValueError, "metadata must be a list of pairs");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    if (n == 0) {
+        *failed = 0;
+        return NULL;
+    }
+    if (n > 4096) {
+        PyErr_SetString(PyExc_ValueError, "too much metadata");
+        return NULL;
+    }
+    size_t total = 4;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyList_Check(pair) || PyList_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_ValueError, "metadata must be a list of pairs");
+            return NULL;
+        }
+        for (int k = 0; k < 2; k++) {
+            Py_ssize_t len;
+            PyObject *text = PyList_GET_ITEM(pair, k);
+            if (!PyUnicode_Check(text) || PyUnicode_AsUTF8AndSize(text, &len) == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "metadata must be text");
+                return NULL;
+            }
+            if (len > INT32_MAX - 8 || total > (size_t)INT32_MAX) {
+                PyErr_SetString(PyExc_ValueError, "metadata too long");
+                return NULL;
+            }
+            total += 4 + (size_t)len;
+        }
+    }
+    char *blob = malloc(total);
+    if (blob == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    int32_t count = (int32_t)n;
+    memcpy(blob, &count, 4);
+    size_t at = 4;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            Py_ssize_t len;
+            const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(PyList_GET_ITEM(pairs, i), k), &len);
+            int32_t len32 = (int32_t)len;
+            memcpy(blob + at, &len32, 4);
+            memcpy(blob + at + 4, text, (size_t)len);
+            at += 4 + (size_t)len;
+        }
+    }
+    *failed = 0;
+    return blob;
+}
+
+/* bytes a zero-backed column's largest buffer needs */
+static uint64_t zero_need(const Col *c) {
+    uint64_t n = (uint64_t)c->length;
+    switch (c->layout) {
+        case FIXED: return n * (uint64_t)c->width;
+        case VIEWS: return n * 16;
+        case OFFSETS: return (n + 1) * (uint64_t)c->width;
+        default: return (n + 7) / 8;
+    }
+}
+
+static Col *col_parse(PyObject *desc, uint64_t start, int depth) {
     if (depth > 2) {
         PyErr_SetString(PyExc_ValueError, "dictionary nested too deeply");
         return NULL;
     }
-    PyObject *name, *format, *metadata, *buffers, *dictionary;
-    long long flags, length, null_count, offset;
-    if (!PyTuple_Check(spec) ||
-        !PyArg_ParseTuple(spec, "SSOLLLLOO", &name, &format, &metadata, &flags, &length, &null_count, &offset,
-                          &buffers, &dictionary)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a column spec must be a tuple");
+    if (!PyDict_Check(desc)) {
+        PyErr_SetString(PyExc_ValueError, "a column must be described by a mapping");
         return NULL;
     }
+    PyObject *name, *format, *metadata, *buffers, *dictionary;
+    long long flags, length, null_count;
+    if ((name = desc_get(desc, "name")) == NULL || (format = desc_get(desc, "format")) == NULL ||
+        (metadata = desc_get(desc, "metadata")) == NULL || (buffers = desc_get(desc, "buffers")) == NULL ||
+        (dictionary = desc_get(desc, "dictionary")) == NULL || desc_int(desc, "flags", &flags) < 0 ||
+        desc_int(desc, "length", &length) < 0 || desc_int(desc, "null_count", &null_count) < 0)
+        return NULL;
     Col *c = calloc(1, sizeof(Col));
     if (c == NULL) {
         PyErr_NoMemory();
         return NULL;
     }
-    if ((c->name = dup_bytes(name, NULL)) == NULL || (c->format = dup_bytes(format, NULL)) == NULL) goto fail;
-    if (metadata != Py_None) {
-        Py_ssize_t mlen;
-        if (!PyBytes_Check(metadata)) {
-            PyErr_SetString(PyExc_ValueError, "metadata must be bytes or None");
-            goto fail;
-        }
-        if ((c->metadata = dup_bytes(metadata, &mlen)) == NULL) goto fail;
-        if (!metadata_ok(c->metadata, (size_t)mlen)) {
-            PyErr_SetString(PyExc_ValueError, "malformed column metadata");
-            goto fail;
-        }
-    }
+    int failed;
+    if ((c->name = dup_text(name, NULL)) == NULL || (c->format = dup_text(format, NULL)) == NULL) goto fail;
+    c->metadata = metadata_blob(metadata, &failed);
+    if (failed) goto fail;
     if (layout_of(c) < 0) goto fail;
-    if (length < 0 || length > MAX_LENGTH || offset < 0 || offset > MAX_LENGTH || null_count < 0 ||
-        null_count > length) {
-        PyErr_SetString(PyExc_ValueError, "column length, offset or null count out of range");
+    if (length < 0 || length > MAX_LENGTH || null_count < 0 || null_count > length) {
+        PyErr_SetString(PyExc_ValueError, "column length or null count out of range");
         goto fail;
     }
     c->flags = flags;
     c->length = length;
     c->null_count = null_count;
-    c->offset = offset;
-    if (!PyTuple_Check(buffers)) {
-        PyErr_SetString(PyExc_ValueError, "buffers must be a tuple");
-        goto fail;
+    c->offset = 0;
+    if (buffers == Py_None) { /* nulls only: every buffer is the shared zero region */
+        if (null_count != length) {
+            PyErr_SetString(PyExc_ValueError, "a column without buffers must hold only nulls");
+            goto fail;
+        }
+        c->zero = 1;
+        c->n_buffers = c->layout == OFFSETS ? 3 : 2; /* views: no data buffers */
+    } else {
+        if (!PyList_Check(buffers)) {
+            PyErr_SetString(PyExc_ValueError, "buffers must be a list");
+            goto fail;
+        }
+        c->n_buffers = PyList_GET_SIZE(buffers);
     }
-    Py_ssize_t nb = PyTuple_GET_SIZE(buffers);
+    int64_t nb = c->n_buffers;
     if (nb < 2 || nb > MAX_BUFFERS || (c->layout == OFFSETS && nb != 3) || ((c->layout == FIXED || c->layout == BITS) && nb != 2)) {
         PyErr_SetString(PyExc_ValueError, "wrong number of buffers for the column's format");
         goto fail;
     }
-    c->n_buffers = nb;
     c->buf_off = calloc((size_t)nb, sizeof(uint64_t));
     c->buf_size = calloc((size_t)nb, sizeof(uint64_t));
     if (c->buf_off == NULL || c->buf_size == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < nb; i++) {
-        PyObject *b = PyTuple_GET_ITEM(buffers, i);
+    for (int64_t i = 0; !c->zero && i < nb; i++) {
+        PyObject *b = PyList_GET_ITEM(buffers, i);
         if (b == Py_None) {
             c->buf_size[i] = UINT64_MAX;
             continue;
         }
-        unsigned long long off, size;
-        if (!PyTuple_Check(b) || !PyArg_ParseTuple(b, "KK", &off, &size)) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a buffer must be (offset, size)");
+        unsigned long long off = 0, size = 0;
+        if (!PyList_Check(b) || PyList_GET_SIZE(b) != 2 || !PyLong_Check(PyList_GET_ITEM(b, 0)) ||
+            !PyLong_Check(PyList_GET_ITEM(b, 1))) {
+            PyErr_SetString(PyExc_ValueError, "a buffer must be [offset, size]");
             goto fail;
         }
-        if (size == UINT64_MAX) {
-            PyErr_SetString(PyExc_ValueError, "buffer size out of range");
+        off = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(b, 0));
+        if (off == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+        size = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(b, 1));
+        if (size == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+        if (size == UINT64_MAX || off > UINT64_MAX - start) {
+            PyErr_SetString(PyExc_ValueError, "buffer offset or size out of range");
             goto fail;
         }
-        c->buf_off[i] = off;
+        c->buf_off[i] = start + off;
         c->buf_size[i] = size;
+    }
+    if (c->zero) {
+        uint64_t need = zero_need(c);
+        c->buf_size[0] = (uint64_t)(length + 7) / 8;
+        c->buf_size[1] = need;
+        if (c->layout == OFFSETS) c->buf_size[2] = 0;
     }
     if (dictionary != Py_None) {
         if (c->layout != FIXED || c->format[0] == 'f' || c->format[0] == 'g') {
             PyErr_SetString(PyExc_ValueError, "dictionary indices must be integers");
             goto fail;
         }
-        if ((c->dictionary = col_parse(dictionary, depth + 1)) == NULL) goto fail;
+        if ((c->dictionary = col_parse(dictionary, start, depth + 1)) == NULL) goto fail;
+        if (c->dictionary->zero) {
+            PyErr_SetString(PyExc_ValueError, "a dictionary must be stored");
+            goto fail;
+        }
     }
     return c;
 fail:
@@ -280,21 +383,67 @@ static int utf8_ok(const uint8_t *data, uint64_t n) {
     return 1;
 }
 
-static int64_t read_index(const uint8_t *p, char format) {
-    switch (format) {
-        case 'c': { int8_t v; memcpy(&v, p, 1); return v; }
-        case 'C': { uint8_t v; memcpy(&v, p, 1); return v; }
-        case 's': { int16_t v; memcpy(&v, p, 2); return v; }
-        case 'S': { uint16_t v; memcpy(&v, p, 2); return v; }
-        case 'i': { int32_t v; memcpy(&v, p, 4); return v; }
-        case 'I': { uint32_t v; memcpy(&v, p, 4); return v; }
-        case 'l': { int64_t v; memcpy(&v, p, 8); return v; }
-        default: { uint64_t v; memcpy(&v, p, 8); return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v; }
+/* 1 when every dictionary index in [from, to) of ``data`` (Arrow integer ``format``) lies
+ * in [0, n): one pass for the smallest and largest index, no branch per row */
+#define INDEX_SCAN(T)                                                   \
+    T lo, hi, v;                                                        \
+    memcpy(&lo, data + sizeof(T) * from, sizeof(T));                    \
+    hi = lo;                                                            \
+    for (uint64_t i = from + 1; i < to; i++) {                          \
+        memcpy(&v, data + sizeof(T) * i, sizeof(T));                    \
+        lo = v < lo ? v : lo;                                           \
+        hi = v > hi ? v : hi;                                           \
     }
+#define UNSIGNED_RANGE(T)                                               \
+    do {                                                                \
+        INDEX_SCAN(T)                                                   \
+        (void)lo;                                                       \
+        return (uint64_t)hi < (uint64_t)n;                              \
+    } while (0)
+#define SIGNED_RANGE(T)                                                 \
+    do {                                                                \
+        INDEX_SCAN(T)                                                   \
+        return lo >= 0 && (uint64_t)hi < (uint64_t)n;                   \
+    } while (0)
+
+static int indices_ok(const uint8_t *data, uint64_t from, uint64_t to, char format, int64_t n) {
+    if (from >= to) return 1;
+    if (n <= 0) return 0;
+    switch (format) {
+        case 'c': SIGNED_RANGE(int8_t);
+        case 'C': UNSIGNED_RANGE(uint8_t);
+        case 's': SIGNED_RANGE(int16_t);
+        case 'S': UNSIGNED_RANGE(uint16_t);
+        case 'i': SIGNED_RANGE(int32_t);
+        case 'I': UNSIGNED_RANGE(uint32_t);
+        case 'l': SIGNED_RANGE(int64_t);
+        default: UNSIGNED_RANGE(uint64_t);
+    }
+}
+#undef INDEX_SCAN
+#undef UNSIGNED_RANGE
+#undef SIGNED_RANGE
+
+/* the number of set bits of ``x`` (portable: no popcnt instruction is assumed) */
+static inline int64_t popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (int64_t)((x * 0x0101010101010101ULL) >> 56);
 }
 
 static const char *check_col(const Col *c, const uint8_t *base, uint64_t size) {
-    const char *err = check_buffers(c, base, size);
+    const char *err;
+    if (c->zero) { /* our zero buffers, sized for the column: only a dictionary to check */
+        if (c->dictionary != NULL) {
+            const Col *d = c->dictionary;
+            if (d->offset != 0 || d->dictionary != NULL) return "malformed dictionary";
+            if ((err = check_col(d, base, size)) != NULL) return err;
+            if (c->length > 0 && d->length == 0) return "dictionary index out of range";
+        }
+        return NULL;
+    }
+    err = check_buffers(c, base, size);
     if (err) return err;
     uint64_t end = (uint64_t)c->offset + (uint64_t)c->length; /* both <= 2^40 */
     /* validity: present when there are nulls, and its null count must be the column's */
@@ -309,7 +458,7 @@ static const char *check_col(const Col *c, const uint8_t *base, uint64_t size) {
         for (; i + 64 <= end; i += 64) { /* whole 64-bit words (i is a multiple of 8 here) */
             uint64_t word;
             memcpy(&word, bits + (i >> 3), 8);
-            valid += __builtin_popcountll(word);
+            valid += popcount64(word);
         }
         for (; i < end; i++) valid += (bits[i >> 3] >> (i & 7)) & 1;
         if (c->length - valid != c->null_count) return "null count does not match the validity bitmap";
@@ -369,7 +518,14 @@ static const char *check_col(const Col *c, const uint8_t *base, uint64_t size) {
             memcpy(&len, v, 4);
             if (len < 0) return "negative string length";
             if (len <= 12) { /* inline: the string is in the view */
-                if (utf8 && !utf8_ok(v + 4, (uint64_t)len)) return "strings that are not UTF-8";
+                if (utf8) {
+                    uint64_t head, tail; /* the view's bytes 0-7 and 8-15: ASCII throughout is UTF-8 */
+                    memcpy(&head, v, 8);
+                    memcpy(&tail, v + 8, 8);
+                    if (((head & 0x8080808000000000ULL) | (tail & 0x8080808080808080ULL)) != 0 &&
+                        !utf8_ok(v + 4, (uint64_t)len))
+                        return "strings that are not UTF-8";
+                }
                 continue;
             }
             memcpy(&idx, v + 8, 4);
@@ -392,10 +548,7 @@ static const char *check_col(const Col *c, const uint8_t *base, uint64_t size) {
         const Col *d = c->dictionary;
         if (d->offset != 0 || d->dictionary != NULL) return "malformed dictionary";
         if ((err = check_col(d, base, size)) != NULL) return err;
-        for (uint64_t i = (uint64_t)c->offset; i < end; i++) {
-            int64_t k = read_index(data + (uint64_t)c->width * i, c->format[0]);
-            if (k < 0 || k >= d->length) return "dictionary index out of range";
-        }
+        if (!indices_ok(data, (uint64_t)c->offset, end, c->format[0], d->length)) return "dictionary index out of range";
     }
     return NULL;
 }
@@ -529,7 +682,7 @@ static int export_col_array(const Col *c, Mapping *map, struct ArrowArray *out) 
         release_array(out);
         return -1;
     }
-    const uint8_t *base = map->base;
+    const uint8_t *base = c->zero ? map->zero : map->base;
     for (int64_t i = 0; i < c->n_buffers; i++) {
         p->buffers[i] = c->buf_size[i] == UINT64_MAX ? NULL : base + c->buf_off[i];
     }
@@ -648,12 +801,14 @@ fail:
     return NULL;
 }
 
-/* map_tables(path, tables) -> list of (schema capsule, array capsule)
- * tables: a sequence of (rows, columns), columns a sequence of column specs (see col_parse) */
+/* map_tables(path, start, tables) -> list of (schema capsule, array capsule)
+ * tables: a sequence of (rows, columns), columns a sequence of the header's column
+ * descriptions (see col_parse), their buffer offsets relative to ``start`` */
 static PyObject *map_tables(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *path_obj, *tables;
-    if (!PyArg_ParseTuple(args, "O&O", PyUnicode_FSConverter, &path_obj, &tables)) return NULL;
+    unsigned long long start;
+    if (!PyArg_ParseTuple(args, "O&KO", PyUnicode_FSConverter, &path_obj, &start, &tables)) return NULL;
     PyObject *seq = PySequence_Fast(tables, "tables must be a sequence");
     if (seq == NULL) {
         Py_DECREF(path_obj);
@@ -685,9 +840,9 @@ static PyObject *map_tables(PyObject *self, PyObject *args) {
         PyObject *cseq = PySequence_Fast(colspecs, "columns must be a sequence");
         if (cseq == NULL) goto done;
         Py_ssize_t nc = PySequence_Fast_GET_SIZE(cseq);
-        if (nc > MAX_CHILDREN) {
+        if (nc < 1 || nc > MAX_CHILDREN) {
             Py_DECREF(cseq);
-            PyErr_SetString(PyExc_ValueError, "too many columns");
+            PyErr_SetString(PyExc_ValueError, "no columns, or too many");
             goto done;
         }
         cols[t] = calloc((size_t)(nc > 0 ? nc : 1), sizeof(Col *));
@@ -697,7 +852,7 @@ static PyObject *map_tables(PyObject *self, PyObject *args) {
             goto done;
         }
         for (Py_ssize_t i = 0; i < nc; i++) {
-            Col *c = col_parse(PySequence_Fast_GET_ITEM(cseq, i), 0);
+            Col *c = col_parse(PySequence_Fast_GET_ITEM(cseq, i), (uint64_t)start, 0);
             if (c == NULL) {
                 Py_DECREF(cseq);
                 goto done;
@@ -707,6 +862,11 @@ static PyObject *map_tables(PyObject *self, PyObject *args) {
             if (c->length != nrows || c->offset != 0) {
                 Py_DECREF(cseq);
                 PyErr_SetString(PyExc_ValueError, "a column's length is not its table's row count");
+                goto done;
+            }
+            if (i == 0 && c->zero) { /* the stored first column bounds the rows by the file's size */
+                Py_DECREF(cseq);
+                PyErr_SetString(PyExc_ValueError, "a table's first column must be stored");
                 goto done;
             }
         }
@@ -745,6 +905,8 @@ static PyObject *map_tables(PyObject *self, PyObject *args) {
     }
     map->base = base;
     map->size = (size_t)st.st_size;
+    map->zero = NULL;
+    map->zero_size = 0;
     map->refs = 1; /* ours, dropped at the end */
 
     const char *err = NULL;
@@ -756,6 +918,32 @@ static PyObject *map_tables(PyObject *self, PyObject *args) {
     if (err != NULL) {
         PyErr_Format(PyExc_ValueError, "damaged cache file: %s", err);
         goto done;
+    }
+    /* the zero region: as long as the largest buffer of a column of nulls (its rows are
+     * bounded by the stored first column's, checked above to lie inside the file) */
+    uint64_t zero_size = 0;
+    int any_zero = 0;
+    for (Py_ssize_t t = 0; t < ntables; t++) {
+        for (Py_ssize_t i = 0; i < ncols[t]; i++) {
+            if (!cols[t][i]->zero) continue;
+            any_zero = 1;
+            if (zero_need(cols[t][i]) > zero_size) zero_size = zero_need(cols[t][i]);
+        }
+    }
+    if (any_zero) {
+        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+        if (zero_size > (uint64_t)SIZE_MAX - 2 * page) {
+            PyErr_SetString(PyExc_ValueError, "damaged cache file: too many rows");
+            goto done;
+        }
+        zero_size = (zero_size + page) / page * page; /* at least a page: never an empty mapping */
+        void *zero = mmap(NULL, (size_t)zero_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (zero == MAP_FAILED) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto done;
+        }
+        map->zero = zero;
+        map->zero_size = (size_t)zero_size;
     }
     result = PyList_New(ntables);
     if (result == NULL) goto done;
@@ -954,7 +1142,7 @@ static PyMethodDef methods[] = {
      "compact_views(views, data_buffers) -> (views, [data, ...]): a string column's views, "
      "each distinct long string stored once."},
     {"map_tables", map_tables, METH_VARARGS,
-     "map_tables(path, tables) -> [(schema capsule, array capsule)]: the tables of a cache file, "
+     "map_tables(path, start, tables) -> [(schema capsule, array capsule)]: the tables of a cache file, "
      "memory-mapped and checked, as Arrow C Data Interface struct arrays."},
     {NULL, NULL, 0, NULL},
 };

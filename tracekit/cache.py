@@ -62,11 +62,11 @@ import polars as pl
 from ._version import __version__
 from .parsers._native import ArrowCapsules, pure_python_requested
 from .progress import Progress
-from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables, repeated
+from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
 _MARKER = "complete"
 #: the layout of an entry; part of every key, so an entry of another layout is never read
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: a file's identity is remembered only when its last change is older than this (ns)
 SETTLE_NS = 2_000_000_000
 #: the stat fields that make up a file's identity
@@ -211,7 +211,8 @@ def _metadata_blob(pairs: list[list[str]]) -> bytes:
 def _write_tables(path: Path, tables: TraceTables) -> None:
     """Write every table of ``tables`` (and its info) as one cache file: a JSON header naming
     each column's Arrow format, length, null count and buffers, then the buffers, aligned.
-    Columns that hold only nulls are left out (the reader restores them)."""
+    The buffers of a column that holds only nulls (but the first) are not stored: its
+    ``buffers`` are null and the reader backs it with zeros (an Enum's dictionary is stored)."""
     import pyarrow as pa  # only when storing: a parse costs far more than this import
 
     buffers: list[Any] = []
@@ -229,7 +230,7 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
         at = _align(at + size)
         return spot
 
-    def column(name: str, arr: Any, field: Any) -> dict[str, Any]:
+    def column(name: str, arr: Any, field: Any, stored: bool = True) -> dict[str, Any]:
         if arr.offset != 0:
             raise _Damaged(f"column {name} is a slice")
         typ = arr.type
@@ -244,7 +245,7 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
         else:
             fmt = _FORMATS.get(str(typ))
             bufs = arr.buffers()
-            if fmt == "vu" and native is not None and len(bufs) > 2:
+            if fmt == "vu" and native is not None and len(bufs) > 2 and stored:
                 # each distinct long string once (a parsed column holds a copy per row):
                 # a smaller file, and fewer bytes for the reader to check
                 views, data = native.compact_views(memoryview(bufs[1])[: 16 * len(arr)], bufs[2:])
@@ -253,22 +254,24 @@ def _write_tables(path: Path, tables: TraceTables) -> None:
             raise _Damaged(f"column {name}: no cache layout for Arrow type {typ}")
         return {
             "name": name, "format": fmt, "metadata": meta, "flags": flags, "length": len(arr),
-            # a missing value buffer (an empty array may have none) is stored as an empty one
-            "null_count": arr.null_count, "buffers": [place(b if b is not None or i == 0 else b"") for i, b in enumerate(bufs)],
+            # a missing value buffer (an empty array may have none) is stored as an empty one;
+            # a column of nulls only stores none (null: the reader backs it with zeros)
+            "null_count": arr.null_count,
+            "buffers": [place(b if b is not None or i == 0 else b"") for i, b in enumerate(bufs)] if stored else None,
             "dictionary": dictionary,
         }  # fmt: skip
 
     described = []
     for schema in TABLES:
-        frame = tables.table(schema.name)
-        first = frame.columns[:1]
-        kept = frame.select([c for c in frame.columns if c in first or frame.get_column(c).null_count() < frame.height])
-        arrow = kept.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
+        frame = schema.conform(tables.table(schema.name))
+        arrow = frame.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
         cols = []
         for i, name in enumerate(arrow.column_names):
             chunks = arrow.column(i).chunks
             arr = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-            cols.append(column(name, arr, arrow.schema.field(i)))
+            # the first column is always stored: its buffers bound the table's rows by the file's size
+            stored = i == 0 or arr.null_count < len(arr) or len(arr) == 0
+            cols.append(column(name, arr, arrow.schema.field(i), stored))
         described.append({"name": schema.name, "rows": frame.height, "columns": cols})
     header = json.dumps({"byteorder": sys.byteorder, "info": tables.info.to_json(), "tables": described}).encode("utf-8")
     start = _align(16 + len(header))
@@ -302,23 +305,6 @@ def _read_header(path: Path) -> tuple[dict[str, Any], int]:
     return header, _align(16 + size)
 
 
-def _spec(col: dict[str, Any], start: int) -> tuple[Any, ...]:
-    """A header's column as the native reader takes it (buffer offsets made absolute)."""
-    buffers = tuple(None if b is None else (start + int(b[0]), int(b[1])) for b in col["buffers"])
-    dictionary = col["dictionary"]
-    return (
-        str(col["name"]).encode("utf-8", "surrogateescape"),
-        str(col["format"]).encode("ascii"),
-        _metadata_blob(col["metadata"]) if col["metadata"] else None,
-        int(col["flags"]),
-        int(col["length"]),
-        int(col["null_count"]),
-        0,
-        buffers,
-        None if dictionary is None else _spec(dictionary, start),
-    )
-
-
 def _arrow_array(col: dict[str, Any], whole: Any, start: int) -> Any:
     """The pure-Python reader's column: a pyarrow array over the mapped file, fully validated."""
     import pyarrow as pa
@@ -331,6 +317,15 @@ def _arrow_array(col: dict[str, Any], whole: Any, start: int) -> Any:
     typ = types.get(str(col["format"]))
     if typ is None:
         raise _Damaged(f"unknown column format {col['format']!r}")
+    if col["buffers"] is None:  # nulls only, nothing stored
+        if int(col["null_count"]) != int(col["length"]):
+            raise _Damaged("a column without buffers must hold only nulls")
+        if col["dictionary"] is None:
+            return pa.nulls(int(col["length"]), typ)
+        values = _arrow_array(col["dictionary"], whole, start)
+        if col["length"] and not len(values):
+            raise _Damaged("dictionary index out of range")
+        return pa.DictionaryArray.from_arrays(pa.nulls(int(col["length"]), typ), values, ordered=bool(int(col["flags"]) & 1))
     bufs = [None if b is None else whole.slice(start + int(b[0]), int(b[1])) for b in col["buffers"]]
     if any(b is not None and int(v[0]) + start + int(v[1]) > whole.size for b, v in zip(bufs, col["buffers"], strict=True)):
         raise _Damaged("a buffer lies outside the file")
@@ -348,13 +343,14 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
     described = {t["name"]: t for t in header["tables"]}
     if set(described) != {s.name for s in TABLES}:
         raise _Damaged("the tables are not the canonical ones")
-    for schema in TABLES:
-        _check_columns(schema, described[schema.name].get("columns"))
+    # the tables whose every column's Arrow type was matched to its dtype from the header
+    typed = {schema.name for schema in TABLES if _check_columns(schema, described[schema.name].get("columns"))}
     native = _native()
     frames: dict[str, pl.DataFrame] = {}
     if native is not None:
-        specs = [(int(described[s.name]["rows"]), [_spec(c, start) for c in described[s.name]["columns"]]) for s in TABLES]
-        for schema, pair in zip(TABLES, native.map_tables(str(path), specs), strict=True):
+        # the native reader takes the header's column descriptions as they are
+        specs = [(int(described[s.name]["rows"]), described[s.name]["columns"]) for s in TABLES]
+        for schema, pair in zip(TABLES, native.map_tables(str(path), start, specs), strict=True):
             frames[schema.name] = pl.DataFrame(ArrowCapsules(pair))
     else:
         import pyarrow as pa
@@ -363,6 +359,8 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
         for schema in TABLES:
             table = described[schema.name]
             cols = table["columns"]
+            if cols[0]["buffers"] is None:
+                raise _Damaged(f"table {schema.name}: the first column is not stored")
             arrays = [_arrow_array(c, whole, start) for c in cols]
             fields = [
                 pa.field(str(c["name"]), a.type, nullable=bool(int(c["flags"]) & 2), metadata=dict(c["metadata"]) or None)
@@ -374,7 +372,8 @@ def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
         frame = frames[schema.name]
         if frame.height != rows:
             raise _Damaged(f"table {schema.name}: {frame.height} rows, the header says {rows}")
-        frames[schema.name] = _restore(schema, frame, rows)
+        if schema.name not in typed and list(frame.schema.items()) != [(c.name, c.dtype) for c in schema.columns]:
+            raise _Damaged(f"table {schema.name}: the columns read back as {frame.schema}, not as the schema's")
     return info, frames
 
 
@@ -386,40 +385,41 @@ def _field_metadata(dtype: pl.DataType) -> list[list[str]]:
     return []
 
 
-def _check_columns(schema: TableSchema, cols: Any) -> None:
-    """The header's columns of one table are columns of its schema, each once, described
-    as the writer describes that dtype: polars parses some of this (an Enum's categories)
-    and must never be handed a damaged description."""
-    if not isinstance(cols, list) or not cols:
-        raise _Damaged(f"table {schema.name}: no columns")
-    dtypes = {c.name: c.dtype for c in schema.columns}
-    seen = set()
-    for col in cols:
-        name = col["name"]
-        if name not in dtypes or name in seen:
-            raise _Damaged(f"table {schema.name}: unexpected column {name!r}")
-        seen.add(name)
-        enum = isinstance(dtypes[name], pl.Enum)
-        if col["metadata"] != _field_metadata(dtypes[name]) or (col["dictionary"] is not None) != enum:
-            raise _Damaged(f"table {schema.name}: column {name} is not described as a {dtypes[name]}")
+#: the Arrow format the writer gives each dtype (polars' own export): a column of one of
+#: these dtypes described with that format reads back with that dtype
+_DTYPE_FORMATS: dict[type[pl.DataType], str] = {
+    pl.Int8: "c", pl.UInt8: "C", pl.Int16: "s", pl.UInt16: "S", pl.Int32: "i", pl.UInt32: "I",
+    pl.Int64: "l", pl.UInt64: "L", pl.Float32: "f", pl.Float64: "g", pl.Boolean: "b", pl.String: "vu",
+}  # fmt: skip
+
+
+def _check_columns(schema: TableSchema, cols: Any) -> bool:
+    """The header's columns of one table are its schema's columns, in order, described as
+    the writer describes each dtype: polars parses some of this (an Enum's categories) and
+    must never be handed a damaged description.  True when each column's Arrow type was
+    matched to its dtype (an Enum: integer codes, a string dictionary and the Enum's
+    categories), so polars reads the table back with the schema's dtypes; False when a dtype
+    has no known format (the caller then compares the frame's schema)."""
+    if not isinstance(cols, list) or len(cols) != len(schema.columns):
+        raise _Damaged(f"table {schema.name}: not its schema's columns")
+    known = True
+    for col, want in zip(cols, schema.columns, strict=True):
+        if not isinstance(col, dict) or col.get("name") != want.name:
+            raise _Damaged(f"table {schema.name}: column {want.name} is not where the schema has it")
+        name = want.name
+        enum = isinstance(want.dtype, pl.Enum)
+        if col["metadata"] != _field_metadata(want.dtype) or (col["dictionary"] is not None) != enum:
+            raise _Damaged(f"table {schema.name}: column {name} is not described as a {want.dtype}")
         if col["flags"] not in (0, 1, 2, 3) or (col["dictionary"] is not None and col["dictionary"]["metadata"]):
             raise _Damaged(f"table {schema.name}: column {name} has unknown flags")
-
-
-def _restore(schema: TableSchema, frame: pl.DataFrame, rows: int) -> pl.DataFrame:
-    """``frame`` with the all-null columns the writer left out put back, in schema order
-    (each a constant column: no memory is filled for it until something needs it)."""
-    present = frame.schema
-    for c in schema.columns:
-        if c.name in present and present[c.name] != c.dtype:
-            raise _Damaged(f"table {schema.name}: column {c.name} reads back as {present[c.name]}, not {c.dtype}")
-    if frame.width == len(schema.columns):
-        return schema.conform(frame)
-    columns = [
-        frame.get_column(c.name) if c.name in present else repeated(c.name, None, c.dtype, rows)
-        for c in schema.columns
-    ]
-    return schema.conform(pl.DataFrame(columns))
+        if enum:
+            if col["format"] not in ("C", "S", "I") or col["dictionary"]["format"] != "vu":
+                raise _Damaged(f"table {schema.name}: column {name} is not stored as a {want.dtype}")
+        elif (expected := _DTYPE_FORMATS.get(type(want.dtype))) is None:
+            known = False  # the caller compares the frame's schema
+        elif col["format"] != expected:
+            raise _Damaged(f"table {schema.name}: column {name} is not stored as a {want.dtype}")
+    return known
 
 
 def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | None:
