@@ -411,7 +411,20 @@ static int indices_ok(const uint8_t *data, uint64_t from, uint64_t to, char form
     if (n <= 0) return 0;
     switch (format) {
         case 'c': SIGNED_RANGE(int8_t);
-        case 'C': UNSIGNED_RANGE(uint8_t);
+        case 'C':
+            if (n <= 128) { /* eight codes a word: a byte x < 128 gets its high bit from x + 128 - n iff x >= n */
+                const uint64_t high = 0x8080808080808080ULL, add = 0x0101010101010101ULL * (uint64_t)(128 - n);
+                uint64_t i = from, word;
+                for (; i + 8 <= to; i += 8) {
+                    memcpy(&word, data + i, 8);
+                    if (((word + add) | word) & high) return 0;
+                }
+                for (; i < to; i++) {
+                    if (data[i] >= n) return 0;
+                }
+                return 1;
+            }
+            UNSIGNED_RANGE(uint8_t);
         case 's': SIGNED_RANGE(int16_t);
         case 'S': UNSIGNED_RANGE(uint16_t);
         case 'i': SIGNED_RANGE(int32_t);
