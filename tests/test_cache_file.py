@@ -191,6 +191,25 @@ def _damage_cases() -> dict[str, Any]:
         indices = _column(header, "events", "kind")["buffers"][1]
         _poke(file, start + indices[0], b"\xff")
 
+    def index_at_the_end(file: Path) -> None:
+        # the last row's code equals the dictionary's length: one past its last category
+        header, start = _header(file)
+        col = _column(header, "events", "kind")
+        _poke(file, start + col["buffers"][1][0] + col["length"] - 1, bytes([col["dictionary"]["length"]]))
+
+    def nulls_with_values(h: dict[str, Any]) -> None:
+        c = _column(h, "events", "domain")  # a column of nulls only: no buffers
+        assert c["buffers"] is None
+        c["null_count"] -= 1
+
+    def first_not_stored(h: dict[str, Any]) -> None:
+        c = _column(h, "events", "event_id")
+        c.update(buffers=None, null_count=c["length"])
+
+    def columns_swapped(h: dict[str, Any]) -> None:
+        cols = h["tables"][0]["columns"]
+        cols[1], cols[2] = cols[2], cols[1]
+
     def truncated(file: Path) -> None:
         with open(file, "r+b") as fh:
             fh.truncate(file.stat().st_size // 2)
@@ -215,6 +234,11 @@ def _damage_cases() -> dict[str, Any]:
         "inline string not UTF-8": inline_not_utf8,
         "view prefix": prefix_bad,
         "string ends inside a character": split_character,
+        "dictionary index one past the end": index_at_the_end,
+        "nulls only, but a value": header_edit(nulls_with_values),
+        "first column not stored": header_edit(first_not_stored),
+        "columns out of order": header_edit(columns_swapped),
+        "enum codes as text": header_edit(lambda h: _column(h, "events", "kind").update(format="vu")),
     }
 
 
@@ -273,3 +297,92 @@ def test_random_damage_never_crashes(reader: str) -> None:
                 series.cast(pl.String).to_list() if not series.dtype.is_numeric() else series.sum()
     assert outcomes["refused"], outcomes
     assert outcomes["read"], outcomes
+
+
+def _null_kinds(tables: TraceTables) -> TraceTables:
+    """``tables`` with the events' memcpy kinds all null: an Enum column of nulls only."""
+    nulls = pl.Series("memcpy_kind", [None] * tables.events.height, dtype=tables.events.schema["memcpy_kind"])
+    return dataclasses.replace(tables, events=tables.events.with_columns(nulls))
+
+
+def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables) -> None:
+    """A column that holds only nulls has no buffers in the file (an Enum keeps its small
+    dictionary); both readers give it back with its dtype, and polars can compute on it and
+    copy it (the native reader backs it with a read-only zero mapping: nothing may write it)."""
+    tables = _null_kinds(kineto_tables)
+    file = tk_cache.cache_dir() / "nulls.tkc"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tk_cache._write_tables(file, tables)
+    header, _ = _header(file)
+    stored = {c["name"]: c["buffers"] is not None for c in header["tables"][0]["columns"]}
+    nulls = [c for c in tables.events.columns if tables.events.get_column(c).null_count() == tables.events.height]
+    assert nulls
+    assert "memcpy_kind" in nulls
+    assert stored == {c: c not in nulls for c in tables.events.columns}
+    assert _column(header, "events", "memcpy_kind")["dictionary"]["buffers"] is not None
+    # an empty table stores every column (no buffer holds anything)
+    assert all(c["buffers"] is not None for t in header["tables"] if not t["rows"] for c in t["columns"])
+    _, frames = tk_cache._read_tables(file)
+    back = dataclasses.replace(tables, **frames)
+    _same(tables, back)
+    events = back.events
+    for name in nulls:
+        column = events.get_column(name)
+        assert column.null_count() == events.height
+        filled = column.fill_null(column.dtype.categories[0] if isinstance(column.dtype, pl.Enum) else "x" if column.dtype == pl.String else 1)
+        assert filled.null_count() == 0
+        grown = column.clone()
+        grown.append(column)
+        grown.extend(column)
+        assert grown.len() == 3 * events.height
+        assert grown.null_count() == grown.len()
+        assert column.scatter([0], None).null_count() == events.height
+    assert events.select(pl.col("memcpy_kind").cast(pl.String).is_null().all()).item()
+    assert events.group_by("memcpy_kind").len().height == 1
+    assert events.vstack(events).height == 2 * events.height
+
+
+@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+@pytest.mark.parametrize("row", [0, 5, 7, 8, 9, 15, 16, -9, -8, -2, -1])
+def test_every_dictionary_code_is_checked(row: int, kineto_tables: TraceTables) -> None:
+    """The one-byte codes are checked eight at a time, then the rest one by one: a code
+    past the dictionary is refused wherever it sits; the largest valid code is read."""
+    file = tk_cache.cache_dir() / "codes.tkc"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tk_cache._write_tables(file, kineto_tables)
+    header, start = _header(file)
+    col = _column(header, "events", "kind")
+    n = col["dictionary"]["length"]
+    at = start + col["buffers"][1][0] + (row % col["length"])
+    for code, good in [(n - 1, True), (n, False), (127, False), (128, False), (255, False)]:
+        _poke(file, at, bytes([code]))
+        try:
+            _, frames = tk_cache._read_tables(file)
+        except ValueError:
+            assert not good, code
+        else:
+            assert good, code
+            assert frames["events"]["kind"][row] == kineto_tables.events.schema["kind"].categories[n - 1]  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+def test_inline_strings_are_read_as_utf8(kineto_tables: TraceTables) -> None:
+    """A short (inline) string: ASCII, multi-byte UTF-8 and bytes past its length (which
+    polars never reads) are taken; a byte that is not UTF-8 is refused."""
+    file = tk_cache.cache_dir() / "inline.tkc"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tk_cache._write_tables(file, kineto_tables)
+    header, start = _header(file)
+    view = start + _column(header, "events", "name")["buffers"][1][0]
+    for text, padding, good in [
+        (b"abc", b"", True), ("héllo".encode(), b"", True), (b"ab", b"\xff\xfe", True),
+        (b"twelve bytes", b"", True), (b"a\xffb", b"", False), (b"ab\xc3", b"", False),
+    ]:  # fmt: skip
+        _poke(file, view, len(text).to_bytes(4, "little") + (text + padding).ljust(12, b"\0"))
+        try:
+            _, frames = tk_cache._read_tables(file)
+        except ValueError:
+            assert not good, text
+        else:
+            assert good, text
+            assert frames["events"]["name"][0] == text.decode()
