@@ -340,6 +340,12 @@ def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables
     assert events.select(pl.col("memcpy_kind").cast(pl.String).is_null().all()).item()
     assert events.group_by("memcpy_kind").len().height == 1
     assert events.vstack(events).height == 2 * events.height
+    # an Enum of nulls whose header claims a value, or another length, is refused
+    for change in ({"null_count": events.height - 1}, {"length": events.height + 1, "null_count": events.height + 1}):
+        _rewrite_header(file, lambda h, change=change: _column(h, "events", "memcpy_kind").update(change))
+        with pytest.raises((tk_cache._Damaged, ValueError)):
+            tk_cache._read_tables(file)
+        tk_cache._write_tables(file, tables)
 
 
 @pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
