@@ -392,3 +392,23 @@ def test_inline_strings_are_read_as_utf8(kineto_tables: TraceTables) -> None:
         else:
             assert good, text
             assert frames["events"]["name"][0] == text.decode()
+
+
+def test_any_other_format_is_refused_or_reads_back_as_the_schema(reader: str, kineto_tables: TraceTables) -> None:
+    """The dtypes are matched from the header (polars' schema is not read back): a column
+    described with any other Arrow format is refused, never read as another dtype."""
+    file = tk_cache.cache_dir() / "formats.tkc"
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tk_cache._write_tables(file, kineto_tables)
+    raw = file.read_bytes()
+    columns = {"event_id": "l", "rank": "i", "name": "vu", "kind": "C", "tid": "l"}
+    for name, own in columns.items():
+        for fmt in ["c", "C", "s", "S", "i", "I", "l", "L", "f", "g", "b", "vu", "vz", "u", "U", "n"]:
+            file.write_bytes(raw)
+            _rewrite_header(file, lambda h, name=name, fmt=fmt: _column(h, "events", name).update(format=fmt))
+            try:
+                _, frames = tk_cache._read_tables(file)
+            except Exception:
+                assert fmt != own, (name, fmt)
+                continue
+            assert frames["events"].schema == TABLES[0].polars_schema, (name, fmt)
