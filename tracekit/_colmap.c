@@ -6,7 +6,10 @@
  * maps such a file read-only and exports each table as an Arrow C Data Interface struct
  * array (a pair of PyCapsules, as ``__arrow_c_array__`` returns them) whose buffers point
  * into the mapping, so polars imports the columns without decoding or copying them: the
- * pages are read from the page cache when an analysis first touches them.
+ * pages are read from the page cache when an analysis first touches them.  A column that
+ * holds only nulls has no buffers in the file (its description's ``buffers`` is None): its
+ * buffers all point at one read-only anonymous mapping, as long as the largest of them,
+ * that nothing writes, so the kernel backs it with its shared zero page (no memory).
  *
  * The file may be damaged (or hostile), so before anything is exported every buffer is
  * checked to lie inside the mapping and to be large enough for its column's length, every
@@ -15,8 +18,8 @@
  * the dictionary's length: polars can then never read outside the mapping.  A file that
  * fails a check raises ValueError (the cache then drops the entry and parses again).
  *
- * The mapping is shared by every exported array and schema through an atomic reference
- * count; it is unmapped when the last one is released (polars may release from any
+ * The mapping (with the zero mapping) is shared by every exported array and schema through
+ * an atomic reference count; both are unmapped when the last one is released (polars may release from any
  * thread, without the GIL).  No global state; the checks run without the GIL.
  */
 #define PY_SSIZE_T_CLEAN

@@ -23,17 +23,22 @@ The file holds every table's columns as uncompressed Arrow buffers (64-byte alig
 a JSON header that gives each column's Arrow format, length, null count and buffer
 offsets, and the trace's :class:`TraceInfo`.  Reading maps the file and hands the buffers
 to polars through the Arrow C Data Interface without decoding or copying them
-(``tracekit._colmap``, a small C extension): a second open costs a few milliseconds (about
-20 ms for a 300 MB trace: the checks below read bitmaps, string views and codes), and a
-page of a column is read from the page cache only when an analysis first touches it.
+(``tracekit._colmap``, a small C extension): a second open costs a few milliseconds (3-4 ms
+for the 26-87 MB shared traces in a fresh process; more for a 300 MB trace: the checks
+below read bitmaps, string views and codes), and a page of a column is read from the page
+cache only when an analysis first touches it.
 Entries are never rewritten in place (a new entry is a new file renamed into place, and
 clearing the cache unlinks files), so a mapped file does not change under its reader.  Every buffer is checked first (it lies inside the file and
 is long enough for its column, validity bitmaps count the stated nulls, string views stay
 inside their data, strings are UTF-8, dictionary codes are in range), so a damaged or
-hostile file is dropped and parsed again, never trusted.  Without the extension (no
-compiler, or ``TRACEKIT_PURE_PYTHON=1``) pyarrow reads the same file, fully validated,
-into the same tables.  Columns that hold only nulls are not stored (they come back as
-constant null columns), and the native writer stores each distinct long string once.
+hostile file is dropped and parsed again, never trusted.  The header must list each
+table's schema columns in order, each with the Arrow format the writer gives its dtype, so
+the tables read back with the schema's dtypes.  Without the extension (no compiler, or
+``TRACEKIT_PURE_PYTHON=1``) pyarrow reads the same file, fully validated, into the same
+tables.  A column that holds only nulls (but a table's first, whose buffers bound the
+rows) stores no buffers: the native reader points it at one read-only anonymous mapping
+that is never written (it costs no memory), and an Enum of nulls comes back as a constant
+column.  The native writer stores each distinct long string once.
 The files are larger than Parquet (0.4-0.5x the trace's JSON; the uncompressed Parquet
 entries were about 0.12x), the price of reading without decoding.
 
