@@ -646,26 +646,32 @@ static char *copy_or_null(const char *s, size_t n) {
 }
 
 /* fill *out (a leaf column, or a dictionary's values); 0 on success, -1 on no memory */
+/* A dictionary (Enum) column of nulls only is exported as Arrow's null type: polars would
+ * convert an Enum's codes row by row on import; the caller casts the null column instead */
+static int as_null(const Col *c) { return c->zero && c->dictionary != NULL; }
+
 static int export_col_schema(const Col *c, Mapping *map, struct ArrowSchema *out) {
     memset(out, 0, sizeof *out);
     SchemaPriv *p = calloc(1, sizeof *p);
     if (p == NULL) return -1;
     p->map = map;
     mapping_ref(map);
-    p->format = copy_or_null(c->format, strlen(c->format));
+    const char *format = as_null(c) ? "n" : c->format;
+    const char *metadata = as_null(c) ? NULL : c->metadata;
+    p->format = copy_or_null(format, strlen(format));
     p->name = copy_or_null(c->name, strlen(c->name));
-    if (c->metadata) p->metadata = copy_or_null(c->metadata, metadata_len(c->metadata));
+    if (metadata) p->metadata = copy_or_null(metadata, metadata_len(metadata));
     out->format = p->format;
     out->name = p->name;
     out->metadata = p->metadata;
     out->flags = c->flags;
     out->private_data = p;
     out->release = release_schema;
-    if (p->format == NULL || p->name == NULL || (c->metadata && p->metadata == NULL)) {
+    if (p->format == NULL || p->name == NULL || (metadata && p->metadata == NULL)) {
         release_schema(out);
         return -1;
     }
-    if (c->dictionary) {
+    if (c->dictionary && !as_null(c)) {
         struct ArrowSchema *d = malloc(sizeof *d);
         if (d == NULL) {
             release_schema(out);
@@ -692,17 +698,17 @@ static int export_col_array(const Col *c, Mapping *map, struct ArrowArray *out) 
     out->offset = c->offset;
     out->private_data = p;
     out->release = release_array;
-    int64_t n = c->n_buffers + (c->layout == VIEWS ? 1 : 0);
-    p->buffers = calloc((size_t)n, sizeof(void *));
+    int64_t n = as_null(c) ? 0 : c->n_buffers + (c->layout == VIEWS ? 1 : 0);
+    p->buffers = calloc((size_t)(n > 0 ? n : 1), sizeof(void *));
     if (p->buffers == NULL) {
         release_array(out);
         return -1;
     }
     const uint8_t *base = c->zero ? map->zero : map->base;
-    for (int64_t i = 0; i < c->n_buffers; i++) {
+    for (int64_t i = 0; i < n && i < c->n_buffers; i++) {
         p->buffers[i] = c->buf_size[i] == UINT64_MAX ? NULL : base + c->buf_off[i];
     }
-    if (c->layout == VIEWS) { /* the last buffer: the data buffers' sizes, as int64 */
+    if (c->layout == VIEWS && n > 0) { /* the last buffer: the data buffers' sizes, as int64 */
         int64_t n_data = c->n_buffers - 2;
         p->variadic_sizes = calloc((size_t)(n_data > 0 ? n_data : 1), sizeof(int64_t));
         if (p->variadic_sizes == NULL) {
@@ -714,7 +720,7 @@ static int export_col_array(const Col *c, Mapping *map, struct ArrowArray *out) 
     }
     out->n_buffers = n;
     out->buffers = p->buffers;
-    if (c->dictionary) {
+    if (c->dictionary && !as_null(c)) {
         struct ArrowArray *d = malloc(sizeof *d);
         if (d == NULL) {
             release_array(out);
