@@ -422,19 +422,25 @@ def _check_columns(schema: TableSchema, cols: Any) -> bool:
     for col, want in zip(cols, schema.columns, strict=True):
         if not isinstance(col, dict) or col.get("name") != want.name:
             raise _Damaged(f"table {schema.name}: column {want.name} is not where the schema has it")
-        name = want.name
-        enum = isinstance(want.dtype, pl.Enum)
-        if col["metadata"] != _field_metadata(want.dtype) or (col["dictionary"] is not None) != enum:
-            raise _Damaged(f"table {schema.name}: column {name} is not described as a {want.dtype}")
-        if col["flags"] not in (0, 1, 2, 3) or (col["dictionary"] is not None and col["dictionary"]["metadata"]):
-            raise _Damaged(f"table {schema.name}: column {name} has unknown flags")
-        if enum:
-            if col["format"] not in ("C", "S", "I") or col["dictionary"]["format"] != "vu":
-                raise _Damaged(f"table {schema.name}: column {name} is not stored as a {want.dtype}")
-        elif (expected := _DTYPE_FORMATS.get(type(want.dtype))) is None:
+        dtype = want.dtype
+        if col["flags"] not in (0, 1, 2, 3):
+            raise _Damaged(f"table {schema.name}: column {want.name} has unknown flags")
+        dictionary = col["dictionary"]
+        if isinstance(dtype, pl.Enum):  # integer codes into a dictionary of its categories
+            if (
+                dictionary is None
+                or col["format"] not in ("C", "S", "I")
+                or dictionary["format"] != "vu"
+                or dictionary["metadata"] != []
+                or col["metadata"] != _field_metadata(dtype)
+            ):
+                raise _Damaged(f"table {schema.name}: column {want.name} is not stored as a {dtype}")
+        elif dictionary is not None or col["metadata"] != []:
+            raise _Damaged(f"table {schema.name}: column {want.name} is not stored as a {dtype}")
+        elif (expected := _DTYPE_FORMATS.get(type(dtype))) is None:
             known = False  # the caller compares the frame's schema
         elif col["format"] != expected:
-            raise _Damaged(f"table {schema.name}: column {name} is not stored as a {want.dtype}")
+            raise _Damaged(f"table {schema.name}: column {want.name} is not stored as a {dtype}")
     return known
 
 
