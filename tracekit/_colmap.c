@@ -664,7 +664,7 @@ static int export_col_schema(const Col *c, Mapping *map, struct ArrowSchema *out
     out->format = p->format;
     out->name = p->name;
     out->metadata = p->metadata;
-    out->flags = c->flags;
+    out->flags = as_null(c) ? (c->flags & 2) : c->flags; /* no dictionary: only "nullable" */
     out->private_data = p;
     out->release = release_schema;
     if (p->format == NULL || p->name == NULL || (metadata && p->metadata == NULL)) {
