@@ -2076,6 +2076,10 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args, PyObject *kwargs) {
      * a large chunk's columns start as mapped pages of their own instead of doubling through
      * the C heap, and pages never written are never faulted in */
     size_t rows_hint = (size_t)view.len / 96;
+    /* (the codes' first capacity from the chunk's size too, at least a mapped block's: a
+     * buffer grown through the C heap past glibc's mmap threshold and freed raises that
+     * threshold for the whole process) */
+    out->cat_code.hint = rows_hint > MEM_MAP_MIN ? rows_hint : MEM_MAP_MIN;
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         int kind = COLS[c].kind;
