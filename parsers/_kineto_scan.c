@@ -2070,15 +2070,15 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    out->cats = cats;
-    out->cat_code.pool = out->cat_valid.pool = pool;
+    out->cats = cats; /* (the codes' buffers are not the pool's: a chunk's codes take a few pages of
+                       * a block, and the pool's blocks are better left to the columns) */
     /* first capacities from the chunk's size (an event takes about 100-400 bytes of text):
      * a large chunk's columns start as mapped pages of their own instead of doubling through
      * the C heap, and pages never written are never faulted in */
     size_t rows_hint = (size_t)view.len / 96;
     /* (the codes' first capacity from the chunk's size too, at least a mapped block's: a
      * buffer grown through the C heap past glibc's mmap threshold and freed raises that
-     * threshold for the whole process) */
+     * threshold for the whole process; pages never written cost nothing) */
     out->cat_code.hint = rows_hint > MEM_MAP_MIN ? rows_hint : MEM_MAP_MIN;
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
