@@ -23,7 +23,9 @@
  * again by one compare of its bytes (next_member), so a repeated key is neither scanned
  * nor looked up; an event's category is remembered with its args group; integers of up to
  * 16 digits and decimals of up to 19 are found 16 bytes at a time; a row is written by one
- * loop per kind of column.
+ * loop per kind of column.  Round 11: scan(..., categories) also codes each row's category
+ * by its position among the caller's (the cut's enum cast of every row's text, done here on
+ * the bytes in hand; see cat_put).
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
