@@ -23,7 +23,9 @@
  * again by one compare of its bytes (next_member), so a repeated key is neither scanned
  * nor looked up; an event's category is remembered with its args group; integers of up to
  * 16 digits and decimals of up to 19 are found 16 bytes at a time; a row is written by one
- * loop per kind of column.
+ * loop per kind of column.  Round 11: scan(..., categories) also codes each row's category
+ * by its position among the caller's (the cut's enum cast of every row's text, done here on
+ * the bytes in hand; see cat_put).
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
@@ -465,7 +467,23 @@ typedef struct {
     size_t nfallback;
     int oom; /* a row was half written: the chunk cannot be used */
     uint64_t kmask[5]; /* the columns of each kind of value (kind_masks) */
+    /* scan(..., categories): each row's category as its position among them (uint8), null
+     * where the cat column is null; given up (cat_miss) at a category that is none of them */
+    const struct CatTable *cats; /* NULL: not asked for */
+    Buf cat_code, cat_valid;
+    size_t ncat;
+    int cat_miss;
+    int cat_last; /* the last category matched (consecutive events mostly share one) */
 } Out;
+
+/* The categories scan() codes: their UTF-8 texts, copied (read without the GIL) */
+#define CAT_MAX 250
+#define CAT_TEXT 64
+typedef struct CatTable {
+    int n;
+    size_t len[CAT_MAX];
+    unsigned char text[CAT_MAX][CAT_TEXT];
+} CatTable;
 
 #define FAIL (-1)
 
@@ -1425,6 +1443,34 @@ static inline int take_col(uint64_t *mask) {
     return c;
 }
 
+/* Row `row`'s category code (scan()'s `categories`): the position of the row's cat text
+ * among them, exactly as polars' cast of the text to an enum of them gives (bytes equal);
+ * a cat with escapes, or none of them, gives up the codes of the whole chunk (the caller
+ * then casts the text itself).  `v` is the cat value the row's text column took. */
+static int cat_put(Out *out, size_t row, const Val *v) {
+    if (out->cat_miss) return 0;
+    if (v->type != V_STR || v->esc) {
+        out->cat_miss = 1;
+        return 0;
+    }
+    const CatTable *t = out->cats;
+    int k = out->cat_last;
+    if (!(t->len[k] == v->n && memcmp(t->text[k], v->s, v->n) == 0)) {
+        for (k = 0; k < t->n; k++)
+            if (t->len[k] == v->n && memcmp(t->text[k], v->s, v->n) == 0) break;
+        if (k == t->n) {
+            out->cat_miss = 1;
+            return 0;
+        }
+        out->cat_last = k;
+    }
+    unsigned char *dst = slot(&out->cat_code, row, 1);
+    if (dst == NULL || bit_set(&out->cat_valid, row) < 0) return FAIL;
+    *dst = (unsigned char)k;
+    out->ncat++;
+    return 0;
+}
+
 /* Write the values of one event (columns in `mask`); every other column is null there. */
 static int append_row(Out *out, const Val *vals, uint64_t mask) {
     size_t row = out->rows;
@@ -1488,6 +1534,10 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
         memcpy(dst, &v->i, 8);
         if (bit_set(&col->valid, row) < 0) return FAIL;
         col->nvalid++;
+    }
+    /* (the row's cat is in its text column exactly where the text loop above wrote one) */
+    if (out->cats != NULL && (mask & (1ULL << C_CAT)) && (vals[C_CAT].type == V_STR || vals[C_CAT].type == V_RAW)) {
+        if (cat_put(out, row, &vals[C_CAT]) < 0) return FAIL;
     }
     out->rows++;
     return 0;
@@ -1614,7 +1664,16 @@ static int scan_chunk(Scan *sc, Out *out) {
     }
     skip_ws(sc);
     if (sc->p != sc->end) SYNTAX(sc);
-    return finish_columns(out);
+    if (finish_columns(out) < 0) return FAIL;
+    if (out->cats != NULL && !out->cat_miss && out->ncat) { /* the codes cover every row too */
+        size_t rows = out->rows, bits = (rows + 7) / 8;
+        if (slot(&out->cat_code, rows - 1, 1) == NULL) return FAIL;
+        if (out->cat_valid.len < bits) {
+            if (buf_reserve(&out->cat_valid, bits - out->cat_valid.len) < 0) return FAIL;
+            out->cat_valid.len = bits;
+        }
+    }
+    return 0;
 }
 
 /* A time column of integers alone (no float among its values) is handed over in nanoseconds,
@@ -1646,6 +1705,8 @@ static void buf_free(Buf *b) {
 
 static void free_out(Out *out) {
     buf_free(&out->fallback);
+    buf_free(&out->cat_code);
+    buf_free(&out->cat_valid);
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         buf_free(&col->val);
@@ -1702,7 +1763,7 @@ static void array_capsule_free(PyObject *cap) {
  * point into their data) holds that column's memory only. */
 typedef struct {
     PyObject_HEAD
-    const char *format; /* static: "l" int64, "g" float64, "vu" utf8 views */
+    const char *format; /* static: "l" int64, "g" float64, "vu" utf8 views, "C" uint8 */
     int64_t rows, nulls;
     int n_buffers;
     void *own[4]; /* validity (or NULL), values/views, string data, its size; NULL once exported */
@@ -1935,7 +1996,7 @@ static PyObject *column_entry(Out *out, int c) {
 /* ------------------------------------------------------------------ Python */
 
 PyDoc_STRVAR(scan_doc,
-             "scan(chunk, pool=None) -> (rows, columns, fallback), None or False\n\n"
+             "scan(chunk, pool=None, categories=None) -> (rows, columns, fallback), None or False\n\n"
              "Scan a JSON array of whole Kineto events into columns; None when the chunk holds\n"
              "anything not decoded exactly (the caller then uses the msgspec path), False when\n"
              "the text is certainly not JSON.  columns: (name, kind, floats, labels, column,\n"
@@ -1944,12 +2005,52 @@ PyDoc_STRVAR(scan_doc,
              "column (every row null); a time column of integers alone comes in nanoseconds\n"
              "(kind 7) when no event is left to the msgspec path, else in microseconds.  fallback: (start, end, index) of each event left to the\n"
              "msgspec path (byte range in the chunk, position among the chunk's events).  pool: a\n"
-             "Pool, one per parse, whose freed column memory the chunk's columns reuse.");
+             "Pool, one per parse, whose freed column memory the chunk's columns reuse.\n"
+             "categories: a tuple of up to 250 str (each at most 64 bytes of UTF-8); then the\n"
+             "result has a fourth item, each row's cat as its position among them (a uint8\n"
+             "column, null where cat is), or None when some row's cat is none of them (compared\n"
+             "as bytes, so in case too; a cat written with escapes counts as none), no row\n"
+             "has one, or some event is left to the msgspec path.");
 
-static PyObject *kineto_scan(PyObject *self, PyObject *args) {
+/* scan()'s `categories` copied into a table (NULL with an exception set when invalid) */
+static CatTable *cat_table(PyObject *categories) {
+    if (!PyTuple_Check(categories)) {
+        PyErr_SetString(PyExc_TypeError, "scan()'s categories must be a tuple of str or None");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(categories);
+    if (n < 1 || n > CAT_MAX) {
+        PyErr_Format(PyExc_ValueError, "scan() codes 1 to %d categories, not %zd", CAT_MAX, n);
+        return NULL;
+    }
+    CatTable *t = (CatTable *)calloc(1, sizeof(CatTable));
+    if (t == NULL) return (CatTable *)PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyTuple_GET_ITEM(categories, k);
+        Py_ssize_t len = 0;
+        const char *text = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len) : NULL;
+        if (text == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "scan()'s categories must be str");
+            free(t);
+            return NULL;
+        }
+        if (len > CAT_TEXT) {
+            PyErr_Format(PyExc_ValueError, "scan() codes categories of at most %d bytes", CAT_TEXT);
+            free(t);
+            return NULL;
+        }
+        memcpy(t->text[k], text, (size_t)len);
+        t->len[k] = (size_t)len;
+    }
+    t->n = (int)n;
+    return t;
+}
+
+static PyObject *kineto_scan(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    PyObject *arg, *pool_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "O|O:scan", &arg, &pool_arg)) return NULL;
+    static char *kwlist[] = {"chunk", "pool", "categories", NULL};
+    PyObject *arg, *pool_arg = Py_None, *cats_arg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:scan", kwlist, &arg, &pool_arg, &cats_arg)) return NULL;
     Pool *pool = NULL;
     if (pool_arg != Py_None) {
         if (!PyObject_TypeCheck(pool_arg, &PoolType)) {
@@ -1958,17 +2059,29 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args) {
         }
         pool = ((PoolObject *)pool_arg)->pool;
     }
+    CatTable *cats = NULL;
+    if (cats_arg != Py_None && (cats = cat_table(cats_arg)) == NULL) return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        free(cats);
+        return NULL;
+    }
     Out *out = (Out *)calloc(1, sizeof(Out));
     if (out == NULL) {
+        free(cats);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
+    out->cats = cats; /* (the codes' buffers are not the pool's: a chunk's codes take a few pages of
+                       * a block, and the pool's blocks are better left to the columns) */
     /* first capacities from the chunk's size (an event takes about 100-400 bytes of text):
      * a large chunk's columns start as mapped pages of their own instead of doubling through
      * the C heap, and pages never written are never faulted in */
     size_t rows_hint = (size_t)view.len / 96;
+    /* (the codes' first capacity from the chunk's size too, at least a mapped block's: a
+     * buffer grown through the C heap past glibc's mmap threshold and freed raises that
+     * threshold for the whole process; pages never written cost nothing) */
+    out->cat_code.hint = rows_hint > MEM_MAP_MIN ? rows_hint : MEM_MAP_MIN;
     for (int c = 0; c < N_COLS; c++) {
         Col *col = &out->cols[c];
         int kind = COLS[c].kind;
@@ -1986,6 +2099,7 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args) {
     Gaps *gaps = (Gaps *)calloc(1, sizeof(Gaps));
     if (gaps == NULL) {
         free(out);
+        free(cats);
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
@@ -2024,19 +2138,33 @@ static PyObject *kineto_scan(PyObject *self, PyObject *args) {
             }
             PyTuple_SET_ITEM(fb, (Py_ssize_t)k, item);
         }
-        if (fb == NULL) {
+        PyObject *codes = NULL;
+        if (fb != NULL && cats != NULL) {
+            if (out->cat_miss || out->ncat == 0 || out->nfallback) { /* (rows missing: the codes would not line up) */
+                codes = Py_None;
+                Py_INCREF(codes);
+            } else {
+                int64_t rows = (int64_t)out->rows;
+                codes = take_column("C", rows, rows - (int64_t)out->ncat, &out->cat_valid, &out->cat_code, NULL);
+            }
+        }
+        if (fb == NULL || (cats != NULL && codes == NULL)) {
             Py_XDECREF(cols);
+            Py_XDECREF(fb);
+        } else if (cats != NULL) {
+            result = Py_BuildValue("(nNNN)", (Py_ssize_t)out->rows, cols, fb, codes);
         } else {
             result = Py_BuildValue("(nNN)", (Py_ssize_t)out->rows, cols, fb);
         }
     }
     free_out(out); /* what no column took */
     free(out);
+    free(cats);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"scan", kineto_scan, METH_VARARGS, scan_doc},
+    {"scan", (PyCFunction)(void (*)(void))kineto_scan, METH_VARARGS | METH_KEYWORDS, scan_doc},
     {NULL, NULL, 0, NULL},
 };
 

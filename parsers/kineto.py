@@ -268,6 +268,11 @@ _COMMON_CATEGORIES = pl.Enum([*_KIND_OF_CATEGORY, "ac2g", "fwdbwd", "async", "as
 _COMMON_CATEGORY_KINDS = pl.Series(
     "kind", [_KIND_OF_CATEGORY.get(c) for c in _COMMON_CATEGORIES.categories], dtype=EVENT_KIND
 )
+#: the common categories the native scanner codes (``scan(..., categories)``: each row's
+#: category as its position among them, what the enum cast gives), and the type of the codes
+#: the cast gives (the physical type of the enum: UInt8 in polars 2, UInt32 in polars 1)
+_COMMON_CATEGORY_NAMES = tuple(_COMMON_CATEGORIES.categories.to_list())
+_CATEGORY_CODE_TYPE = pl.Series(dtype=_COMMON_CATEGORIES).to_physical().dtype
 _FLOW_CATEGORY: dict[str, str] = {
     "ac2g": "launch",
     "async": "launch",
@@ -281,9 +286,10 @@ _SYNC_NAMES = {
     "event sync": "event_sync",
     "stream wait event": "stream_wait_event",
 }
-#: raw columns the events table is built from, besides the order and start (everything else is dropped early)
+#: raw columns the events table is built from, besides the order, start, kind and ``_complete``
+#: (everything else is dropped early; ``ph`` and ``cat`` have given the kind)
 _EVENT_SOURCE_COLUMNS = [
-    "ph", "dur", "cat", "name", "pid", "tid", "tid_label", "device", "stream", "correlation",
+    "dur", "name", "pid", "tid", "tid_label", "device", "stream", "correlation",
     "external_id", "external_id_v1", "bytes", "kind_arg", "grid", "block", "registers", "shared_memory", "occupancy",
     "sync_kind", "wait_on_stream", "wait_corr", "sequence_nr", "python_id", "python_parent_id", "input_dims", "collective",
     "input_types", "concrete_inputs", "pg_name", "pg_ranks", "group_size", "coll_seq", "coll_seq_v2", "msg_elems",
@@ -291,7 +297,7 @@ _EVENT_SOURCE_COLUMNS = [
 #: raw columns of a flow endpoint (``cat`` becomes ``_cat``, lower-cased)
 _FLOW_SOURCE_COLUMNS = ["ph", "cat", "id", "id_label", "pid", "tid", "start_ns"]
 #: raw columns a timed part is cut with even when null on every row of the chunk
-_TIMED_SOURCES = frozenset(("ph", "dur", "cat", "name", "pid", "tid"))
+_TIMED_SOURCES = frozenset(("dur", "name", "pid", "tid"))
 #: raw columns of a ``[memory]`` instant, besides its start
 _MEMORY_SOURCE_COLUMNS = [
     "pid", "tid", "mem_device_type", "mem_device_id", "mem_addr", "mem_bytes", "mem_total_allocated",
@@ -320,6 +326,11 @@ FIRST_CHUNK_BYTES = 64 * 1024
 #: what the first read-ahead block holds beyond the first chunk's least size: room for the
 #: header before the events (the first chunk takes whatever of the block the header leaves)
 _FIRST_BLOCK_MARGIN = 256 * 1024
+
+
+#: what the reader's producer thread hands over for a chunk: its frame (or what builds it on
+#: the caller's thread), its counter events, and its categories coded by the scanner or None
+_Decoded = tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]], pl.Series | None]
 
 
 def default_chunk_bytes(file_bytes: int) -> int:
@@ -351,14 +362,15 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
     # this parse's freed column memory, reused by the next chunks' columns (_kineto_scan.c)
     pool = native.Pool() if native is not None else None
 
-    def decode(chunk: bytes | memoryview) -> tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]:
+    def decode(chunk: bytes | memoryview) -> _Decoded:
         # no side effects here: the salvage search may decode a chunk and discard it
-        scanned = _scan(native, chunk, pool) if native is not None else None
+        scanned = _scan(native, chunk, pool, _COMMON_CATEGORY_NAMES) if native is not None else None
         if scanned is not None and not scanned[2]:
             # every event scanned: the frame is built from the scanner's columns (and fixed)
             # by the caller's thread, which waits on this one, the pipeline's slowest stage;
-            # here only the ``ph`` column, to look for counter events
-            rows, columns, _ = scanned
+            # here only the ``ph`` column, to look for counter events, and the categories'
+            # codes (:meth:`_Parts.add`), when the scanner could give them
+            rows, columns, _, codes = scanned
             at = next(i for i, column in enumerate(columns) if column[0] == "ph")
             name, kind, nfloat, nlabels, values, labels = columns[at]
             if values is None:  # no event of the chunk has a ph (the scanner left the column out)
@@ -367,14 +379,14 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
                 ph = pl.Series(values)
                 columns = [*columns[:at], (name, kind, nfloat, nlabels, ph, labels), *columns[at + 1 :]]
                 counters = _counter_events(bytes(chunk)) if (ph == "C").any() else []
-            return partial(_scanned_frame, (rows, columns, ()), None), counters
-        frame = _scanned_frame(scanned, chunk) if scanned is not None else None
+            return partial(_scanned_frame, (rows, columns, ()), None), counters, None if codes is None else pl.Series(codes)
+        frame = _scanned_frame(scanned[:3], chunk) if scanned is not None else None
         if frame is None:  # not scanned natively (unusual content, invalid JSON): msgspec
             frame = _columns(_decode_chunk(chunk, dropped), dropped)
         counters = _counter_events(bytes(chunk)) if frame.height and (frame["ph"] == "C").any() else []
-        return frame, counters
+        return frame, counters, None
 
-    def scanned() -> Iterator[tuple[pl.DataFrame | Callable[[], pl.DataFrame | None], list[dict[str, Any]]]]:
+    def scanned() -> Iterator[_Decoded]:
         # the first block is what the chunker's small first chunk needs (with room for the
         # trace's header), so that the first rows reach this thread after the gunzip and scan
         # of that block instead of half a chunk
@@ -400,11 +412,11 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         # three threads: the reader (file, gunzip), the chunker and scanner (Prefetch), and
         # this one cutting each scanned chunk by table; chunks arrive in file order
         with Prefetch(scanned) as chunks:
-            for item, counters in chunks:
+            for item, counters, codes in chunks:
                 frame = item if isinstance(item, pl.DataFrame) else item()
                 assert frame is not None  # (a chunk without fallback events always has a frame)
-                parts.add(frame)
-                del item
+                parts.add(frame, codes)
+                del item, codes
                 counter_rows.extend(counters)
                 del frame
         # the scans are done: what the pool keeps free goes back to the system (blocks still
@@ -467,11 +479,13 @@ def _scan_columns(native: Any, chunk: bytes | memoryview) -> pl.DataFrame | None
     return None if scanned is None else _scanned_frame(scanned, chunk)
 
 
-def _scan(native: Any, chunk: bytes | memoryview, pool: Any = None) -> Any:
+def _scan(native: Any, chunk: bytes | memoryview, pool: Any = None, categories: tuple[str, ...] | None = None) -> Any:
     """The native scanner's columns of one chunk (rows, columns, fallback events); None when
     it left the chunk to the msgspec path; ValueError when the chunk is certainly not JSON.
-    ``pool``: the parse's ``Pool`` of freed column memory, or None."""
-    scanned = native.scan(chunk, pool)
+    ``pool``: the parse's ``Pool`` of freed column memory, or None.  ``categories``: then
+    the result has a fourth item, each row's category coded by its position among them (a
+    column, which :meth:`_Parts.add` takes), or None where some row's is none of them."""
+    scanned = native.scan(chunk, pool, categories)
     if scanned is False:
         raise ValueError("not valid JSON")
     return scanned
@@ -931,7 +945,10 @@ class _Parts:
         #: each output's expression, by what it was built from (:func:`_event_exprs`)
         self.built_exprs: dict[Any, pl.Expr] = {}
 
-    def add(self, raw: pl.DataFrame) -> None:
+    def add(self, raw: pl.DataFrame, cat_codes: pl.Series | None = None) -> None:
+        """Cut one chunk's raw frame.  ``cat_codes``: its rows' categories coded by the native
+        scanner (each one of ``_COMMON_CATEGORIES``, by position; null where ``cat`` is), or
+        None: then they are coded here."""
         n = raw.height
         start = self.rows
         self.rows += n
@@ -945,7 +962,12 @@ class _Parts:
         # more than the rest of the category work together, and ``replace_strict`` costs
         # 0.3 ms a call even on ten values)
         cat = raw.get_column("cat")
-        codes = cat.cast(_COMMON_CATEGORIES, strict=False).to_physical()
+        if cat_codes is not None and cat_codes.len() == n:
+            # (what the cast below gives, coded by the scanner as it read the chunk: the cast
+            # hashes every row's text, about 6 ms of this thread in a rank0 parse)
+            codes = cat_codes if cat_codes.dtype == _CATEGORY_CODE_TYPE else cat_codes.cast(_CATEGORY_CODE_TYPE)
+        else:
+            codes = cat.cast(_COMMON_CATEGORIES, strict=False).to_physical()
         traces: list[str] = []
         if codes.null_count() == cat.null_count():
             code_kinds, folded = _COMMON_CATEGORY_KINDS, True
@@ -973,7 +995,8 @@ class _Parts:
         stamped = raw.get_column("ts").is_not_null() if nulls[raw.get_column_index("ts")] else None
         instant = (ph == "i") | (ph == "I")
         is_memory = raw.get_column("name") == "[memory]"
-        complete = ph == "X"
+        is_complete = ph == "X"
+        complete = is_complete
         if traces:  # (an event of a trace's own span is not one of its events)
             complete = complete & ~_any_equal(cat, traces)
         shown = instant & ~is_memory
@@ -983,11 +1006,24 @@ class _Parts:
         # columns, on most chunks): :func:`_event_columns` leaves out what it would give
         # (the types by name: ``DataFrame.schema`` costs three times as much)
         dtypes = dict(zip(raw.columns, raw.dtypes, strict=True))
+        timed_rows = complete | shown if stamped is None else stamped & (complete | shown)
+        # each row's kind gathered by its category code (a native gather: ``Series.gather`` and
+        # a ``with_columns`` are queries of their own); only a complete event has its
+        # category's kind, an instant is an instant.  Worked out for every row of the chunk
+        # (narrow native work), so that the timed rows are cut with their kind instead of
+        # their ``ph`` and ``cat`` texts (two string columns fewer through the filter)
+        kinds = code_kinds[codes].zip_with(is_complete, repeated("kind", EventKind.INSTANT.value, EVENT_KIND, n))
+        if kinds.null_count():  # (a timed row of a category without a kind: counted, then ``other``)
+            unknown = pl.DataFrame([cat, kinds.alias("kind")]).filter(timed_rows & kinds.is_null())
+            if unknown.height:
+                self.unknown.append(unknown.group_by("cat").len())
+            kinds = kinds.fill_null(EventKind.OTHER.value)
         raw = raw.hstack(
             [
                 pl.int_range(start, start + n, dtype=pl.Int64, eager=True).alias("_order"),
                 raw.get_column("ts").alias("start_ns"),
-                codes.alias("_cat_code"),
+                kinds.alias("kind"),
+                is_complete.alias("_complete"),
             ]
         )
         self.meta.append(_rows(raw, ph == "M", ["pid", "tid", "name", "label"]))
@@ -1002,32 +1038,22 @@ class _Parts:
         memory = _rows(raw, instant & is_memory, ["start_ns", *_MEMORY_SOURCE_COLUMNS])
         if memory.height or not self.memory:
             self.memory.append(_memory_rows(memory))
+        # (``dur_ns`` is worked out in :func:`_event_columns`' select, from ``_complete``)
         timed = _rows(
-            raw, complete | shown if stamped is None else stamped & (complete | shown),
+            raw, timed_rows,
             [
-                "_order", "start_ns", "_cat_code",
+                "_order", "start_ns", "kind", "_complete",
                 *(c for c in _EVENT_SOURCE_COLUMNS if c in present or c in _TIMED_SOURCES),
             ],
         )
-        del raw, ph, stamped, instant, is_memory, complete, shown, memory, flow, flows, codes
-        # each row's kind gathered by its category code (a native gather: ``Series.gather`` and
-        # a ``with_columns`` are queries of their own); only a complete event has its
-        # category's kind, an instant is an instant.  ``dur_ns`` is worked out in
-        # :func:`_event_columns`' select, from ``_complete``
-        complete = timed.get_column("ph") == "X"
-        kinds = code_kinds[timed.get_column("_cat_code")].zip_with(
-            complete, repeated("kind", EventKind.INSTANT.value, EVENT_KIND, timed.height)
-        )
-        if kinds.null_count():
-            unknown = pl.DataFrame([timed.get_column("cat"), kinds.alias("kind")])
-            self.unknown.append(unknown.filter(pl.col("kind").is_null()).group_by("cat").len())
-            kinds = kinds.fill_null(EventKind.OTHER.value)
+        del raw, ph, stamped, instant, is_memory, complete, is_complete, shown, memory, flow, flows, codes, kinds
+        del timed_rows
         # the kinds' masks by comparisons of their codes (a third of an enum's comparison to
         # text; an ``is_in`` in the select cost more than all of them together)
-        codes = kinds.to_physical()
+        codes = timed.get_column("kind").to_physical()
         timed = timed.hstack(
             [
-                kinds.alias("kind"), complete.alias("_complete"), _kind_mask(codes, GPU_KINDS).alias("_on_gpu"),
+                _kind_mask(codes, GPU_KINDS).alias("_on_gpu"),
                 _kind_mask(codes, (EventKind.MEMCPY.value,)).alias("_memcpy"),
                 _kind_mask(codes, (EventKind.SYNC.value,)).alias("_sync"),
             ]

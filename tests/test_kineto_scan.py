@@ -199,6 +199,86 @@ def test_scanner_gives_the_msgspec_columns(chunk: bytes) -> None:
     frame = kineto._scan_columns(NATIVE, chunk)
     assert frame is not None, "the scanner left a chunk it models to the fallback"
     assert_frame_equal(frame, _msgspec_frame(chunk))
+    _check_category_codes(chunk, frame)
+
+
+def _check_category_codes(chunk: bytes, frame: pl.DataFrame) -> bool:
+    """The scanner's category codes of ``chunk`` (``scan(..., categories)``), where it gives
+    them, are exactly the enum cast the cut makes of ``frame``'s categories otherwise; and
+    the scan is the same with them.  Whether it gave them."""
+    scanned = NATIVE.scan(chunk, None, kineto._COMMON_CATEGORY_NAMES)
+    assert scanned is not None
+    assert len(scanned) == 4
+    if scanned[2] or scanned[3] is None:  # (events left to msgspec: the codes are not used)
+        return False
+    assert_frame_equal(kineto._scanned_frame(scanned[:3], chunk), frame)
+    codes = pl.Series(scanned[3])
+    expected = frame.get_column("cat").cast(kineto._COMMON_CATEGORIES, strict=False).to_physical()
+    if pl.UInt8 == kineto._CATEGORY_CODE_TYPE:  # (polars 2: the scanner's uint8, used as it is)
+        assert codes.dtype == pl.UInt8
+    assert codes.cast(expected.dtype).to_list() == expected.to_list()
+    assert codes.null_count() == frame.get_column("cat").null_count()
+    return True
+
+
+@needs_native
+def test_scanner_codes_the_common_categories() -> None:
+    events = [
+        b'{"ph":"X","cat":"kernel","name":"k","ts":1}', b'{"ph":"X","cat":"cpu_op","name":"o","ts":2}',
+        b'{"ph":"i","name":"i","ts":3}', b'{"ph":"s","cat":"ac2g","id":4,"ts":3}', b'{"ph":"X","cat":null,"ts":4}',
+        b'{"ph":"f","cat":"async_cpu_to_gpu","id":4,"ts":5}', b'{"ph":"X","cat":"cpu_op","ts":6}',
+    ]
+    chunk = b"[" + b",".join(events) + b"]"
+    frame = kineto._scan_columns(NATIVE, chunk)
+    assert frame is not None
+    assert _check_category_codes(chunk, frame)
+    # every category of the enum, each by its position
+    every = b"[" + b",".join(b'{"ph":"X","cat":"%s","ts":1}' % c.encode() for c in kineto._COMMON_CATEGORY_NAMES) + b"]"
+    assert pl.Series(NATIVE.scan(every, None, kineto._COMMON_CATEGORY_NAMES)[3]).to_list() == list(
+        range(len(kineto._COMMON_CATEGORY_NAMES))
+    )
+    # a category that is none of them as bytes (another one, another case, written with an
+    # escape, empty, one space more), or a chunk with an event left to msgspec: no codes for
+    # the chunk, the cut casts the texts itself
+    for old, other in (
+        (b'"kernel"', b'"trace"'), (b'"kernel"', b'"Kernel"'), (b'"ac2g"', b'"ac\\u0032g"'), (b'"kernel"', b'""'),
+        (b'"kernel"', b'"kernel "'), (b'"kernel"', b'"kern\\u0065l"'),  # (the last: an event left to msgspec)
+    ):
+        changed = chunk.replace(old, other)
+        scanned = NATIVE.scan(changed, None, kineto._COMMON_CATEGORY_NAMES)
+        assert scanned is not None
+        assert scanned[3] is None, other
+        assert_frame_equal(kineto._scanned_frame(scanned[:3], changed), _msgspec_frame(changed))
+    # no category in the chunk: none either; and without categories, the three items as ever
+    assert NATIVE.scan(b'[{"ph":"i","ts":1}]', None, kineto._COMMON_CATEGORY_NAMES)[3] is None
+    assert len(NATIVE.scan(chunk)) == 3
+    for bad, error in (
+        (["kernel"], TypeError), ((), ValueError), (("x" * 65,), ValueError), ((1,), TypeError),
+        (("c",) * 251, ValueError),
+    ):
+        with pytest.raises(error):
+            NATIVE.scan(chunk, None, bad)
+
+
+@needs_native
+def test_the_cut_is_the_same_with_and_without_the_scanners_category_codes() -> None:
+    chunk = b"[" + b",".join(
+        b'{"ph":"X","cat":"%s","name":"n%d","pid":1,"tid":%d,"ts":%d,"dur":3,"args":{"correlation":%d}}'
+        % (cat, i % 7, i % 3, i, i)
+        for i, cat in enumerate([b"kernel", b"cuda_runtime", b"cpu_op", b"gpu_memcpy", b"cuda_sync"] * 20)
+    ) + b"]"
+    scanned = NATIVE.scan(chunk, None, kineto._COMMON_CATEGORY_NAMES)
+    assert scanned[3] is not None
+    parts = []
+    for codes in (None, pl.Series(scanned[3])):
+        cut = kineto._Parts()
+        cut.add(kineto._scanned_frame(kineto._scan(NATIVE, chunk), chunk), codes)
+        parts.append(cut)
+    # (a part's names are indices into its chunk's distinct names, whose order is arbitrary)
+    timed = [cut.timed[0].with_columns(cut.names[0].gather(cut.timed[0].get_column("name"))) for cut in parts]
+    assert_frame_equal(timed[0], timed[1])
+    assert_frame_equal(parts[0].flows[0], parts[1].flows[0])
+    assert_frame_equal(parts[0].launchers[0], parts[1].launchers[0])
 
 
 _NEIGHBOURS = (
@@ -316,9 +396,10 @@ def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tm
     calls = []
     real = kineto._scan
 
-    def spy(native, chunk, pool=None):  # type: ignore[no-untyped-def]
+    def spy(native, chunk, pool=None, categories=None):  # type: ignore[no-untyped-def]
         assert isinstance(pool, NATIVE.Pool)  # one per parse, its freed column memory reused
-        scanned = real(native, chunk, pool)
+        assert categories == kineto._COMMON_CATEGORY_NAMES  # coded by the scanner
+        scanned = real(native, chunk, pool, categories)
         calls.append(scanned is not None)
         return scanned
 
@@ -424,6 +505,7 @@ def _differential(chunk: bytes) -> str:
         return "fallback"
     assert expected is not None, chunk
     assert_frame_equal(frame, expected)
+    _check_category_codes(chunk, frame)
     return "equal"
 
 
