@@ -269,10 +269,8 @@ _COMMON_CATEGORY_KINDS = pl.Series(
     "kind", [_KIND_OF_CATEGORY.get(c) for c in _COMMON_CATEGORIES.categories], dtype=EVENT_KIND
 )
 #: the common categories the native scanner codes (``scan(..., categories)``: each row's
-#: category as its position among them, what the enum cast gives), and the type of the codes
-#: the cast gives (the physical type of the enum: UInt8 in polars 2, UInt32 in polars 1)
+#: category as its position among them, what the enum cast gives)
 _COMMON_CATEGORY_NAMES = tuple(_COMMON_CATEGORIES.categories.to_list())
-_CATEGORY_CODE_TYPE = pl.Series(dtype=_COMMON_CATEGORIES).to_physical().dtype
 _FLOW_CATEGORY: dict[str, str] = {
     "ac2g": "launch",
     "async": "launch",
@@ -964,8 +962,9 @@ class _Parts:
         cat = raw.get_column("cat")
         if cat_codes is not None and cat_codes.len() == n:
             # (what the cast below gives, coded by the scanner as it read the chunk: the cast
-            # hashes every row's text, about 6 ms of this thread in a rank0 parse)
-            codes = cat_codes if cat_codes.dtype == _CATEGORY_CODE_TYPE else cat_codes.cast(_CATEGORY_CODE_TYPE)
+            # hashes every row's text, about 6 ms of this thread in a rank0 parse); the codes
+            # only index ``code_kinds`` below, so their integer type does not matter
+            codes = cat_codes
         else:
             codes = cat.cast(_COMMON_CATEGORIES, strict=False).to_physical()
         traces: list[str] = []

@@ -214,8 +214,7 @@ def _check_category_codes(chunk: bytes, frame: pl.DataFrame) -> bool:
     assert_frame_equal(kineto._scanned_frame(scanned[:3], chunk), frame)
     codes = pl.Series(scanned[3])
     expected = frame.get_column("cat").cast(kineto._COMMON_CATEGORIES, strict=False).to_physical()
-    if pl.UInt8 == kineto._CATEGORY_CODE_TYPE:  # (polars 2: the scanner's uint8, used as it is)
-        assert codes.dtype == pl.UInt8
+    assert codes.dtype == pl.UInt8  # (used as they are: they only index the kinds)
     assert codes.cast(expected.dtype).to_list() == expected.to_list()
     assert codes.null_count() == frame.get_column("cat").null_count()
     return True
