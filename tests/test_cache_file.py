@@ -100,6 +100,23 @@ def test_cached_tables_outlive_their_entry(reader: str) -> None:
     assert back.events["name"].to_list() == tables.events["name"].to_list()
 
 
+def _cache_file(name: str, tables: TraceTables) -> Path:
+    """``tables`` written to the cache file ``name`` in the cache folder (no entry around it)."""
+    file = tk_cache.cache_dir() / name
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tk_cache._write_tables(file, tables)
+    return file
+
+
+def _read_or_refused(file: Path) -> dict[str, pl.DataFrame] | None:
+    """The tables ``file`` reads back as, or None when the reader refuses it (ValueError)."""
+    try:
+        _, frames = tk_cache._read_tables(file)
+    except ValueError:
+        return None
+    return frames
+
+
 def _header(file: Path) -> tuple[dict[str, Any], int]:
     return tk_cache._read_header(file)
 
@@ -273,9 +290,7 @@ def test_random_damage_never_crashes(reader: str) -> None:
     any uncompressed format), never a crash or a panic."""
     path = SAMPLE_TRACES / TRACES[1]
     tables = parse(path)
-    file = tk_cache.cache_dir() / "fuzz.tkc"
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tk_cache._write_tables(file, tables)
+    file = _cache_file("fuzz.tkc", tables)
     raw = file.read_bytes()
     _, start = _header(file)
     rng = random.Random(17)
@@ -310,9 +325,7 @@ def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables
     dictionary); both readers give it back with its dtype, and polars can compute on it and
     copy it (the native reader backs it with a read-only zero mapping: nothing may write it)."""
     tables = _null_kinds(kineto_tables)
-    file = tk_cache.cache_dir() / "nulls.tkc"
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tk_cache._write_tables(file, tables)
+    file = _cache_file("nulls.tkc", tables)
     header, _ = _header(file)
     stored = {c["name"]: c["buffers"] is not None for c in header["tables"][0]["columns"]}
     nulls = [c for c in tables.events.columns if tables.events.get_column(c).null_count() == tables.events.height]
@@ -353,21 +366,16 @@ def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables
 def test_every_dictionary_code_is_checked(row: int, kineto_tables: TraceTables) -> None:
     """The one-byte codes are checked eight at a time, then the rest one by one: a code
     past the dictionary is refused wherever it sits; the largest valid code is read."""
-    file = tk_cache.cache_dir() / "codes.tkc"
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tk_cache._write_tables(file, kineto_tables)
+    file = _cache_file("codes.tkc", kineto_tables)
     header, start = _header(file)
     col = _column(header, "events", "kind")
     n = col["dictionary"]["length"]
     at = start + col["buffers"][1][0] + (row % col["length"])
     for code, good in [(n - 1, True), (n, False), (127, False), (128, False), (255, False)]:
         _poke(file, at, bytes([code]))
-        try:
-            _, frames = tk_cache._read_tables(file)
-        except ValueError:
-            assert not good, code
-        else:
-            assert good, code
+        frames = _read_or_refused(file)
+        assert (frames is not None) == good, code
+        if frames is not None:
             assert frames["events"]["kind"][row] == kineto_tables.events.schema["kind"].categories[n - 1]  # type: ignore[attr-defined]
 
 
@@ -375,9 +383,7 @@ def test_every_dictionary_code_is_checked(row: int, kineto_tables: TraceTables) 
 def test_inline_strings_are_read_as_utf8(kineto_tables: TraceTables) -> None:
     """A short (inline) string: ASCII, multi-byte UTF-8 and bytes past its length (which
     polars never reads) are taken; a byte that is not UTF-8 is refused."""
-    file = tk_cache.cache_dir() / "inline.tkc"
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tk_cache._write_tables(file, kineto_tables)
+    file = _cache_file("inline.tkc", kineto_tables)
     header, start = _header(file)
     view = start + _column(header, "events", "name")["buffers"][1][0]
     for text, padding, good in [
@@ -385,21 +391,16 @@ def test_inline_strings_are_read_as_utf8(kineto_tables: TraceTables) -> None:
         (b"twelve bytes", b"", True), (b"a\xffb", b"", False), (b"ab\xc3", b"", False),
     ]:  # fmt: skip
         _poke(file, view, len(text).to_bytes(4, "little") + (text + padding).ljust(12, b"\0"))
-        try:
-            _, frames = tk_cache._read_tables(file)
-        except ValueError:
-            assert not good, text
-        else:
-            assert good, text
+        frames = _read_or_refused(file)
+        assert (frames is not None) == good, text
+        if frames is not None:
             assert frames["events"]["name"][0] == text.decode()
 
 
 def test_any_other_format_is_refused_or_reads_back_as_the_schema(reader: str, kineto_tables: TraceTables) -> None:
     """The dtypes are matched from the header (polars' schema is not read back): a column
     described with any other Arrow format is refused, never read as another dtype."""
-    file = tk_cache.cache_dir() / "formats.tkc"
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tk_cache._write_tables(file, kineto_tables)
+    file = _cache_file("formats.tkc", kineto_tables)
     raw = file.read_bytes()
     columns = {"event_id": "l", "rank": "i", "name": "vu", "kind": "C", "tid": "l"}
     for name, own in columns.items():

@@ -203,16 +203,6 @@ _FORMATS = {
 }  # fmt: skip
 
 
-def _metadata_blob(pairs: list[list[str]]) -> bytes:
-    """Arrow's binary field metadata: int32 count, then int32 length + bytes per key and value."""
-    out = [len(pairs).to_bytes(4, sys.byteorder, signed=True)]
-    for pair in pairs:
-        for text in pair:
-            raw = text.encode("utf-8", "surrogateescape")
-            out += [len(raw).to_bytes(4, sys.byteorder, signed=True), raw]
-    return b"".join(out)
-
-
 def _write_tables(path: Path, tables: TraceTables) -> None:
     """Write every table of ``tables`` (and its info) as one cache file: a JSON header naming
     each column's Arrow format, length, null count and buffers, then the buffers, aligned.
