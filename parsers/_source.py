@@ -380,10 +380,7 @@ def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: 
     fh.seek(0)
     src = fh.read()
     buffer = _anonymous(max(1, min(max_decompressed_bytes(), WHOLE_MAX_BYTES)))
-    first = b""
-    if head > 0:  # (a prefix of the content whatever the members: the first member's start)
-        with contextlib.suppress(zlib.error):
-            first = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(src, head)
+    first = _gunzip_head(src, head) if head > 0 else b""
 
     def fill() -> tuple[int, int] | None:
         for name in LIBDEFLATE_NAMES:
@@ -393,6 +390,35 @@ def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: 
         return None
 
     return WholeBuffer(buffer, 0, size, progress, head=first, fill=fill)
+
+
+#: compressed bytes handed to zlib per call while decompressing a file's first bytes
+_HEAD_STEP = 64 * 1024
+
+
+def _gunzip_head(src: bytes, n: int) -> bytes:
+    """The first ``n`` bytes of gzip data ``src`` (fewer when its first member is shorter;
+    b"" when zlib refuses it), a prefix of the content whatever the members.
+
+    The input goes to zlib a slice at a time: given all of ``src`` at once, zlib keeps a
+    copy of whatever it did not read (nearly the whole file, as ``unconsumed_tail``), which
+    is a copy of the file in fresh memory at the start of every parse."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    view = memoryview(src)
+    pieces: list[bytes] = []
+    got = 0
+    try:
+        for pos in range(0, len(src), _HEAD_STEP):
+            piece = d.decompress(view[pos : pos + _HEAD_STEP], n - got)
+            pieces.append(piece)
+            got += len(piece)
+            if got >= n or d.eof:
+                break
+    except zlib.error:
+        return b""
+    finally:
+        view.release()
+    return b"".join(pieces)
 
 
 class ReadAhead:

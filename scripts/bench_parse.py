@@ -671,6 +671,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown tools: {', '.join(sorted(unknown))}")
     hta_version = have_hta(python) if "hta" in tools else None
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bytecode import compile_tracekit
+
+    compile_tracekit(python)  # (as a pip install leaves it: see scripts/bytecode.py)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -278,6 +278,34 @@ def test_gunzip_on_mutated_input_never_disagrees_with_zlib() -> None:
             assert not d.unused_data.strip(b"\0")
 
 
+@pytest.mark.parametrize("n", [1, 1000, 64 * 1024, 320 * 1024, 10**7])
+def test_head_fed_a_slice_at_a_time_is_what_one_zlib_call_gives(n: int) -> None:
+    """The first bytes decompressed while libdeflate works: fed to zlib a slice at a time
+    (so zlib keeps no copy of the unread file), they are what one call on the whole input
+    gives, for single and multi-member files, incompressible content, cut and damaged input."""
+    import random
+    import zlib
+
+    def one_call(src: bytes) -> bytes:
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(src, n)
+        except zlib.error:
+            return b""
+
+    rng = random.Random(5)
+    noise = rng.randbytes(300_000)  # (stored blocks: each input slice gives at most its size)
+    text = _sample()
+    inputs = [
+        gzip.compress(text),
+        gzip.compress(noise),
+        gzip.compress(text[:1000]) + gzip.compress(text),
+        gzip.compress(text)[:20_000],
+        gzip.compress(text)[:100] + b"garbage" * 100,
+        b"\x1f\x8bjunk" * 10,
+    ]
+    for src in inputs:
+        assert source._gunzip_head(src, n) == one_call(src)
+
 def test_decompressed_size_limit_holds_on_the_whole_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = _sample()
     path = _write_gz(tmp_path / "t.json.gz", data)
