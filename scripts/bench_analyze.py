@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmachine import compile_tracekit
 from perfdoc import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets-json", type=Path, help="also write the issue 17 target rows here (scripts/bench_targets.py)")
     args = ap.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bytecode import compile_tracekit
-
-    compile_tracekit(sys.executable)  # (as a pip install leaves it: see scripts/bytecode.py)
+    compile_tracekit(sys.executable)  # (as a pip install leaves it: see scripts/benchmachine.py)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     traces = {size: scaled(size, args.scale_dir) for size in sizes}
     load_before = _load()

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import msgspec
+from benchmachine import compile_tracekit, speed, speed_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
@@ -463,7 +464,13 @@ def targets_table(rows: list[tuple[Path, int, dict[str, Measure]]]) -> tuple[str
     return head + "\n".join(lines) + "\n", verdicts
 
 
-def machine_text(python: str, hta_version: str | None, load_before: float, load_after: float) -> str:
+def machine_text(
+    python: str,
+    hta_version: str | None,
+    load_before: float,
+    load_after: float,
+    speeds: list[tuple[str, tuple[float, float]]],
+) -> str:
     code = (
         "import sys, importlib.metadata as m\n"
         "out = [sys.version.split()[0]]\n"
@@ -490,7 +497,7 @@ def machine_text(python: str, hta_version: str | None, load_before: float, load_
         f"Measured {_dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} on {platform.system()} "
         f"{platform.machine()}, {cpu}, nproc {os.cpu_count()}, {mem_gb:.0f} GB RAM; "
         f"1-minute load average {load_before:.2f} before, {load_after:.2f} after "
-        f"(a shared machine: timings carry noise). Python {versions[0]}, polars {versions[1]}, "
+        f"(a shared machine: timings carry noise). {speed_text(speeds)} Python {versions[0]}, polars {versions[1]}, "
         f"msgspec {versions[2]}, pandas {versions[3]}, HolisticTraceAnalysis {versions[4]}; "
         f"Kineto decoding: {_DECODING.get(versions[5], versions[5])}.\n"
     )
@@ -671,10 +678,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown tools: {', '.join(sorted(unknown))}")
     hta_version = have_hta(python) if "hta" in tools else None
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bytecode import compile_tracekit
-
-    compile_tracekit(python)  # (as a pip install leaves it: see scripts/bytecode.py)
+    compile_tracekit(python)  # (as a pip install leaves it: see scripts/benchmachine.py)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -702,6 +706,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     load_before = os.getloadavg()[0]
+    speeds = [("before", speed(python))]
     rows = []
     for path in paths:
         size = json_bytes(path)
@@ -731,7 +736,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((path, size, res))
     load_after = os.getloadavg()[0]
 
-    machine = machine_text(python, hta_version, load_before, load_after)
+    machine = machine_text(python, hta_version, load_before, load_after, [*speeds, ("after", speed(python))])
     table = results_table(rows, tools)
     if args.scale:
         block = (
@@ -756,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
                     + ", ".join(map(str, missing_exports)))
             nsight = bench_nsight_exports([p for p in exports if p.exists()], args.repeat, log)
         load_after = os.getloadavg()[0]
-        machine = machine_text(python, hta_version, load_before, load_after)
+        machine = machine_text(python, hta_version, load_before, load_after, [*speeds, ("after", speed(python))])
         block = (
             machine
             + "\nIssue 17 targets, parsing rows (this run):\n\n"

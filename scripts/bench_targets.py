@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmachine import speed, speed_text
 from perfdoc import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,13 +51,19 @@ def _rows(path: Path, source: str, rc: int) -> list[dict[str, Any]]:
     return [{"what": f"{source} (failed: exit {rc}, no rows)", "measured": "not measured", "target": "–", "met": None}]
 
 
-def render(rows: list[dict[str, Any]], loads: list[tuple[str, tuple[float, float, float]]], started: dt.datetime) -> str:
+def render(
+    rows: list[dict[str, Any]],
+    loads: list[tuple[str, tuple[float, float, float]]],
+    started: dt.datetime,
+    speeds: list[tuple[str, tuple[float, float]]],
+) -> str:
     import polars
 
     load_text = ", ".join(f"{label} {one:.2f}" for label, (one, _five, _fifteen) in loads)
     head = (
         f"Measured {started:%Y-%m-%d %H:%M} UTC by `scripts/bench_targets.py` in one run on {platform.system()} "
         f"{platform.machine()}, nproc {os.cpu_count()}; 1-minute load average: {load_text}. "
+        f"{speed_text(speeds)} "
         f"Python {platform.python_version()}, polars {polars.__version__}."
     )
     lines = [head, "", "| what | measured (this run) | target | verdict |", "|---|---|---|---|"]
@@ -85,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = dt.datetime.now(dt.timezone.utc)
     loads = [("before", _load())]
+    speeds = [("before", speed(sys.executable))]
     docs = ["--no-docs"] if args.no_docs else []
     with tempfile.TemporaryDirectory(prefix="tracekit-targets-") as tmp:
         parse_json, analyze_json = Path(tmp) / "parse.json", Path(tmp) / "analyze.json"
@@ -93,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             log,
         )
         loads.append(("between", _load()))
+        speeds.append(("between", speed(sys.executable)))
         rc_analyze = _run(
             [
                 sys.executable, str(SCRIPTS / "bench_analyze.py"), "--sizes", args.sizes, "--repeat", str(args.analyze_repeat),
@@ -101,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             log,
         )
         loads.append(("after", _load()))
+        speeds.append(("after", speed(sys.executable)))
         rows = _rows(parse_json, "bench_parse.py", rc_parse) + _rows(analyze_json, "bench_analyze.py", rc_analyze)
-    table = render(rows, loads, started)
+    table = render(rows, loads, started, speeds)
     print(table)
     if not args.no_docs:
         write_section("bench_targets", table)
