@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import time
 from pathlib import Path
 
 import networkx as nx
@@ -301,6 +302,49 @@ def test_long_traces_replay_a_sample_of_groups(tmp_path: Path, monkeypatch: pyte
     assert sampled.replay.steps.height == 6 < full.replay.steps.height
     assert sampled.replay.steps["step"].to_list() == [1, 2, 3, 7, 8, 9]
     assert sampled.fixes["host_device_sync"][0] == pytest.approx(full.fixes["host_device_sync"][0], rel=0.02)
+
+
+def test_groups_replayed_side_by_side_give_what_one_thread_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The groups run on :data:`REPLAY_THREADS` threads; every step's row, in order, is what one
+    thread replaying them one after the other gives."""
+    from tracekit.analysis import replay as replay_module
+
+    loop = SCENARIOS["sync_prevents_overlap"][0]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    edits = [e for k in ("host_device_sync", "data_loading") if (e := fix_edit(k)) is not None]
+    # groups of 2 steps: several groups, so several run at once
+    threaded = replay(tables.events, tables.links, steps, edits, group_steps=2)
+    monkeypatch.setattr(replay_module, "REPLAY_THREADS", 1)
+    serial = replay(tables.events, tables.links, steps, edits, group_steps=2)
+    assert threaded.steps.height >= 6
+    assert threaded.steps.equals(serial.steps)
+
+
+def test_an_error_in_one_group_stops_the_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group that fails raises on the caller's thread, and the groups not started yet are
+    not replayed."""
+    from tracekit.analysis import replay as replay_module
+
+    loop = SCENARIOS["sync_prevents_overlap"][0]
+    tables = _tables(loop, tmp_path)
+    steps = find_steps(tables.events, tables.links).frame
+    started: list[int] = []
+    real = replay_module._replay_group
+
+    def failing(*args: object) -> pl.DataFrame:
+        started.append(1)
+        if len(started) == 1:
+            raise RuntimeError("group failed")
+        time.sleep(0.2)  # (the others take a while: the caller sees the error long before they are all done)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replay_module, "_replay_group", failing)
+    with pytest.raises(RuntimeError, match="group failed"):
+        replay(tables.events, tables.links, steps, group_steps=2)
+    groups = -(-steps.filter(pl.col("complete")).height // 2)
+    assert groups >= 4
+    assert len(started) < groups
 
 
 @pytest.mark.parametrize("kind", ["shuffle", "overlap", "negative_dur", "drop_key", "wrong_type", "duplicate_key", "huge_int", "truncate"])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,9 @@ from .whatif import WhatIf
 
 #: steps of one rank replayed together (a fix can move work across step boundaries)
 GROUP_STEPS = 12
+#: groups replayed side by side (threads: the graph builder's polars queries and the native
+#: sweeps release the GIL)
+REPLAY_THREADS = 2
 #: CUDA graphs / torch.compile: per-kernel host dispatch and launch cost is divided by this
 LAUNCH_SPEEDUP = 20.0
 #: AMP / TF32: fp32 GEMM and convolution kernels are divided by this
@@ -240,12 +244,25 @@ def replay(
         pinned_bw = _pinned_bandwidth(events)
         single = bool(events.select(pl.col("name").str.contains("SingleProcessDataLoaderIter").any()).item())
         copy_bytes = _copy_bytes(events, links)
-        for (rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items():
-            n = per_rank.height
-            size = max(group_steps, 2)
-            for lo in range(0, n, size):
-                group = per_rank.slice(lo, size)
-                frames.append(_replay_group(events, links, int(rank), group, edits, pinned_bw, single, copy_bytes))
+        size = max(group_steps, 2)
+        groups = [
+            (int(rank), per_rank.slice(lo, size))
+            for (rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items()
+            for lo in range(0, per_rank.height, size)
+        ]
+
+        def one(group: tuple[int, pl.DataFrame]) -> pl.DataFrame:
+            return _replay_group(events, links, group[0], group[1], edits, pinned_bw, single, copy_bytes)
+
+        if len(groups) > 1:
+            pool = ThreadPoolExecutor(max_workers=REPLAY_THREADS, thread_name_prefix="tracekit-replay")
+            try:
+                frames = list(pool.map(one, groups))  # (in the groups' order)
+            finally:
+                # an error or Ctrl-C: the groups not started yet are dropped, not replayed
+                pool.shutdown(wait=True, cancel_futures=True)
+        else:
+            frames = [one(g) for g in groups]
     if not frames:
         return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
     return Replay(steps=pl.concat(frames, how="vertical_relaxed"), edits=tuple(edits))
