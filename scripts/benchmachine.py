@@ -1,9 +1,9 @@
 """What the benchmark scripts share about the machine they measure on.
 
 :func:`compile_tracekit`: tracekit's modules byte-compiled before a benchmark runs it, as a
-pip install leaves them.  pip writes a ``.pyc`` beside every module it installs, so a user's tracekit, like the HTA,
-pandas and polars that the benchmarks compare it with, imports compiled code.  The
-benchmark venv installs tracekit editable, from the source tree, where nothing is compiled
+pip install leaves them.  pip writes a ``.pyc`` beside every module it installs, so a user's
+tracekit, like the HTA, pandas and polars that the benchmarks compare it with, imports
+compiled code.  The benchmark venv installs tracekit editable, from the source tree, where nothing is compiled
 until an import writes it, and an environment with ``PYTHONDONTWRITEBYTECODE`` set (this
 project's CI machines and containers have it) never writes it: then every fresh benchmark
 process compiles all of tracekit's modules again. That costs import time, which no row

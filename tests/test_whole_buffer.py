@@ -306,6 +306,7 @@ def test_head_fed_a_slice_at_a_time_is_what_one_zlib_call_gives(n: int) -> None:
     for src in inputs:
         assert source._gunzip_head(src, n) == one_call(src)
 
+
 def test_decompressed_size_limit_holds_on_the_whole_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = _sample()
     path = _write_gz(tmp_path / "t.json.gz", data)
