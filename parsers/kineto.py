@@ -1151,6 +1151,14 @@ class _Parts:
         sorts the names)."""
         every = pl.concat(self.names) if self.names else pl.Series("name", [], dtype=pl.String)
         self.names.clear()
+        if every.len() <= _NAMES_IN_PYTHON_MAX:
+            # (a real trace's usual: hundreds of names a chunk.  Sorted in Python, by code
+            # point, which is polars' order of their UTF-8 bytes; the names are never null)
+            listed = every.to_list()
+            distinct = sorted(set(listed))
+            position = {name: i for i, name in enumerate(distinct)}
+            ranks = pl.Series("name", [position[name] for name in listed], dtype=pl.UInt32)
+            return pl.Series("name", distinct, dtype=pl.String), ranks
         ordered = every.unique().sort()
         return ordered, ordered.search_sorted(every).cast(pl.UInt32)
 
@@ -1160,6 +1168,10 @@ class _Parts:
         self.timed.clear()
         return frame
 
+
+#: :meth:`_Parts.take_names` sorts up to this many chunks' names in Python (in a fresh process
+#: polars' unique, sort and search cost a millisecond more on rank0's 864)
+_NAMES_IN_PYTHON_MAX = 4096
 
 #: each event kind's physical code in ``EVENT_KIND``
 _KIND_CODES = {kind: code for code, kind in enumerate(EVENT_KIND.categories.to_list())}
@@ -1775,40 +1787,55 @@ def _threads_of_rows(meta: Iterable[tuple[Any, Any, Any, Any]]) -> pl.DataFrame:
             procs[pid] = label
         elif name == "thread_name":
             threads[(pid, tid)] = label
+    # each row's columns as :func:`_threads_grouped` works them out, in Python (a few rows:
+    # the regular expressions, casts and sort of one polars query cost 2 ms and paged in
+    # 2 MB of polars' regex and sort code): a thread named as a stream is a GPU track of the
+    # device its pid names, and has neither pid nor tid
+    rows: list[tuple[Any, Any, Any, Any, Any, Any]] = []
+    for (pid, tid), thread_name in threads.items():
+        process_name = procs.get(pid) if pid is not None else None
+        stream = _stream_number(thread_name)
+        device = None if stream is None else _int32_or_none(pid)
+        if device is not None:
+            pid = tid = None
+        name = None if thread_name is None else thread_name.strip(_WHITE_SPACE)
+        rows.append((pid, tid, device, stream, process_name, name))
     with_threads = {pid for pid, _ in threads}
-    only_procs = [pid for pid in procs if pid is None or pid not in with_threads]
-    thread_keys = list(threads)
-    rows = pl.DataFrame(
+    rows.extend((pid, None, None, None, label, None) for pid, label in procs.items() if pid is None or pid not in with_threads)
+    # sorted by every column, nulls last (texts by code point, which is polars' order of
+    # their UTF-8 bytes); rows equal in every key are equal rows
+    rows.sort(key=lambda r: tuple((value is None, value) for value in (r[0], r[1], r[2], r[3], r[5], r[4])))
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 6
+    return pl.DataFrame(
         [
-            pl.Series("pid", [k[0] for k in thread_keys] + only_procs, dtype=pl.Int64),
-            pl.Series("tid", [k[1] for k in thread_keys] + [None] * len(only_procs), dtype=pl.Int64),
-            pl.Series("thread_name", list(threads.values()) + [None] * len(only_procs), dtype=pl.String),
-            pl.Series(
-                "process_name",
-                [procs.get(k[0]) if k[0] is not None else None for k in thread_keys] + [procs[p] for p in only_procs],
-                dtype=pl.String,
-            ),
-            pl.Series("_thread", [True] * len(thread_keys) + [False] * len(only_procs), dtype=pl.Boolean),
+            pl.Series(column.name, values, dtype=column.dtype)
+            for column, values in zip(THREADS.columns, columns, strict=True)
         ]
     )
-    # the thread rows' stream, device and ids as :func:`_threads_grouped` works them out, in
-    # one query with the sort (a process row keeps its pid and has no stream)
-    name = pl.col("thread_name")
-    is_stream = pl.col("_thread") & name.str.contains(r"(?i)^\s*stream\s+[0-9]")
-    stream = pl.when(is_stream).then(name.str.extract(r"([0-9]+)", 1).cast(pl.Int64, strict=False)).otherwise(None)
-    device = pl.when(stream.is_not_null()).then(pl.col("pid").cast(pl.Int32, strict=False)).otherwise(None)
-    out = rows.lazy().select(
-        pl.when(device.is_null()).then(pl.col("pid")).otherwise(None).alias("pid"),
-        pl.when(device.is_null()).then(pl.col("tid")).otherwise(None).alias("tid"),
-        device.alias("device"),
-        stream.alias("stream"),
-        pl.col("process_name"),
-        name.str.strip_chars().alias("thread_name"),
-    )
-    # (the in-memory engine, as eager calls use: ``collect()``'s default picks the streaming
-    # engine here, whose first use left the parse's peak RSS 3 MB higher)
-    out = out.sort(["pid", "tid", "device", "stream", "thread_name", "process_name"], nulls_last=True)
-    return out.collect(engine="in-memory")
+
+
+#: Unicode's White_Space characters: polars' (Rust's) ``\s`` and ``strip_chars``; Python's
+#: ``\s`` and ``str.strip()`` also take the four separators U+001C to U+001F
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+#: a stream's thread name: "stream" (any case) and an ASCII digit, after white space
+_STREAM_NAME = re.compile(f"[{_WHITE_SPACE}]*stream[{_WHITE_SPACE}]+[0-9]", re.IGNORECASE)
+_ASCII_DIGITS = re.compile("[0-9]+")
+
+
+def _stream_number(name: str | None) -> int | None:
+    """A thread name's stream number: its first run of ASCII digits, where the name is a
+    stream's and the number fits int64 (None otherwise)."""
+    if name is None or _STREAM_NAME.match(name) is None:
+        return None
+    digits = _ASCII_DIGITS.search(name)
+    assert digits is not None  # (the name has one after "stream")
+    number = int(digits.group())
+    return number if number < 2**63 else None
+
+
+def _int32_or_none(value: int | None) -> int | None:
+    """``value`` where it fits int32 (a non-strict cast's result), else None."""
+    return value if value is not None and -(2**31) <= value < 2**31 else None
 
 
 def _threads_grouped(meta: pl.DataFrame) -> pl.DataFrame:

@@ -12,6 +12,8 @@ import random
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.parsers import kineto
 from tracekit.parsers._native import ArrowCapsules
@@ -460,6 +462,46 @@ def test_threads_grouped_in_python_match_polars() -> None:
     assert kineto._threads(empty).schema == kineto._threads_grouped(empty).schema
 
 
+#: thread names around the edges of "a stream's name": white space Unicode has and Python's
+#: ``\\s`` adds (U+001C), case folding (U+017F folds to "s"), digits that are not ASCII,
+#: numbers past int64, leading zeros
+_THREAD_NAMES = [
+    "stream 7", " Stream 12 ", "STREAM 4", "\u017ftream 3", "stream\u00a05", "\u3000stream\u2003 8 ",
+    "\x1cstream 6", "stream\x1c6", "stream 6\x1c", "stream x", "stream \u0663", "stream 0007",
+    "stream 9223372036854775807", "stream 9223372036854775808", "sTrEaM 1x2", "streams 1", "main",
+    "\u0085 thread \u0085", "", None,
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["process_name", "thread_name"]),
+            st.sampled_from([None, 0, 1, 7, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1]),
+            st.sampled_from([None, 0, 3, 11]),
+            st.sampled_from(_THREAD_NAMES),
+        ),
+        max_size=24,
+    )
+)
+def test_threads_in_python_match_polars_on_any_rows(rows: list[tuple[str, int | None, int | None, str | None]]) -> None:
+    """Any metadata rows: the Python grouping, stream numbers, devices, stripped names and
+    order are those of polars' grouping, regular expressions, casts and sort."""
+    meta = pl.DataFrame(
+        [
+            pl.Series("name", [r[0] for r in rows], dtype=pl.String),
+            pl.Series("pid", [r[1] for r in rows], dtype=pl.Int64),
+            pl.Series("tid", [r[2] for r in rows], dtype=pl.Int64),
+            pl.Series("label", [r[3] for r in rows], dtype=pl.String),
+        ]
+    )
+    got = kineto._threads(meta)
+    want = kineto._threads_grouped(meta)
+    assert got.schema == want.schema
+    assert got.to_dicts() == want.to_dicts()
+
+
 @pytest.mark.parametrize(
     "rows",
     [
@@ -524,3 +566,25 @@ def test_devices_the_events_use_are_listed_once(devices: list[int | None], want:
     events = pl.DataFrame([pl.Series("device", devices, dtype=pl.Int32)])
     top = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}
     assert kineto._devices(top, events)["device"].to_list() == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(alphabet="aAbz_ :é\u00a0\u3000\U0001f600", max_size=6), max_size=12), max_size=5))
+def test_names_sorted_in_python_match_polars(chunks: list[list[str]]) -> None:
+    """The chunks' distinct names sorted in Python (a trace's usual few) and by polars'
+    unique, sort and search (many): the same names in the same order, the same ranks."""
+
+    def take(limit: int) -> tuple[list[str], list[int]]:
+        parts = kineto._Parts()
+        parts.names = [pl.Series("name", list(dict.fromkeys(chunk)), dtype=pl.String) for chunk in chunks]
+        previous = kineto._NAMES_IN_PYTHON_MAX
+        kineto._NAMES_IN_PYTHON_MAX = limit
+        try:
+            names, ranks = parts.take_names()
+        finally:
+            kineto._NAMES_IN_PYTHON_MAX = previous
+        assert names.dtype == pl.String
+        assert ranks.dtype == pl.UInt32
+        return names.to_list(), ranks.to_list()
+
+    assert take(10**6) == take(-1)
