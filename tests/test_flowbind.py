@@ -421,6 +421,27 @@ def test_flow_kinds_on_the_series() -> None:
     assert codes.to_list() == kinds.to_physical().cast(pl.UInt32).to_list()
 
 
+def _metadata_frame(rows: list[tuple[str | None, int | None, int | None, str | None]]) -> pl.DataFrame:
+    """``ph: M`` rows as the parse's metadata parts hold them: (name, pid, tid, label)."""
+    return pl.DataFrame(
+        [
+            pl.Series("name", [r[0] for r in rows], dtype=pl.String),
+            pl.Series("pid", [r[1] for r in rows], dtype=pl.Int64),
+            pl.Series("tid", [r[2] for r in rows], dtype=pl.Int64),
+            pl.Series("label", [r[3] for r in rows], dtype=pl.String),
+        ]
+    )
+
+
+def _same_threads_both_ways(meta: pl.DataFrame) -> pl.DataFrame:
+    """The thread table of ``meta`` in Python, checked against polars' grouping and joins."""
+    got = kineto._threads(meta)
+    want = kineto._threads_grouped(meta)
+    assert got.schema == want.schema
+    assert got.to_dicts() == want.to_dicts()
+    return got
+
+
 def test_threads_grouped_in_python_match_polars() -> None:
     """The metadata rows' Python grouping gives the table polars' grouping and joins give,
     with null pids, tids and labels, repeated keys, processes without threads and names
@@ -444,19 +465,8 @@ def test_threads_grouped_in_python_match_polars() -> None:
         ("process_name", 7, 0, "lonely"),
         ("process_name", 0, 0, "GPU 0"),
     ]
-    meta = pl.DataFrame(
-        [
-            pl.Series("name", [r[0] for r in rows], dtype=pl.String),
-            pl.Series("pid", [r[1] for r in rows], dtype=pl.Int64),
-            pl.Series("tid", [r[2] for r in rows], dtype=pl.Int64),
-            pl.Series("label", [r[3] for r in rows], dtype=pl.String),
-        ]
-    )
-    got = kineto._threads(meta)
-    want = kineto._threads_grouped(meta)
-    assert got.schema == want.schema
-    assert got.to_dicts() == want.to_dicts()
-    assert got.height == 13
+    meta = _metadata_frame(rows)
+    assert _same_threads_both_ways(meta).height == 13
     empty = meta.clear()
     assert kineto._threads(empty).to_dicts() == kineto._threads_grouped(empty).to_dicts()
     assert kineto._threads(empty).schema == kineto._threads_grouped(empty).schema
@@ -488,18 +498,7 @@ _THREAD_NAMES = [
 def test_threads_in_python_match_polars_on_any_rows(rows: list[tuple[str, int | None, int | None, str | None]]) -> None:
     """Any metadata rows: the Python grouping, stream numbers, devices, stripped names and
     order are those of polars' grouping, regular expressions, casts and sort."""
-    meta = pl.DataFrame(
-        [
-            pl.Series("name", [r[0] for r in rows], dtype=pl.String),
-            pl.Series("pid", [r[1] for r in rows], dtype=pl.Int64),
-            pl.Series("tid", [r[2] for r in rows], dtype=pl.Int64),
-            pl.Series("label", [r[3] for r in rows], dtype=pl.String),
-        ]
-    )
-    got = kineto._threads(meta)
-    want = kineto._threads_grouped(meta)
-    assert got.schema == want.schema
-    assert got.to_dicts() == want.to_dicts()
+    _same_threads_both_ways(_metadata_frame(rows))
 
 
 @pytest.mark.parametrize(
