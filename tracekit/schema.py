@@ -522,8 +522,7 @@ def finalize_events(
     rechunks the whole table at once.  Each column is made contiguous and gathered into the
     canonical order on its own, and the source column is released as soon as its sorted
     copy exists, so the peak is the input plus one column (not two tables) when the
-    caller hands the frame over.  The sorted columns come in as many chunks as the input's
-    ``start_ns``, of the same lengths (memory the allocator reuses: :func:`_gathered`).
+    caller hands the frame over.
 
     ``names``: when given, the input's ``name`` column holds positions in ``names``, the
     distinct event names in sorted order (so the positions sort as the names do); the
@@ -539,11 +538,6 @@ def finalize_events(
         order = canonical_order(frame)
     if order.dtype != pl.get_index_type():
         order = order.cast(pl.get_index_type())
-    # the sorted columns are gathered in pieces as long as the input's chunks (a parse's
-    # per-chunk parts): a piece is the size of a source chunk freed by an earlier batch, so
-    # the allocator hands that memory back out instead of fresh pages (rank0: 700 fewer page
-    # faults, peak RSS 2 MB lower; docs/performance.md, round 13)
-    spans = frame.get_column("start_ns").chunk_lengths() if "start_ns" in frame.columns else []
     wanted = set(EVENTS.names) | set(keep)
     always = {"start_ns", "dur_ns", *keep}
     columns: dict[str, pl.Series] = {}
@@ -564,7 +558,7 @@ def finalize_events(
             # a few columns a call, which polars gathers on its threads side by side, while at
             # most that many sorted copies exist beside the input (a frame's row gather, not a
             # ``select``: the same gathers without the fixed cost of a query)
-            for gathered in _gathered(pl.DataFrame(batch), order, spans):
+            for gathered in pl.DataFrame(batch)[order].get_columns():
                 columns[gathered.name] = gathered
             batch.clear()
     if names is not None and "name" in columns:
@@ -586,20 +580,6 @@ def finalize_events(
     out.extend(columns[k] for k in keep)
     del columns
     return pl.DataFrame(out)
-
-
-def _gathered(sources: pl.DataFrame, order: pl.Series, spans: Sequence[int]) -> list[pl.Series]:
-    """The columns of ``sources`` gathered by ``order``, each in chunks of the lengths
-    ``spans`` (one chunk where there are fewer than two, or where they do not add up)."""
-    if len(spans) < 2 or sum(spans) != order.len():
-        return sources[order].get_columns()
-    out = sources[order.slice(0, spans[0])].get_columns()
-    start = spans[0]
-    for length in spans[1:]:
-        for column, piece in zip(out, sources[order.slice(start, length)].get_columns(), strict=True):
-            column.append(piece)
-        start += length
-    return out
 
 
 def _constant(column: pl.Series) -> bool:
