@@ -734,11 +734,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             res = bench_file(path, tools, repeat=args.repeat, timeout_s=args.timeout, **common)
         rows.append((path, size, res))
-    load_after = os.getloadavg()[0]
-
-    machine = machine_text(python, hta_version, load_before, load_after, [*speeds, ("after", speed(python))])
     table = results_table(rows, tools)
     if args.scale:
+        load_after = os.getloadavg()[0]
+        machine = machine_text(python, hta_version, load_before, load_after, [*speeds, ("after", speed(python))])
         block = (
             machine + "\n" + table + "\nHTA ran once per scaled trace (limit "
             f"{args.hta_timeout:.0f} s, {args.mem_limit_gb:.0f} GB RSS); tracekit and the bare decode "
