@@ -9,7 +9,11 @@ everywhere; this module is the one place that reads it.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import sys
+from collections.abc import Callable
 from typing import TypeVar
 
 #: set to 1 to use the pure-Python paths even where the native modules are built
@@ -41,3 +45,34 @@ class ArrowCapsules:
 
     def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[object, object]:
         return self._pair
+
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_size_t]
+    function.restype = ctypes.c_int
+    return function
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
+    elsewhere).
+
+    Freeing a large block raises glibc's mmap threshold (up to 32 MB), so the large blocks
+    allocated after it come from the heap and stay there once freed: after the gzip file
+    read whole, the scanner's and the flow binding's buffers.  A parse calls this where
+    those are done with and the canonical tables are about to be built, so the free heap
+    is not resident at the parse's peak (2 MB of rank0's and control's peak RSS,
+    docs/performance.md, round 14).  What the heap holds is untouched; only whole free
+    pages go back, to be faulted in again if the heap grows into them."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

@@ -62,7 +62,7 @@ from tracekit.schema import (
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks, iter_whole_chunks
-from ._native import ArrowCapsules, usable
+from ._native import ArrowCapsules, release_free_heap, usable
 from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream, open_whole
 
 try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
@@ -1335,6 +1335,9 @@ def _build_tables(
         listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
         warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
 
+    # the scans' freed buffers off the C heap before the tables are built (and once more
+    # below, after the flow binding's)
+    release_free_heap()
     names, name_ranks = parts.take_names()
     timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
     del name_ranks
@@ -1348,6 +1351,7 @@ def _build_tables(
         timed[0].drop_in_place(helper)
     # the unsorted events are handed over with no other reference left to them, so the
     # canonical sort can free each source column as soon as its sorted copy exists
+    release_free_heap()
     events = finalize_events(timed.pop(), names=names, order=order)
     del names, order
     links = _links(events, flows)

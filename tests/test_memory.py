@@ -74,3 +74,46 @@ def test_a_two_gigabyte_trace_parses_in_under_four_gigabytes(tmp_path: Path) -> 
     events, peak = _peak_mb(path)
     assert events > 6_000_000
     assert peak < 4096, f"peak RSS {peak:.0f} MB for a {size_mb:.0f} MB trace"
+
+
+_TRIM_CHILD = """
+import ctypes
+from tracekit.parsers._native import _malloc_trim, release_free_heap
+
+def anon_kb():
+    status = open("/proc/self/status").read().split("\\n")
+    return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
+
+if _malloc_trim() is None:
+    print("no-trim")
+    raise SystemExit
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+# a 16 MB block is mapped; freeing it raises glibc's mmap threshold to 16 MB, so the 8 MB
+# blocks after it come from the heap, and once freed stay there (below the trim threshold)
+big = libc.malloc(16 << 20)
+libc.free(big)
+blocks = [libc.malloc(8 << 20) for _ in range(2)]
+for b in blocks:
+    ctypes.memset(b, 1, 8 << 20)
+keep = libc.malloc(4096)  # above them: the freed blocks are not the heap's top
+for b in blocks:
+    libc.free(b)
+before = anon_kb()
+release_free_heap()
+print(before, anon_kb())
+"""
+
+
+def test_release_free_heap_gives_freed_heap_pages_back() -> None:
+    """What the parse calls before building its tables: freed heap blocks (the kind a
+    large freed block makes glibc keep) stop being resident."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("resident memory is read from /proc (Linux only)")
+    proc = subprocess.run([sys.executable, "-c", _TRIM_CHILD], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if proc.stdout.strip() == "no-trim":
+        pytest.skip("the C library has no malloc_trim (not glibc)")
+    before, after = (int(v) for v in proc.stdout.split())
+    assert before - after > 12 * 1024, f"RssAnon {before} kB -> {after} kB"
