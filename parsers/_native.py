@@ -1,5 +1,5 @@
 """tracekit's optional compiled modules: whether they may be used, and the Arrow arrays they
-hand to polars without a copy.
+hand to polars without a copy; and giving the C heap's free pages back to the system.
 
 Every native module (the Kineto scanner and flow binding here, the cache's column map, the
 analysis' kernels) is built only where the install had a compiler, and every caller keeps a
@@ -47,7 +47,6 @@ class ArrowCapsules:
         return self._pair
 
 
-
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
@@ -66,13 +65,14 @@ def release_free_heap() -> None:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
     elsewhere).
 
-    Freeing a large block raises glibc's mmap threshold (up to 32 MB), so the large blocks
-    allocated after it come from the heap and stay there once freed: after the gzip file
-    read whole, the scanner's and the flow binding's buffers.  A parse calls this where
-    those are done with and the canonical tables are about to be built, so the free heap
-    is not resident at the parse's peak (2 MB of rank0's and control's peak RSS,
-    docs/performance.md, round 14).  What the heap holds is untouched; only whole free
-    pages go back, to be faulted in again if the heap grows into them."""
+    Freeing a large mapped block raises glibc's mmap threshold to its size (up to 32 MB), so
+    the large blocks allocated after it come from the heap and stay there, resident, once
+    freed: once the gzip file read whole has been freed, the flow binding's tables and the
+    sort's buffers.  A parse calls this after its scans and again just before the canonical
+    gather, where what is free will not be reused before the parse's peak (2 MB of rank0's
+    and control's peak RSS, docs/performance.md, round 14).  What the heap holds is
+    untouched; only whole free pages go back, to be faulted in again if the heap grows into
+    them."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
