@@ -3,10 +3,10 @@
 :func:`compile_tracekit`: tracekit's modules byte-compiled before a benchmark runs it, as a
 pip install leaves them.  pip writes a ``.pyc`` beside every module it installs, so a user's
 tracekit, like the HTA, pandas and polars that the benchmarks compare it with, imports
-compiled code.  The benchmark venv installs tracekit editable, from the source tree, where nothing is compiled
-until an import writes it, and an environment with ``PYTHONDONTWRITEBYTECODE`` set (this
-project's CI machines and containers have it) never writes it: then every fresh benchmark
-process compiles all of tracekit's modules again. That costs import time, which no row
+compiled code.  The benchmark venv installs tracekit editable, from the source tree, where
+nothing is compiled until an import writes it, and an environment with
+``PYTHONDONTWRITEBYTECODE`` set (this project's CI machines and containers have it) never
+writes it: then every fresh benchmark process compiles all of tracekit's modules again. That costs import time, which no row
 times, and leaves the compiler's freed memory in the process: 5-7 MB more peak RSS in a
 parse, measured (docs/performance.md, round 12).  So the benchmark scripts compile first.
 
