@@ -18,13 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
-
-from ._native import usable
-
-try:  # the whole-file gunzip (parsers/_inflate.c), built when a C compiler was there
-    from . import _inflate
-except ImportError:  # pragma: no cover - depends on the build
-    _inflate = None  # type: ignore[assignment]
+from tracekit.native import load
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -368,7 +362,7 @@ def _read_whole(path: Path, size: int, progress: ProgressSink | None, head: byte
 
 
 def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: int) -> WholeBuffer | None:
-    inflate = usable(_inflate)
+    inflate = load("inflate")
     if inflate is None or size < 20 or size > WHOLE_MAX_BYTES:
         return None
     # a gzip member ends with its content's size (modulo 4 GiB): the last member's tells

@@ -37,6 +37,7 @@ import msgspec
 import polars as pl
 
 from tracekit.errors import TraceCorruptError, TraceFormatError
+from tracekit.native import ArrowCapsules, load, release_free_heap
 from tracekit.schema import (
     COUNTERS,
     DEVICES,
@@ -62,17 +63,7 @@ from tracekit.schema import (
 )
 
 from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks, iter_whole_chunks
-from ._native import ArrowCapsules, release_free_heap, usable
 from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream, open_whole
-
-try:  # the native scanner (parsers/_kineto_scan.c), built when a C compiler was there
-    from . import _kineto_scan
-except ImportError:  # pragma: no cover - an install without a compiler
-    _kineto_scan = None  # type: ignore[assignment]
-try:  # the native flow binding (parsers/_flowbind.c), built with the scanner
-    from . import _flowbind
-except ImportError:  # pragma: no cover - an install without a compiler
-    _flowbind = None  # type: ignore[assignment]
 
 Num = Union[int, float, str, None]  # noqa: UP007 - msgspec needs a runtime union
 
@@ -454,7 +445,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
 
 def native_scanner() -> Any:
     """The native chunk scanner, or None when it was not built or ``TRACEKIT_PURE_PYTHON=1``."""
-    return usable(_kineto_scan)
+    return load("kineto_scan")
 
 
 # column kinds of the native scanner (the K_* enum of _kineto_scan.c); _K_TIME_NS: a time
@@ -1936,9 +1927,9 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
     The canonical order sorts rows of one start time by duration, longest first, so among
     the slices that start together the innermost one is the one with the largest event id.
     The rows are joined on one 64-bit hash of (pid, tid, start) and the matches checked on
-    the real columns; the native binding (parsers/_flowbind.c), where it was built, gives
+    the real columns; the native binding (tracekit/native/_flowbind.c), where it was built, gives
     the same result from one hash table over the endpoints' keys."""
-    native = usable(_flowbind)
+    native = load("flowbind")
     if native is not None:
         columns = [
             *(flow_rows.get_column(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns")),
@@ -2006,7 +1997,7 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         return FLOWS.conform(joined).sort(["flow_kind", "flow_id", "src_event_id", "dst_event_id"])
     native = _native_pairing(ends.height)
     if native is not None:
-        # the native pairing (parsers/_flowbind.c): every (kind, id) with its first source
+        # the native pairing (tracekit/native/_flowbind.c): every (kind, id) with its first source
         # and destination in one pass over the rows, the flows handed back in the order
         # below, by (kind, id) (on up to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
         # (the end as uint8 flags and the kind as its uint32 codes: the native pairing reads
@@ -2095,10 +2086,10 @@ def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]
     where the native sort made it, its inverse (the event id of each row, as
     :func:`_slices` wants it), else None.
 
-    The native sort (parsers/_flowbind.c, ``order``), where it was built, takes tables of up
+    The native sort (tracekit/native/_flowbind.c, ``order``), where it was built, takes tables of up
     to :data:`_NATIVE_ORDER_MAX_ROWS` rows: a radix sort of the starts, then the rows that
     share a start sorted by every key, in one call instead of some ten polars queries."""
-    native = None if events.height > _NATIVE_ORDER_MAX_ROWS else usable(_flowbind)
+    native = None if events.height > _NATIVE_ORDER_MAX_ROWS else load("flowbind")
     names = events.columns
     if (
         native is None
@@ -2136,14 +2127,14 @@ _NATIVE_PAIRING_MAX_ROWS = 200_000
 
 def _native_pairing(rows: int) -> Any:
     """The native module for a pairing of ``rows`` rows, or None for the polars path."""
-    return None if rows > _NATIVE_PAIRING_MAX_ROWS else usable(_flowbind)
+    return None if rows > _NATIVE_PAIRING_MAX_ROWS else load("flowbind")
 
 
 def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
     """The links by correlation id: every GPU activity whose id names exactly one launch
     call, in event order (``event_id`` is the row number: the events are in canonical order).
 
-    The native pairing (parsers/_flowbind.c), where it was built, gives the same rows from
+    The native pairing (tracekit/native/_flowbind.c), where it was built, gives the same rows from
     one hash table over the launch calls' ids, in place of the five polars queries below
     (on tables of up to :data:`_NATIVE_PAIRING_MAX_ROWS` events)."""
     native = _native_pairing(events.height)

@@ -262,7 +262,7 @@ def markdown(rows: list[dict[str, Any]], whole: list[dict[str, Any]], repeat: in
     out += [
         "Where the time goes: nearly all in polars (clipping events to the window, cutting each thread's",
         "timeline at every event boundary, the as-of joins that find launches, sync sources and cross-stream",
-        "waits); the longest paths themselves run in a C kernel (tracekit/analysis/_dag.c; networkx, about",
+        "waits); the longest paths themselves run in a C kernel (tracekit/native/_dag.c; networkx, about",
         "half of the time before it, stays the fallback), after",
         "contracting every run of a thread's stretches and every activity + stream gap into single edges",
         "(about a third of the nodes remain). The graphs are not comparable one to one: HTA keeps a start and an",

@@ -503,9 +503,9 @@ def machine_text(
     )
 
 
-#: how the tracekit rows decoded Kineto JSON (parsers/_kineto_scan.c, or the msgspec fallback)
+#: how the tracekit rows decoded Kineto JSON (tracekit/native/_kineto_scan.c, or the msgspec fallback)
 _DECODING = {
-    "native": "native scanner (parsers/_kineto_scan.c)",
+    "native": "native scanner (tracekit/native/_kineto_scan.c)",
     "msgspec": "msgspec path (native scanner not built, or TRACEKIT_PURE_PYTHON=1)",
 }
 

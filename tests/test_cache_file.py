@@ -1,5 +1,5 @@
 """The cache's one-file entries (tracekit/cache.py): read back identical on both readers
-(the memory-mapping native one, tracekit/_colmap.c, and the pyarrow fallback), and a damaged
+(the memory-mapping native one, tracekit/native/_colmap.c, and the pyarrow fallback), and a damaged
 or hostile file is dropped and parsed again, never trusted and never a crash."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tracekit.parsers import parse
 from tracekit.schema import TABLES, TraceTables
 
 NATIVE = tk_cache._native() is not None
-READERS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")), "python"]
+READERS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")), "python"]
 TRACES = ["synthetic/healthy.kineto.json", "synthetic/dataloader_stall.nsys.sqlite"]
 
 
@@ -67,7 +67,7 @@ def test_cached_tables_read_back_identical(name: str, reader: str, monkeypatch: 
         _same(tables, back)
 
 
-@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+@pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")
 def test_distinct_strings_are_stored_once(monkeypatch: pytest.MonkeyPatch) -> None:
     path = SAMPLE_TRACES / TRACES[0]
     parsed = parse(path)
@@ -361,7 +361,7 @@ def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables
         tk_cache._write_tables(file, tables)
 
 
-@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+@pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")
 @pytest.mark.parametrize("row", [0, 5, 7, 8, 9, 15, 16, -9, -8, -2, -1])
 def test_every_dictionary_code_is_checked(row: int, kineto_tables: TraceTables) -> None:
     """The one-byte codes are checked eight at a time, then the rest one by one: a code
@@ -379,7 +379,7 @@ def test_every_dictionary_code_is_checked(row: int, kineto_tables: TraceTables) 
             assert frames["events"]["kind"][row] == kineto_tables.events.schema["kind"].categories[n - 1]  # type: ignore[attr-defined]
 
 
-@pytest.mark.skipif(not NATIVE, reason="tracekit._colmap not built")
+@pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")
 def test_inline_strings_are_read_as_utf8(kineto_tables: TraceTables) -> None:
     """A short (inline) string: ASCII, multi-byte UTF-8 and bytes past its length (which
     polars never reads) are taken; a byte that is not UTF-8 is refused."""

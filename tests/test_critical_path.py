@@ -666,7 +666,7 @@ def test_what_if_lengths_equal_networkx_longest_path(edges: list[tuple[int, int,
 
 
 # --------------------------------------------------------------------------------------------
-# the native longest-path kernel (tracekit/analysis/_dag.c) against the networkx path
+# the native longest-path kernel (tracekit/native/_dag.c) against the networkx path
 
 
 def _random_steps(draw_edges: list[list[tuple[int, int, int, int]]], cyclic: bool) -> pl.DataFrame:

@@ -1,4 +1,4 @@
-"""The native flow binding (parsers/_flowbind.c) gives what the polars binding gives.
+"""The native flow binding (tracekit/native/_flowbind.c) gives what the polars binding gives.
 
 Every flow endpoint is bound to the slice with its (pid, tid, start) and the largest event
 id, or to nothing; a null in a key never matches.  Both paths of
@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracekit.native import ArrowCapsules, compiled
 from tracekit.parsers import kineto
-from tracekit.parsers._native import ArrowCapsules
 from tracekit.schema import EVENT_KIND, FLOWS, LINKS
 
-native = pytest.mark.skipif(kineto._flowbind is None, reason="the native flow binding was not built")
+FLOWBIND = compiled("flowbind")
+native = pytest.mark.skipif(FLOWBIND is None, reason="the native flow binding was not built")
 
 
 def _frames(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -118,9 +119,9 @@ def test_native_binding_rejects_a_column_that_is_not_int64() -> None:
     bad = pl.Series("x", [1.5, 2.5])
     good = pl.Series("y", [1, 2], dtype=pl.Int64)
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.bind(bad, good, good, good, good, good, good)
+        FLOWBIND.bind(bad, good, good, good, good, good, good)
     with pytest.raises(ValueError, match="differ in length"):
-        kineto._flowbind.bind(good, good, good.head(1), good, good, good, good)
+        FLOWBIND.bind(good, good, good.head(1), good, good, good, good)
 
 
 def test_flows_of_null_ids_come_in_one_order() -> None:
@@ -199,15 +200,15 @@ def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
     ).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
     assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
     with pytest.raises(ValueError, match="differ in length"):
-        kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
+        FLOWBIND.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
     # the kind may be any of the narrow integer types (an enum's codes), the ids only int64
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.links(pl.Series([1], dtype=pl.Int64), pl.Series([1], dtype=pl.Int32), 1, 2)
+        FLOWBIND.links(pl.Series([1], dtype=pl.Int64), pl.Series([1], dtype=pl.Int32), 1, 2)
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.links(pl.Series([1.0], dtype=pl.Float64), pl.Series([1], dtype=pl.Int64), 1, 2)
+        FLOWBIND.links(pl.Series([1.0], dtype=pl.Float64), pl.Series([1], dtype=pl.Int64), 1, 2)
     kinds, ids = [0, 1, 1, 0, None, 1], [5, 5, 6, None, 6, 7]
     for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
-        got = kineto._flowbind.links(pl.Series(kinds, dtype=dtype), pl.Series(ids, dtype=pl.Int64), 1, 2)
+        got = FLOWBIND.links(pl.Series(kinds, dtype=dtype), pl.Series(ids, dtype=pl.Int64), 1, 2)
         assert [pl.Series(ArrowCapsules(c)).to_list() for c in got] == [[0], [1], [5]]
 
 
@@ -254,9 +255,9 @@ def test_native_pairing_matches_polars(
 def test_native_pairing_rejects_columns_of_other_lengths() -> None:
     one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
     with pytest.raises(ValueError, match="differ in length"):
-        kineto._flowbind.pair(one, one, two, one)
+        FLOWBIND.pair(one, one, two, one)
     with pytest.raises(TypeError, match="int64"):  # the ids are int64 only
-        kineto._flowbind.pair(one, one, one.cast(pl.Int32), one)
+        FLOWBIND.pair(one, one, one.cast(pl.Int32), one)
 
 
 @native
@@ -268,7 +269,7 @@ def test_native_pairing_reads_narrow_ends_and_kinds() -> None:
     event_id = pl.Series([10, 11, 12, None, 14, 15, 16, 17], dtype=pl.Int64)
 
     def paired(dtype: pl.DataType) -> list[list[int | None]]:
-        out = kineto._flowbind.pair(pl.Series(end, dtype=dtype), pl.Series(kind, dtype=dtype), flow_id, event_id)
+        out = FLOWBIND.pair(pl.Series(end, dtype=dtype), pl.Series(kind, dtype=dtype), flow_id, event_id)
         return [pl.Series(ArrowCapsules(c)).to_list() for c in out]
 
     want = [[4, -3, 9], [0, 1, 1], [None, 15, 10], [12, 16, 11]]
@@ -282,7 +283,7 @@ def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
     monkeypatch.setattr(kineto, "_NATIVE_PAIRING_MAX_ROWS", 100)
     assert kineto._native_pairing(101) is None
-    assert kineto._native_pairing(100) is kineto._flowbind
+    assert kineto._native_pairing(100) is FLOWBIND
     events = _events(31, 500, True, 1)
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
     pure = kineto._correlation_links(events)
@@ -371,16 +372,16 @@ def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: 
 
 @native
 def test_native_order_rejects_bad_columns() -> None:
-    assert kineto._flowbind is not None
+    assert FLOWBIND is not None
     start = pl.Series([1, 2], dtype=pl.Int64)
     with pytest.raises(ValueError, match="differ in length"):
-        kineto._flowbind.order(start, pl.Series([1], dtype=pl.Int64))
+        FLOWBIND.order(start, pl.Series([1], dtype=pl.Int64))
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.order(start, pl.Series([1.0, 2.0]))
+        FLOWBIND.order(start, pl.Series([1.0, 2.0]))
     with pytest.raises(TypeError, match="int64"):
-        kineto._flowbind.order(start.cast(pl.Int32), start)
+        FLOWBIND.order(start.cast(pl.Int32), start)
     with pytest.raises(TypeError):
-        kineto._flowbind.order(start)
+        FLOWBIND.order(start)
 
 
 def test_final_ids_on_the_series_match_the_expression() -> None:

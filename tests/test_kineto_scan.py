@@ -1,4 +1,4 @@
-"""The native Kineto scanner (parsers/_kineto_scan.c) against the msgspec path it replaces.
+"""The native Kineto scanner (tracekit/native/_kineto_scan.c) against the msgspec path it replaces.
 
 Each tiny chunk is decoded both ways: the scanner either gives exactly the frame
 ``_columns`` gives, or leaves the chunk to the msgspec path (None), or, for text that is
@@ -14,9 +14,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from tracekit.native import compiled
 from tracekit.parsers import kineto
 
-NATIVE = kineto._kineto_scan
+NATIVE = compiled("kineto_scan")
 needs_native = pytest.mark.skipif(
     NATIVE is None, reason="the native scanner was not built (no C compiler when tracekit was installed)"
 )

@@ -78,7 +78,7 @@ def test_a_two_gigabyte_trace_parses_in_under_four_gigabytes(tmp_path: Path) -> 
 
 _TRIM_CHILD = """
 import ctypes
-from tracekit.parsers._native import _malloc_trim, release_free_heap
+from tracekit.native import _malloc_trim, release_free_heap
 
 def anon_kb():
     status = open("/proc/self/status").read().split("\\n")

@@ -16,6 +16,7 @@ import tracekit
 from tracekit.analysis import sweep
 from tracekit.analysis.replay import fix_edit, replay
 from tracekit.analysis.steps import find_steps
+from tracekit.native import PURE_PYTHON_ENV, compiled
 
 native = pytest.mark.skipif(not sweep.native_available(), reason="native sweeps unavailable (not built, or TRACEKIT_PURE_PYTHON=1)")
 
@@ -63,7 +64,8 @@ def test_native_kahn_equals_python(graph: tuple[int, list[tuple[int, int]]]) -> 
 
 @native
 def test_native_kernel_refuses_bad_input() -> None:
-    from tracekit.analysis import _sweep  # type: ignore[attr-defined]
+    _sweep = compiled("sweep")
+    assert _sweep is not None
 
     src, dst = _col([0, 5]), _col([1, 1])  # node 5 of 2
     with pytest.raises(ValueError, match="outside"):
@@ -81,7 +83,8 @@ def test_native_kernel_refuses_bad_input() -> None:
 
 @native
 def test_native_column_reader() -> None:
-    from tracekit.analysis import _sweep  # type: ignore[attr-defined]
+    _sweep = compiled("sweep")
+    assert _sweep is not None
 
     # a column of several chunks is read whole and in order
     chunked = pl.concat([_col([1, 2]), _col([]), _col([3, -(1 << 63)])], rechunk=False)
@@ -112,7 +115,7 @@ def test_overflow_falls_back_to_python_integers() -> None:
 
 
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(sweep.PURE_PYTHON_ENV, "1")
+    monkeypatch.setenv(PURE_PYTHON_ENV, "1")
     assert not sweep.native_available()
     assert sweep.longest(3, _col([0, 1]), _col([1, 2]), [_col([2, 3])])[0].to_list() == [0, 2, 5]
 
@@ -124,7 +127,7 @@ def test_replay_is_the_same_without_the_native_sweep(tmp_path: Path, monkeypatch
     steps = find_steps(tables.events, tables.links).frame
     edits = [e for k in ("host_device_sync", "launch_bound", "cpu_bound", "data_loading") if (e := fix_edit(k)) is not None]
     fast = replay(tables.events, tables.links, steps, edits).steps
-    monkeypatch.setenv(sweep.PURE_PYTHON_ENV, "1")
+    monkeypatch.setenv(PURE_PYTHON_ENV, "1")
     slow = replay(tables.events, tables.links, steps, edits).steps
     assert fast.equals(slow)
     assert fast.height > 0

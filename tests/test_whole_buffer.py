@@ -1,5 +1,5 @@
 """The Kineto reader's whole-buffer input: a plain file read whole, a gzip decompressed whole by
-libdeflate (parsers/_inflate.c), chunks cut in place.  It must give what the streaming path
+libdeflate (tracekit/native/_inflate.c), chunks cut in place.  It must give what the streaming path
 gives (the same chunks, the same salvage of truncated and damaged files, the same limit),
 and fall back to that path wherever it cannot be used."""
 
@@ -18,14 +18,11 @@ import pytest
 import tracekit.parsers._source as source
 import tracekit.parsers.kineto as kineto
 from tracekit.errors import TraceTooLargeError
+from tracekit.native import compiled
 from tracekit.parsers._jsonarray import ArrayStream, NotATraceArray, iter_buffer_chunks, iter_event_chunks
 from tracekit.parsers.kineto import read_kineto
 
-_inflate: Any
-try:
-    from tracekit.parsers import _inflate
-except ImportError:  # built without a compiler
-    _inflate = None
+_inflate: Any = compiled("inflate")
 
 
 def _decode(chunk: bytes | memoryview) -> list[Any]:

@@ -23,7 +23,7 @@ The file holds every table's columns as uncompressed Arrow buffers (64-byte alig
 a JSON header that gives each column's Arrow format, length, null count and buffer
 offsets, and the trace's :class:`TraceInfo`.  Reading maps the file and hands the buffers
 to polars through the Arrow C Data Interface without decoding or copying them
-(``tracekit._colmap``, a small C extension): a second open costs a few milliseconds (3-4 ms
+(``tracekit.native._colmap``, a small C extension): a second open costs a few milliseconds (3-4 ms
 for the 26-87 MB shared traces in a fresh process; more for a 300 MB trace: the checks
 below read bitmaps, string views and codes), and a page of a column is read from the page
 cache only when an analysis first touches it.
@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -65,7 +64,8 @@ from typing import Any
 import polars as pl
 
 from ._version import __version__
-from .parsers._native import ArrowCapsules, pure_python_requested
+from .native import ArrowCapsules
+from .native import load as load_native
 from .progress import Progress
 from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
@@ -186,14 +186,9 @@ def _align(n: int) -> int:
 
 
 def _native() -> ModuleType | None:
-    """The memory-mapping reader (tracekit/_colmap.c), or None: not built, or
-    ``TRACEKIT_PURE_PYTHON=1`` asks for the pyarrow path (same tables)."""
-    if pure_python_requested():
-        return None
-    try:
-        return importlib.import_module("tracekit._colmap")
-    except ImportError:
-        return None
+    """The memory-mapping reader (tracekit/native/_colmap.c), or None: not built, or
+    ``TRACEKIT_PURE_PYTHON`` asks for the pyarrow path (same tables)."""
+    return load_native("colmap")
 
 
 # Arrow C Data Interface format strings of the column types the canonical tables use

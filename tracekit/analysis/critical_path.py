@@ -54,8 +54,8 @@ from typing import Any
 import networkx as nx
 import polars as pl
 
+from ..native import load as load_native
 from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
-from . import native as native_modules
 from . import patterns
 from .causes import CP_CAUSES
 from .classify import is_blocking_call, is_host_wait_row
@@ -420,9 +420,9 @@ _DAG_OK = 0
 
 
 def _native_dag() -> Any:
-    """The native longest-path kernel (tracekit/analysis/_dag.c), or None where it was not
-    built or ``TRACEKIT_PURE_PYTHON=1`` asks for the pure Python path."""
-    return native_modules.load("_dag")
+    """The native longest-path kernel (tracekit/native/_dag.c), or None where it was not
+    built or ``TRACEKIT_PURE_PYTHON`` asks for the pure Python path."""
+    return load_native("dag")
 
 
 def _native_ok(edges: pl.DataFrame, weights: Sequence[str]) -> bool:

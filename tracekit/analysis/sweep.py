@@ -3,7 +3,7 @@
 The replay (:mod:`.replay`) replays a group of steps by relaxing every edge of its graph once,
 in the topological order of the edges' heads, for the unchanged graph and for each fix: one
 sweep per scenario.  These are the only per-edge loops of the replay, so they run in native
-code (``tracekit.analysis._sweep``, a small C extension built when the install has a
+code (``tracekit.native._sweep``, a small C extension built when the install has a
 compiler), which reads the columns through the Arrow C stream interface; the pure-Python
 loops below are the fallback and give identical results (``TRACEKIT_PURE_PYTHON=1`` forces
 them, and they take over when a distance would leave int64, where Python's integers do not
@@ -18,15 +18,12 @@ from types import ModuleType
 
 import polars as pl
 
-from . import native as native_modules
-
-#: set to 1 to use the pure-Python sweeps even where the native module is built
-PURE_PYTHON_ENV = native_modules.PURE_PYTHON_ENV
+from ..native import load
 
 
 def _native() -> ModuleType | None:
     """The compiled module, or None (not built, or the pure-Python path is asked for)."""
-    return native_modules.load("_sweep")
+    return load("sweep")
 
 
 def native_available() -> bool:

@@ -32,7 +32,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
+#include "arrow_abi.h" /* tracekit/native/arrow_abi.h: the Arrow C data interface */
 
 
 /* ---- the shared mapping */

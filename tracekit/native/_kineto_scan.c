@@ -40,7 +40,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
+#include "arrow_abi.h" /* tracekit/native/arrow_abi.h: the Arrow C data interface */
 #ifdef KINETO_SCAN_MMAP
 #include <sys/mman.h>
 #endif
@@ -1834,7 +1834,7 @@ static PyMethodDef column_methods[] = {
 };
 
 static PyTypeObject ColumnType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.parsers._kineto_scan.Column",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.native._kineto_scan.Column",
     .tp_basicsize = sizeof(Column),
     .tp_dealloc = (destructor)column_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1919,7 +1919,7 @@ static PyMethodDef pool_methods[] = {
 };
 
 static PyTypeObject PoolType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.parsers._kineto_scan.Pool",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracekit.native._kineto_scan.Pool",
     .tp_basicsize = sizeof(PoolObject),
     .tp_dealloc = (destructor)pool_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

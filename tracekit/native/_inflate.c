@@ -104,7 +104,7 @@ static PyMethodDef inflate_methods[] = {
 };
 
 static struct PyModuleDef inflate_module = {
-    PyModuleDef_HEAD_INIT, "_inflate", "Whole-file gzip decompression with libdeflate (see parsers/_inflate.c).", 0,
+    PyModuleDef_HEAD_INIT, "_inflate", "Whole-file gzip decompression with libdeflate (see tracekit/native/_inflate.c).", 0,
     inflate_methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,4 +1,4 @@
-# Type stub of the native flow binding built from _flowbind.c (see kineto._bind_endpoints, _flows and _correlation_links).
+# Type stub of the native flow binding built from _flowbind.c (see parsers/kineto.py:_bind_endpoints, _flows and _correlation_links).
 import polars as pl
 
 def bind(

@@ -1,4 +1,4 @@
-# Type stub of the native scanner built from _kineto_scan.c (see kineto._scan_columns).
+# Type stub of the native scanner built from _kineto_scan.c (see parsers/kineto.py, _scan_columns).
 # A column entry is (name, kind, floats, labels, column, labels column); kind 7 is a time
 # column of integers already in nanoseconds (kineto._K_TIME_NS).
 from typing import Literal

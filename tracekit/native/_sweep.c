@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
+#include "arrow_abi.h" /* tracekit/native/arrow_abi.h: the Arrow C data interface */
 
 /* An int64 view of a buffer argument: contiguous, whole 8-byte items, 8-byte aligned. */
 typedef struct {

@@ -1,4 +1,4 @@
-/* Flow endpoints bound to their slices (tracekit.parsers._flowbind).
+/* Flow endpoints bound to their slices (tracekit.native._flowbind).
  *
  * The Kineto reader binds every flow endpoint (a "s" or "f" row of a flow arrow) to the
  * innermost slice that starts at the endpoint's timestamp on the endpoint's track: among
@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "arrow_abi.h" /* parsers/arrow_abi.h: the Arrow C data interface */
+#include "arrow_abi.h" /* tracekit/native/arrow_abi.h: the Arrow C data interface */
 
 
 /* ---- one int64 column: its exported chunks, read in place (never copied) */
@@ -1123,7 +1123,7 @@ static PyMethodDef flowbind_methods[] = {
 };
 
 static struct PyModuleDef flowbind_module = {
-    PyModuleDef_HEAD_INIT, "_flowbind", "Flow endpoints bound to slices, and the events' canonical order (see parsers/_flowbind.c).", 0,
+    PyModuleDef_HEAD_INIT, "_flowbind", "Flow endpoints bound to slices, and the events' canonical order (see tracekit/native/_flowbind.c).", 0,
     flowbind_methods, NULL, NULL, NULL, NULL,
 };
 

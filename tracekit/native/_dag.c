@@ -1,4 +1,4 @@
-/* Longest paths of many small weighted DAGs in one pass (tracekit.analysis._dag).
+/* Longest paths of many small weighted DAGs in one pass (tracekit.native._dag).
  *
  * The critical path takes, for every step, the longest path of the step's dependency graph
  * and, for every what-if, the longest path's length under re-weighted edges.  The pure
