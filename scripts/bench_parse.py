@@ -196,8 +196,8 @@ def child_main(tool: str, path: Path) -> None:
         _report(time.perf_counter() - start, tables.events.height)
         return
     if tool in ("cache", "cache-warm"):
-        from tracekit import cache as tk_cache
         from tracekit import read_trace
+        from tracekit.reading import cache as tk_cache
 
         if not os.environ.get("TRACEKIT_CACHE_DIR"):
             raise SystemExit("cache runs need TRACEKIT_CACHE_DIR (a fresh folder)")

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tracekit.analysis import diagnose  # noqa: E402
-from tracekit.reader import read_trace  # noqa: E402
+from tracekit.reading.trace import read_trace  # noqa: E402
 from tracekit.schema import EVENTS, LINKS, EventKind, TraceTables  # noqa: E402
 
 SOURCE = ROOT / "sample_traces" / "synthetic" / "launch_bound.kineto.json"

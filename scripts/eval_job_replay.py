@@ -36,7 +36,7 @@ from loopsim.jobsim import (  # noqa: E402
 from loopsim.sim import FIXES  # noqa: E402
 
 from tracekit.analysis.diagnose import diagnose_job  # noqa: E402
-from tracekit.job import read_job  # noqa: E402
+from tracekit.reading.job import read_job  # noqa: E402
 
 
 def main() -> int:

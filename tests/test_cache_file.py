@@ -1,4 +1,4 @@
-"""The cache's one-file entries (tracekit/cache.py): read back identical on both readers
+"""The cache's one-file entries (tracekit/reading/cache.py): read back identical on both readers
 (the memory-mapping native one, tracekit/native/_colmap.c, and the pyarrow fallback), and a damaged
 or hostile file is dropped and parsed again, never trusted and never a crash."""
 
@@ -17,8 +17,8 @@ import pytest
 from conftest import SAMPLE_TRACES
 from polars.testing import assert_frame_equal
 
-from tracekit import cache as tk_cache
 from tracekit.parsers import parse
+from tracekit.reading import cache as tk_cache
 from tracekit.schema import TABLES, TraceTables
 
 NATIVE = tk_cache._native() is not None

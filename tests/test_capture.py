@@ -628,7 +628,7 @@ def _names_per_step(trace: Path) -> dict[int, list[str]]:
     """Ranges (tracekit.* and DataLoader) inside each ProfilerStep#N, in order."""
     import polars as pl
 
-    from tracekit.reader import read_trace
+    from tracekit.reading.trace import read_trace
 
     events = read_trace(trace, cache=False).events.filter(pl.col("tid").is_not_null())
     steps = events.filter(pl.col("name").str.contains(r"^ProfilerStep#\d+$")).sort("start_ns")
@@ -687,7 +687,7 @@ def test_capture_fixed_dataloader_is_not_blamed(tmp_path: Path) -> None:
 
 @needs_torch
 def test_capture_two_gloo_ranks_writes_one_trace_per_rank(tmp_path: Path) -> None:
-    from tracekit.job import read_job
+    from tracekit.reading.job import read_job
 
     out = tmp_path / "ddp"
     proc = _capture(out, sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",

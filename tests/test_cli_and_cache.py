@@ -16,8 +16,8 @@ import pytest
 from conftest import write_trace
 
 import tracekit
-from tracekit import cache as tk_cache
 from tracekit.cli import main
+from tracekit.reading import cache as tk_cache
 from tracekit.schema import TABLES, TraceTables
 
 
@@ -34,7 +34,7 @@ def test_read_trace_uses_the_cache_and_never_serves_stale_data(tmp_path: Path, m
     first = tracekit.read_trace(path)
     assert first.events.height == 3
 
-    import tracekit.reader as reader
+    import tracekit.reading.trace as reader
 
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("parsed again although the content did not change")
@@ -55,7 +55,7 @@ def test_read_trace_uses_the_cache_and_never_serves_stale_data(tmp_path: Path, m
 
 
 def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    import tracekit.reader as reader
+    import tracekit.reading.trace as reader
 
     parsed: list[Path] = []
     real = reader.parse
@@ -135,7 +135,7 @@ def test_a_remembered_key_whose_entry_was_removed_parses_again(tmp_path: Path, m
 
 
 def test_clear_removes_the_nsight_exports_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a .nsys-rep is exported to SQLite under exports/<key>/ (tracekit/reader.py): cleared too
+    # a .nsys-rep is exported to SQLite under exports/<key>/ (tracekit/reading/trace.py): cleared too
     export = tk_cache.cache_dir() / "exports" / ("0" * 64) / "report.sqlite"
     export.parent.mkdir(parents=True)
     export.write_bytes(b"SQLite format 3\x00")
@@ -222,10 +222,10 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
     assert str(bad) in proc.stderr
 
 
-HEADLESS = ["tracekit", "tracekit.schema", "tracekit.errors", "tracekit.reader", "tracekit.cache", "tracekit.parsers",
+HEADLESS = ["tracekit", "tracekit.schema", "tracekit.errors", "tracekit.reading.trace", "tracekit.reading.cache", "tracekit.parsers",
             "tracekit.parsers.kineto", "tracekit.parsers.nsight", "tracekit.analysis", "tracekit.analysis.diagnose",
             "tracekit.analysis.replay", "tracekit.analysis.job_replay", "tracekit.analysis.efficiency",
-            "tracekit.analysis.steady", "tracekit.report", "tracekit.report.formatting", "tracekit.batch", "tracekit.job",
+            "tracekit.analysis.steady", "tracekit.report", "tracekit.report.formatting", "tracekit.batch", "tracekit.reading.job",
             "tracekit.api", "tracekit.progress"]
 
 

@@ -332,7 +332,7 @@ def test_job_per_rank_numbers_describe_the_rank_step(folder: str) -> None:
     from conftest import shared_trace
 
     from tracekit.analysis.diagnose import diagnose_job
-    from tracekit.job import read_job
+    from tracekit.reading.job import read_job
 
     m = diagnose_job(read_job(shared_trace(folder))).multirank
     for row in m.per_rank.iter_rows(named=True):

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 # Modules whose docstrings carry examples for the public API (read_trace, diagnose, read_job, analyze, diff).
-MODULES = ["tracekit.reader", "tracekit.analysis.diagnose", "tracekit.job", "tracekit.api", "tracekit.progress", "tracekit.cli._progress"]
+MODULES = ["tracekit.reading.trace", "tracekit.analysis.diagnose", "tracekit.reading.job", "tracekit.api", "tracekit.progress", "tracekit.cli._progress"]
 
 
 @pytest.mark.parametrize("name", MODULES)

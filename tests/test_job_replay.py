@@ -30,7 +30,7 @@ from tracekit.analysis.diagnose import JobDiagnosis, diagnose_job
 from tracekit.analysis.job_replay import JobModel, model_job
 from tracekit.analysis.multirank import COLLECTIVES_SCHEMA, MATCH_KEY, MATCHING, match_collectives
 from tracekit.cli import main
-from tracekit.job import read_job
+from tracekit.reading.job import read_job
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from tracekit.analysis import diagnose, diagnose_job
 from tracekit.analysis.multirank import analyze_ranks, collective_op, rank_profiles
 from tracekit.cli import main
 from tracekit.errors import UsageError
-from tracekit.job import (
+from tracekit.reading.job import (
     CaptureMetadata,
     FileMeta,
     assign_ranks,

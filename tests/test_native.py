@@ -25,8 +25,10 @@ def test_pure_python_for_every_module(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_pure_python_for_some_modules(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "dag, sweep")
     assert not native.pure_python_requested()
-    assert native.pure_python_requested("dag") and native.pure_python_requested("sweep")
-    assert native.load("dag") is None and native.load("sweep") is None
+    assert native.pure_python_requested("dag")
+    assert native.pure_python_requested("sweep")
+    assert native.load("dag") is None
+    assert native.load("sweep") is None
     assert native.load("flowbind") is native.compiled("flowbind")
 
 

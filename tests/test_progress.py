@@ -22,7 +22,7 @@ from conftest import SAMPLE_TRACES
 from tracekit.analysis import diagnose
 from tracekit.cli._progress import ProgressLine, render_line
 from tracekit.progress import Progress, ProgressState
-from tracekit.reader import read_trace
+from tracekit.reading.trace import read_trace
 
 TRACE = SAMPLE_TRACES / "synthetic" / "dataloader_stall.kineto.json"
 NSYS = SAMPLE_TRACES / "synthetic" / "dataloader_stall.nsys.sqlite"
@@ -71,11 +71,11 @@ def test_gzip_counts_compressed_bytes_against_the_file_size(tmp_path: Path) -> N
 
 def test_cached_reads_hash_then_load_and_do_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first read hashes, parses and stores; the second of the unchanged file at the same
-    path neither hashes nor parses (its identity is remembered, see tracekit.cache)."""
-    import tracekit.cache
+    path neither hashes nor parses (its identity is remembered, see tracekit.reading.cache)."""
+    import tracekit.reading.cache
 
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(tracekit.cache, "SETTLE_NS", 0)  # however recently the checkout wrote the file
+    monkeypatch.setattr(tracekit.reading.cache, "SETTLE_NS", 0)  # however recently the checkout wrote the file
     first = Recorder()
     read_trace(TRACE, progress=Progress(on_update=first))
     assert first.phases() == ["hashing", "loading cached tables", "reading", "decoding", "caching"]
@@ -238,7 +238,7 @@ def test_the_tui_loading_bar_hears_phases_and_bytes() -> None:
 
 
 def test_a_job_folder_reports_each_rank_file(tmp_path: Path) -> None:
-    from tracekit.job import read_job
+    from tracekit.reading.job import read_job
 
     rec = Recorder()
     folder = SAMPLE_TRACES / "captures" / "ddp_gloo"

@@ -24,7 +24,6 @@ from polars.testing import assert_frame_equal
 from test_batch import _archive
 
 import tracekit
-from tracekit import cache as tk_cache
 from tracekit.analysis import diagnose
 from tracekit.batch import BATCH_TABLES
 from tracekit.capture import torch_hooks
@@ -33,6 +32,7 @@ from tracekit.capture.runtime import Session
 from tracekit.cli import main
 from tracekit.errors import TraceTooLargeError
 from tracekit.parsers import parse
+from tracekit.reading import cache as tk_cache
 from tracekit.report import to_json_dict
 from tracekit.schema import TABLE_NAMES
 
@@ -87,7 +87,7 @@ def test_cache_can_be_deleted_at_any_time(tmp_path: Path, monkeypatch: pytest.Mo
     entries = list((cache_dir / "traces").glob("*/*"))
     assert len(entries) == 1
 
-    import tracekit.reader as reader
+    import tracekit.reading.trace as reader
 
     real_parse = reader.parse
 

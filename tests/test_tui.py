@@ -89,7 +89,7 @@ def text_of(app: TracekitApp, selector: str) -> str:
 
 
 CORE_MODULES = [
-    "tracekit", "tracekit.reader", "tracekit.analysis", "tracekit.analysis.view", "tracekit.report", "tracekit.job",
+    "tracekit", "tracekit.reading.trace", "tracekit.analysis", "tracekit.analysis.view", "tracekit.report", "tracekit.reading.job",
     "tracekit.tui.loader", "tracekit.tui.model",
 ]
 

@@ -18,7 +18,7 @@ import pytest
 import tracekit.parsers._source as source
 import tracekit.parsers.kineto as kineto
 from tracekit.errors import TraceTooLargeError
-from tracekit.native import compiled
+from tracekit.native import compiled, load
 from tracekit.parsers._jsonarray import ArrayStream, NotATraceArray, iter_buffer_chunks, iter_event_chunks
 from tracekit.parsers.kineto import read_kineto
 
@@ -105,7 +105,7 @@ def _write_gz(path: Path, data: bytes, members: int = 1) -> Path:
 
 
 def _libdeflate_there() -> bool:
-    if source.usable(_inflate) is None:
+    if load("inflate") is None:
         return False
     buffer = bytearray(16)
     return any(_inflate.gunzip(gzip.compress(b"x"), buffer, name) is not None for name in source.LIBDEFLATE_NAMES)
@@ -243,7 +243,7 @@ def test_without_libdeflate_or_with_pure_python_the_gzip_streams(tmp_path: Path,
         m.setenv("TRACEKIT_PURE_PYTHON", "1")
         assert source.open_whole(path) is None
     with monkeypatch.context() as m:  # an install without a compiler
-        m.setattr(source, "_inflate", None)
+        m.setattr(source, "load", lambda name: None)
         assert source.open_whole(path) is None
 
 

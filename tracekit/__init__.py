@@ -22,13 +22,13 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .api import analyze, diff
     from .marks import range, step
-    from .reader import read_trace
+    from .reading.trace import read_trace
     from .schema import TraceInfo, TraceTables
 
 _LAZY = {
     "analyze": ("tracekit.api", "analyze"),
     "diff": ("tracekit.api", "diff"),
-    "read_trace": ("tracekit.reader", "read_trace"),
+    "read_trace": ("tracekit.reading.trace", "read_trace"),
     "TraceTables": ("tracekit.schema", "TraceTables"),
     "TraceInfo": ("tracekit.schema", "TraceInfo"),
     "step": ("tracekit.marks", "step"),

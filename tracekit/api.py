@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .analysis.compare import Change, DiffResult
     from .analysis.diagnose import Diagnosis, JobDiagnosis
     from .analysis.view import StepView
-    from .job import Job
+    from .reading.job import Job
     from .schema import TraceInfo, TraceTables
 
 #: what ``what_if=`` accepts: ``"cause=factor"``, several of them, or a mapping cause → factor
@@ -139,8 +139,8 @@ def analyze(
             message names the file and the problem), or ``what_if`` is asked of a folder.
     """
     from .analysis.diagnose import diagnose, diagnose_job
-    from .job import read_job, read_jobs
-    from .reader import read_trace
+    from .reading.job import read_job, read_jobs
+    from .reading.trace import read_trace
 
     questions = what_if_questions(what_if)
     if not isinstance(path, (str, os.PathLike)):
@@ -182,7 +182,7 @@ def _as_trace_report(x: str | Path | TraceReport, *, cache: bool) -> TraceReport
     if not isinstance(x, (str, Path)):
         raise UsageError(f"diff expects a trace path or a TraceReport, got {type(x).__name__}")
     from .analysis import diagnose
-    from .reader import read_trace
+    from .reading.trace import read_trace
 
     tables = read_trace(Path(x), cache=cache)
     return TraceReport(diagnose(tables), tables)

@@ -42,7 +42,7 @@ from .timeline import Timeline, analyze_timeline, gpu_activity
 from .whatif import WhatIf, WhatIfResult, finding_what_if
 
 if TYPE_CHECKING:
-    from ..job import Job, RankTrace
+    from ..reading.job import Job, RankTrace
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,7 @@ class JobDiagnosis:
 
 
 def diagnose_job(job: Job, *, on_rank: Callable[[int, RankTrace], None] | None = None) -> JobDiagnosis:
-    """Diagnose each rank of ``job`` (:func:`tracekit.job.read_job`) and compare the ranks.
+    """Diagnose each rank of ``job`` (:func:`tracekit.reading.job.read_job`) and compare the ranks.
 
     ``on_rank(i, rank)`` is called before the ``i``-th rank is diagnosed (for progress).
     """
@@ -367,7 +367,7 @@ def diagnose_ranks(
 ) -> tuple[dict[int, Diagnosis], list[RankProfile]]:
     """Per-rank diagnoses and profiles of one file that may hold several ranks.
 
-    ``parts`` is the file split by rank (:func:`tracekit.job.split_ranks`) and ``whole`` the
+    ``parts`` is the file split by rank (:func:`tracekit.reading.job.split_ranks`) and ``whole`` the
     diagnosis of the whole file: a single-rank file is its own rank's diagnosis; a file of
     several ranks is diagnosed rank by rank, as a job's files are.
     """

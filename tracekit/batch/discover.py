@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import TraceNotFoundError, UsageError
-from ..job import CaptureMetadata, is_trace_name, read_capture_metadata
+from ..reading.job import CaptureMetadata, is_trace_name, read_capture_metadata
 
 MANIFEST_SUFFIXES = (".txt", ".lst", ".list", ".manifest")
 _GLOB_CHARS = set("*?[")

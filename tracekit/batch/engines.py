@@ -90,7 +90,7 @@ def _run_inline(tasks: Sequence[Task], on_result: OnResult, on_start: Callable[[
 def _warm() -> None:
     # import the analysis stack once per worker, before the first task arrives
     import tracekit.analysis
-    import tracekit.reader  # noqa: F401
+    import tracekit.reading.trace  # noqa: F401
 
 
 def _crashed(task: Task, detail: str) -> FileResult:

@@ -4,7 +4,7 @@ The driver (this module) does everything but the per-trace work: it finds the fi
 them (a file whose size and modification time match the previous run keeps its old hash),
 restores results of content analysed before by the same tracekit version, analyses each
 distinct content once on the chosen engine, groups files into jobs
-(:func:`tracekit.job.group_jobs`), compares the ranks of each job
+(:func:`tracekit.reading.job.group_jobs`), compares the ranks of each job
 (:func:`tracekit.analysis.multirank.analyze_ranks`) and writes the tables atomically.
 While the batch runs, the tables are checkpointed every ``checkpoint_s`` seconds and on
 Ctrl-C, so an interrupted batch resumes where it stopped.
@@ -25,7 +25,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis.multirank import MultiRank, RankProfile, analyze_ranks
 from ..errors import UsageError
-from ..job import JobPlan, group_jobs
+from ..reading.job import JobPlan, group_jobs
 from .discover import Discovered, discover
 from .engines import run_tasks
 from .schemas import BATCH_SCHEMA_VERSION, COLLECTIVES, FINDINGS, JOBS, OPS, RANKS, STEPS, TRACES

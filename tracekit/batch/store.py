@@ -28,7 +28,7 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis.multirank import PROFILE_STEPS_SCHEMA, as_collectives
-from ..cache import write_entry
+from ..reading.cache import write_entry
 from .schemas import BATCH_SCHEMA_VERSION, BATCH_TABLES, COLLECTIVES, FINDINGS, OPS, RANKS, STEPS, TRACES
 from .work import FILE_OPS_SCHEMA, FileResult, Task
 

@@ -21,9 +21,9 @@ from .._version import __version__
 from ..analysis.causes import CAUSES
 from ..analysis.efficiency import Efficiency, summarise
 from ..analysis.multirank import COLLECTIVES_SCHEMA, PROFILE_STEPS_SCHEMA, RankProfile
-from ..cache import file_digest
 from ..errors import TracekitError
-from ..job import FileMeta
+from ..reading.cache import file_digest
+from ..reading.job import FileMeta
 from .schemas import OPS
 
 #: epoch instants (ns) between which a trace's clock is taken to be wall-clock time
@@ -139,8 +139,8 @@ def analyze_file(task: Task) -> FileResult:
 
 def _analyze(task: Task, result: FileResult) -> None:
     from ..analysis.diagnose import diagnose, diagnose_ranks
-    from ..job import split_ranks
-    from ..reader import read_trace
+    from ..reading.job import split_ranks
+    from ..reading.trace import read_trace
 
     tables = read_trace(task.path, cache=task.cache)
     d = diagnose(tables)

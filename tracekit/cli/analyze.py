@@ -56,7 +56,7 @@ def analyze_cmd(
     import json
 
     from ..analysis import diagnose
-    from ..reader import read_trace
+    from ..reading.trace import read_trace
     from ..report import render_markdown, render_text, to_json_dict
 
     if trace is None:
@@ -104,7 +104,7 @@ def _analyze_job(folder: Path, fmt: str, no_cache: bool, quiet: bool = False) ->
     import json
 
     from ..analysis.diagnose import diagnose_job
-    from ..job import read_jobs
+    from ..reading.job import read_jobs
     from ..report import (
         job_to_json_dict,
         jobs_to_json_dict,

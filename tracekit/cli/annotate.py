@@ -32,7 +32,7 @@ def annotate_cmd(
     each finding explains.  Works for PyTorch profiler traces and Nsight Systems exports.
     """
     from ..analysis import diagnose
-    from ..reader import read_trace
+    from ..reading.trace import read_trace
     from ..report.annotate import annotated_trace, write_annotated
 
     with progress_line(quiet) as progress:

@@ -13,7 +13,7 @@ def cache_group() -> None:
 @cache_group.command("path")
 def cache_path_cmd() -> None:
     """Print the cache folder."""
-    from ..cache import cache_dir
+    from ..reading.cache import cache_dir
 
     click.echo(str(cache_dir()))
 
@@ -21,7 +21,7 @@ def cache_path_cmd() -> None:
 @cache_group.command("clear")
 def cache_clear_cmd() -> None:
     """Delete every cached trace and Nsight export (they are rebuilt on demand)."""
-    from ..cache import cache_dir, clear
+    from ..reading.cache import cache_dir, clear
 
     n = clear()
     click.echo(f"removed {n} cached trace(s) from {cache_dir()}")

@@ -48,7 +48,7 @@ def diff_cmd(
     from ..analysis import diagnose
     from ..analysis.compare import compare
     from ..errors import AnalysisError
-    from ..reader import read_trace
+    from ..reading.trace import read_trace
     from ..report.diff import diff_to_json_dict, render_diff_html, render_diff_markdown, render_diff_text
 
     with progress_line(quiet) as progress:

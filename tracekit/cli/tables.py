@@ -26,7 +26,7 @@ def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> N
     """
     from ..analysis.efficiency import OP_EFFICIENCY, efficiency
     from ..analysis.steps import find_steps
-    from ..reader import read_trace
+    from ..reading.trace import read_trace
 
     with progress_line(quiet) as progress:
         if progress is not None:
@@ -54,7 +54,7 @@ def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info_cmd(trace: Path, no_cache: bool, as_json: bool) -> None:
     """Summarise what TRACE contains: format, devices, event counts, time span, warnings."""
-    from ..reader import read_trace
+    from ..reading.trace import read_trace
 
     tables = read_trace(trace, cache=not no_cache)
     info = tables.info

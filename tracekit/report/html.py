@@ -468,7 +468,7 @@ def _short(name: str, width: int) -> str:
 
 
 def job_sections(jd: Any, view: StepView | None = None, *, open_ranks: int = 1, show_skipped: bool = True) -> list[str]:
-    """A job of ranks (:class:`tracekit.job.JobDiagnosis`): the ranks side by side, the findings across
+    """A job of ranks (:class:`tracekit.reading.job.JobDiagnosis`): the ranks side by side, the findings across
     ranks, then each rank's breakdown and findings (the first ``open_ranks`` unfolded; ``view``, a
     step of one of the ranks, adds that rank's timeline)."""
     head, data = job_lines(jd)
@@ -565,7 +565,7 @@ OPEN_JOBS = 4
 
 
 def jobs_sections(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, str]] = ()) -> list[str]:
-    """Several jobs (:class:`tracekit.job.JobDiagnosis`, e.g. the jobs of the folder ``title``; names
+    """Several jobs (:class:`tracekit.reading.job.JobDiagnosis`, e.g. the jobs of the folder ``title``; names
     under it are shown relative to it): one row per job, then each job's own summary (unfolded for
     up to :data:`OPEN_JOBS` jobs); ``skipped`` lists (path, reason) of files that are not traces."""
     from .json_report import job_to_json_dict

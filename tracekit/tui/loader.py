@@ -10,7 +10,7 @@ Inputs (see :func:`detect_input`):
 
 * a trace file (Kineto ``.json``/``.json.gz``, Nsight ``.sqlite``/``.nsys-rep``);
 * a capture folder (``metadata.json`` beside ``rank{R}.*.pt.trace.json[.gz]`` files), or
-  any folder of one job's traces, read with :func:`tracekit.job.read_job` (one trace per rank);
+  any folder of one job's traces, read with :func:`tracekit.reading.job.read_job` (one trace per rank);
 * a batch output folder (``traces.parquet``, ``findings.parquet``, ``jobs.parquet``): its
   listing of traces (:attr:`Session.catalog`), with the trace that wasted the most GPU time
   opened first; others open on demand (:func:`load_batch_trace`) from the paths it records.
@@ -28,9 +28,9 @@ import polars as pl
 
 from ..analysis.diagnose import Diagnosis, diagnose, diagnose_job
 from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
-from ..job import is_trace_name
 from ..progress import Progress as PhaseProgress
 from ..progress import ProgressState, describe
+from ..reading.job import is_trace_name
 from ..schema import TraceTables
 
 #: progress callback: fraction done in [0, 1] and what is happening, in words
@@ -168,7 +168,7 @@ class _PhaseReport:
 
 
 def _load_file(path: Path, name: str, report: Progress, lo: float, hi: float, cache: bool) -> LoadedTrace:
-    from ..reader import read_trace
+    from ..reading.trace import read_trace
 
     span = hi - lo
     report(lo, f"reading {path.name}")
@@ -190,8 +190,8 @@ def prepare_trace(name: str, path: str, tables: TraceTables, diagnosis: Diagnosi
 
 
 def _load_capture(folder: Path, report: Progress, cache: bool) -> Session:
-    """A capture folder (or any folder of one job's traces), through :func:`tracekit.job.read_job`."""
-    from ..job import read_job
+    """A capture folder (or any folder of one job's traces), through :func:`tracekit.reading.job.read_job`."""
+    from ..reading.job import read_job
 
     report(0.02, f"reading the traces in {folder.name}")
     job = read_job(folder, cache=cache, progress=PhaseProgress(on_update=_PhaseReport(report, 0.02, 0.5, words_only=True)))

@@ -14,10 +14,10 @@ import os
 import stat
 from pathlib import Path
 
+from ..parsers import detect_format, parse
+from ..progress import Progress
+from ..schema import TraceTables
 from . import cache as _cache
-from .parsers import detect_format, parse
-from .progress import Progress
-from .schema import TraceTables
 
 
 def read_trace(path: str | Path, *, cache: bool = True, format: str | None = None, progress: Progress | None = None) -> TraceTables:
@@ -26,7 +26,7 @@ def read_trace(path: str | Path, *, cache: bool = True, format: str | None = Non
     Args:
         path: a Kineto trace (``.json``, ``.json.gz``), an Nsight Systems export
             (``.sqlite``) or report (``.nsys-rep``, needs ``nsys`` on PATH).
-        cache: use the content-keyed cache (see :mod:`tracekit.cache`): the
+        cache: use the content-keyed cache (see :mod:`tracekit.reading.cache`): the
             second read of the same bytes skips parsing.
         format: force a reader (``kineto``, ``nsys``, ``nsys-rep``) instead of sniffing.
         progress: told each phase (``hashing``, ``loading cached tables``, ``reading``,

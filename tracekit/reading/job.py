@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .errors import TraceFormatError, TracekitError, UsageError
-from .schema import TraceTables
+from ..errors import TraceFormatError, TracekitError, UsageError
+from ..schema import TraceTables
 
 if TYPE_CHECKING:
-    from .progress import Progress
+    from ..progress import Progress
 
 #: file names tracekit treats as traces when it scans a folder
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".qdrep")
@@ -411,7 +411,7 @@ def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = 
 
     Example (from the repository root): the two-rank capture shipped in ``sample_traces``::
 
-        >>> from tracekit.job import read_job
+        >>> from tracekit.reading.job import read_job
         >>> job = read_job("sample_traces/captures/ddp_gloo")
         >>> job.rank_numbers, job.world_size
         ((0, 1), 2)
@@ -421,7 +421,7 @@ def read_job(path_or_paths: str | Path | Sequence[str | Path], *, cache: bool = 
     if isinstance(path_or_paths, (str, Path)):
         root = Path(path_or_paths)
         if not root.exists():
-            from .errors import TraceNotFoundError
+            from ..errors import TraceNotFoundError
 
             raise TraceNotFoundError("no such file or folder", path=root)
         if root.is_dir():
@@ -442,7 +442,7 @@ def _name_of(paths: Sequence[Path]) -> str:
 
 
 def _read_one(path: Path, cache: bool, progress: Progress | None) -> TraceTables:
-    from .reader import read_trace
+    from .trace import read_trace
 
     if progress is not None:
         progress.subject(path.name)
@@ -460,7 +460,7 @@ def read_jobs(folder: str | Path, *, cache: bool = True, progress: Progress | No
     Example (from the repository root): the shipped synthetic traces are one job per file, except
     the two ranks of ``multi_rank``, which are one job in each format::
 
-        >>> from tracekit.job import read_jobs
+        >>> from tracekit.reading.job import read_jobs
         >>> jobs = read_jobs("sample_traces/synthetic")
         >>> len(jobs), [j.name.split("/")[-1] for j in jobs][:2]
         (16, ['dataloader_fixed.kineto.json', 'dataloader_fixed.nsys.sqlite'])
@@ -469,7 +469,7 @@ def read_jobs(folder: str | Path, *, cache: bool = True, progress: Progress | No
     """
     root = Path(folder)
     if not root.exists():
-        from .errors import TraceNotFoundError
+        from ..errors import TraceNotFoundError
 
         raise TraceNotFoundError("no such folder", path=root)
     if not root.is_dir():
@@ -528,7 +528,7 @@ def _read_folder(root: Path, *, cache: bool, progress: Progress | None = None) -
         raise UsageError(
             f"the folder holds the traces of {len(jobs)} different jobs: {listing}",
             path=root,
-            hint="read each job with tracekit.job.read_jobs (tracekit analyze FOLDER summarises every job), or move one "
+            hint="read each job with tracekit.reading.job.read_jobs (tracekit analyze FOLDER summarises every job), or move one "
             "job's rank files into a folder of their own",
         )
     return jobs[0]

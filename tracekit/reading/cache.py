@@ -63,11 +63,11 @@ from typing import Any
 
 import polars as pl
 
-from ._version import __version__
-from .native import ArrowCapsules
-from .native import load as load_native
-from .progress import Progress
-from .schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
+from .._version import __version__
+from ..native import ArrowCapsules
+from ..native import load as load_native
+from ..progress import Progress
+from ..schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
 _MARKER = "complete"
 #: the layout of an entry; part of every key, so an entry of another layout is never read
