@@ -1,7 +1,7 @@
 """``tracekit capture``: the environment contract, the per-process state machine, the wrapper,
 the explicit marks, and end-to-end captures of the examples with torch on the CPU.
 
-The state machine (:class:`tracekit.capture.runtime.Session`) and the torch-facing helpers are
+The state machine (:class:`tracekit.capture.session.Session`) and the torch-facing helpers are
 tested with fakes; the end-to-end tests run real commands (they need torch, and skip without
 it).  CUDA code paths (CUDA activities, sync events, the nsys capture range) are tested with
 fake torch modules here; there is no GPU on the machines these tests run on.
@@ -38,7 +38,7 @@ from tracekit.capture.config import (
     bootstrap_dir,
     trace_name,
 )
-from tracekit.capture.runtime import ProcessFacts, Session
+from tracekit.capture.session import ProcessFacts, Session
 from tracekit.cli import main
 from tracekit.errors import CaptureError, ExternalToolError, UsageError
 

@@ -28,7 +28,7 @@ from tracekit.analysis import diagnose
 from tracekit.batch import BATCH_TABLES
 from tracekit.capture import torch_hooks
 from tracekit.capture.config import CaptureConfig
-from tracekit.capture.runtime import Session
+from tracekit.capture.session import Session
 from tracekit.cli import main
 from tracekit.errors import TraceTooLargeError
 from tracekit.parsers import parse

@@ -15,15 +15,12 @@ never imports the terminal UI):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._version import __version__
 
-if TYPE_CHECKING:
-    from .api import analyze, diff
-    from .marks import range, step
-    from .reading.trace import read_trace
-    from .schema import TraceInfo, TraceTables
+# the names below are typed by __init__.pyi beside this file: importing them here, even for
+# type checkers only, would make the package's top import the front ends below it
 
 _LAZY = {
     "analyze": ("tracekit.api", "analyze"),

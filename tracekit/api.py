@@ -52,7 +52,8 @@ from .errors import UsageError
 
 if TYPE_CHECKING:
     from .analysis.compare import Change, DiffResult
-    from .analysis.diagnose import Diagnosis, JobDiagnosis
+    from .analysis.job_results import JobDiagnosis
+    from .analysis.results import Diagnosis
     from .analysis.view import StepView
     from .reading.job import Job
     from .schema import TraceInfo, TraceTables

@@ -22,12 +22,19 @@ import functools
 import os
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from .capture.runtime import Session
+from typing import Any, Protocol, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Session(Protocol):
+    """What the marks need of a capture session (:class:`tracekit.capture.session.Session`
+    has it): user ranges and user steps."""
+
+    def user_range(self, name: str) -> Any: ...
+    def end(self, handle: Any) -> None: ...
+    def user_step_begin(self) -> bool: ...
+    def user_step_end(self, began: bool) -> None: ...
 
 #: the capture session of this process (set by tracekit.capture.runtime), None when inactive
 _SESSION: Session | None = None

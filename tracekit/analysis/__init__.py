@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from .causes import CAUSES
 from .critical_path import CriticalPath
-from .diagnose import Diagnosis, JobDiagnosis, diagnose, diagnose_job
+from .diagnose import diagnose, diagnose_job
 from .efficiency import Efficiency
 from .findings import Finding
+from .job_results import JobDiagnosis
+from .results import Diagnosis
 from .whatif import WhatIfResult
 
 __all__ = ["CAUSES", "CriticalPath", "Diagnosis", "Efficiency", "Finding", "JobDiagnosis", "WhatIfResult", "diagnose", "diagnose_job"]

@@ -30,8 +30,8 @@ from typing import Any
 import polars as pl
 
 from .causes import CAUSES
-from .diagnose import Diagnosis
 from .efficiency import Efficiency, efficiency_findings
+from .results import Diagnosis
 
 #: step-time changes within this many percent are "within noise" however steady the steps are
 UNCHANGED_PCT = 1.0

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ..progress import Progress
-from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceInfo, TraceTables
+from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceTables
 from .causes import CAUSES
 from .critical_path import CriticalPath, critical_path
 from .efficiency import Efficiency, efficiency, efficiency_findings
@@ -32,55 +31,19 @@ from .findings import (
 )
 from .host import host_breakdown
 from .job_replay import JobModel, from_profiles, rank_job_findings
+from .job_results import JobDiagnosis
 from .kernels import KernelStats, kernel_stats
-from .memory import MemoryHeadroom, memory_headroom
-from .multirank import MultiRank, RankProfile, analyze_ranks, rank_profiles
-from .steady import WarmUp, find_warmup, no_warmup, per_median_step, restate
+from .memory import memory_headroom
+from .multirank import RankProfile, analyze_ranks, rank_profiles
+from .results import Diagnosis
+from .steady import WarmUp, find_warmup, per_median_step, restate
 from .steps import Steps, find_steps
 from .syncs import find_syncs
-from .timeline import Timeline, analyze_timeline, gpu_activity
-from .whatif import WhatIf, WhatIfResult, finding_what_if
+from .timeline import analyze_timeline, gpu_activity
+from .whatif import WhatIf, finding_what_if
 
 if TYPE_CHECKING:
     from ..reading.job import Job, RankTrace
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """Everything tracekit concluded about one trace."""
-
-    info: TraceInfo
-    #: rank, step, start_ns, end_ns, dur_ns, cpu_end_ns, complete, source, warmup, device, gpu_busy_ns,
-    #: utilization; ``complete`` steps are the steady-state population (whole iterations, not warm-up)
-    steps: pl.DataFrame
-    step_sources: dict[int, str]
-    timeline: Timeline
-    syncs: pl.DataFrame
-    kernels: KernelStats
-    memory: tuple[MemoryHeadroom, ...]
-    findings: tuple[Finding, ...]
-    #: cause → share of step time (complete steps, each rank's primary device)
-    breakdown: dict[str, float]
-    #: cause → ms in the median step (share × ``step_ms_median``: adds up to it, see analysis/steady.py)
-    breakdown_ms: dict[str, float]
-    step_ms_median: float | None
-    step_ms_mean: float | None
-    gpu_utilization: float | None
-    data_quality: tuple[str, ...] = field(default_factory=tuple)
-    #: the trace's devices table (names, memory), for display
-    devices: pl.DataFrame = field(default_factory=pl.DataFrame)
-    #: the critical path of every step and its breakdown (None when the trace has no steps)
-    critical_path: CriticalPath | None = None
-    #: the what-if questions the caller asked (``diagnose(..., what_if=...)``), answered
-    what_ifs: tuple[WhatIfResult, ...] = ()
-    #: FLOPs, roofline and MFU (``efficiency.available`` is False without record_shapes)
-    efficiency: Efficiency = field(default_factory=lambda: Efficiency(available=False, reason=None))
-    #: one-time costs found in the profiled window and left out of the steady state
-    warmup: WarmUp = field(default_factory=no_warmup)
-
-    @property
-    def complete_steps(self) -> int:
-        return int(self.steps.filter(pl.col("complete")).height)
 
 
 def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = (), progress: Progress | None = None) -> Diagnosis:
@@ -311,18 +274,6 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame, warmup
 
 
 # --------------------------------------------------------------------------- jobs
-
-
-@dataclass(frozen=True)
-class JobDiagnosis:
-    """Every rank of a job diagnosed, and the comparison across ranks."""
-
-    job: Job
-    #: rank → its diagnosis
-    diagnoses: Mapping[int, Diagnosis]
-    multirank: MultiRank
-    #: the job as one system: cross-rank critical path, waits, job what-ifs (None: one rank)
-    model: JobModel | None = None
 
 
 def diagnose_job(job: Job, *, on_rank: Callable[[int, RankTrace], None] | None = None) -> JobDiagnosis:

@@ -69,7 +69,7 @@ from .multirank import (
 )
 
 if TYPE_CHECKING:
-    from .diagnose import Diagnosis
+    from .results import Diagnosis
 
 #: the fixed cost of one collective (launch, protocol handshake, ring latency), saved once
 #: per merged pair by the fewer/larger-buckets what-if; capped by the smaller collective's time

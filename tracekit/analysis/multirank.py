@@ -45,7 +45,7 @@ from .findings import MIN_SHARE, Finding
 from .intervals import covered_in, union
 
 if TYPE_CHECKING:
-    from .diagnose import Diagnosis
+    from .results import Diagnosis
 
 #: a rank straggles when it arrives at least this share of the median step late...
 STRAGGLER_MIN_SHARE = 0.02

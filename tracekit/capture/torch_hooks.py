@@ -31,7 +31,7 @@ from .backend import NullBackend, ProcessFacts
 from .config import NONE, RECORD, RECORD_AND_SAVE, WARMUP, CaptureConfig
 
 if TYPE_CHECKING:
-    from .runtime import Session
+    from .session import Session
 
 GetSession = Callable[[], "Session | None"]
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import polars as pl
 
-from ..analysis.diagnose import Diagnosis, diagnose, diagnose_job
+from ..analysis.diagnose import diagnose, diagnose_job
+from ..analysis.results import Diagnosis
 from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
 from ..progress import Progress as PhaseProgress
 from ..progress import ProgressState, describe
