@@ -27,7 +27,8 @@ from loopsim.jobsim import (
 from loopsim.sim import FIXES
 
 from tracekit.analysis.diagnose import diagnose_job
-from tracekit.analysis.job_replay import JobModel, model_job
+from tracekit.analysis.job_model import JobModel
+from tracekit.analysis.job_replay import model_job
 from tracekit.analysis.job_results import JobDiagnosis
 from tracekit.analysis.multirank import COLLECTIVES_SCHEMA, MATCH_KEY, MATCHING, match_collectives
 from tracekit.cli import main

@@ -218,11 +218,11 @@ def jobs_to_json_dict(folder: str, jds: list[Any], skipped: list[tuple[str, str]
 
 
 def job_model_dict(model: Any) -> dict[str, Any] | None:
-    """The job model (:class:`tracekit.analysis.job_replay.JobModel`) as JSON: clocks, the
+    """The job model (:class:`tracekit.analysis.job_model.JobModel`) as JSON: clocks, the
     cross-rank critical path, waits and the job-level what-ifs (largest saving first)."""
     if model is None:
         return None
-    from ..analysis.job_replay import JOB_FIX_MODELS
+    from ..analysis.job_model import JOB_FIX_MODELS
 
     bottleneck = model.bottleneck
     return {

@@ -89,7 +89,7 @@ class Session:
     notes: tuple[str, ...] = ()
     #: a batch output's traces.parquet (see :func:`read_catalog`); None for other inputs
     catalog: pl.DataFrame | None = None
-    #: the job model of a folder of ranks (:class:`tracekit.analysis.job_replay.JobModel`)
+    #: the job model of a folder of ranks (:class:`tracekit.analysis.job_model.JobModel`)
     job_model: Any = None
 
     def with_trace(self, trace: LoadedTrace) -> tuple[Session, int]:
