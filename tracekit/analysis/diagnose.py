@@ -16,13 +16,12 @@ import polars as pl
 
 from ..progress import Progress
 from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceTables
-from .causes import CAUSES
+from .causes import CAUSES, REPLAY_FOUND
 from .critical_path import CriticalPath, critical_path
 from .efficiency import Efficiency, efficiency, efficiency_findings
 from .findings import (
     HEALTHY_UTILIZATION,
     MIN_SHARE,
-    REPLAY_FOUND,
     Finding,
     build_findings,
     found_by_replay,
