@@ -170,7 +170,7 @@ def test_tui_stylesheet_styles_every_component_class() -> None:
     for selector in wanted:
         assert selector + " {" in css, selector
     # the widgets declare the classes the rules style
-    declared = BreakdownChart.COMPONENT_CLASSES | GapLegend.COMPONENT_CLASSES | TimelineView.COMPONENT_CLASSES
+    declared = BreakdownChart.component_classes() | GapLegend.component_classes() | TimelineView.component_classes()
     for selector in wanted:
         assert selector.split(" > .")[1] in declared, selector
     # and it parses, with the theme's variables and ours
