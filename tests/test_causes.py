@@ -4,6 +4,7 @@ stylesheet, the CLI help and the docs; and the declarations agree with each othe
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -224,3 +225,27 @@ def test_job_findings_use_the_registry() -> None:
             assert JOB_FIXES[f.name] == f.fix
     assert pl.Series(list(JOB_TITLES)).is_unique().all()
 
+
+
+def test_gpu_time_two_causes_share_is_the_first_path_categorys(tmp_path: Path) -> None:
+    # a communication kernel [10, 20) µs and a pageable copy [15, 30) µs, nothing else on the GPU:
+    # the overlap is communication's (the critical path lists communication before copies)
+    def gpu(name: str, cat: str, ts: float, dur: float, stream: int, corr: int) -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"device": 0, "stream": stream, "correlation": corr}}
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 40.0},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 40.0, "dur": 40.0},
+        gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kernel", 10.0, 10.0, 7, 1),
+        gpu("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 15.0, 15.0, 8, 2),
+    ]
+    path = tmp_path / "overlap.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    per_step = diagnose(read_trace(path, cache=False)).timeline.per_step.filter(pl.col("step") == 1)
+    assert per_step["busy_ns"].item() == 20_000
+    assert per_step["compute_ns"].item() == 0
+    # communication [10, 20), the copy only where it runs alone [20, 30) (not [15, 30))
+    assert per_step["exposed_communication_ns"].item() == 10_000
+    assert per_step["pageable_memcpy_ns"].item() == 10_000
+    assert [c.name for c in causes.gpu_claimants()][:2] == ["exposed_communication", "pageable_memcpy"]

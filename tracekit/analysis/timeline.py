@@ -4,8 +4,9 @@ The GPU timeline of each (rank, device) is split, inside each step window, into:
 
 * busy time (the union of kernels, copies and memsets), labelled by the causes whose GPU
   activities run (:attr:`~tracekit.analysis.causes.Cause.gpu`): ``compute`` when any activity no
-  other cause marks runs, else the first of the others (``exposed_communication`` when only
-  communication kernels run, ``pageable_memcpy`` when only a copy from/to pageable host memory);
+  other cause marks runs, else the first of the others (:func:`~tracekit.analysis.causes.gpu_claimants`:
+  ``exposed_communication`` when communication kernels run, else ``pageable_memcpy`` when a
+  copy from/to pageable host memory runs);
 * idle gaps, each attributed by what the host thread that launched the *next* GPU work
   was doing while the GPU waited: the idle causes of :mod:`tracekit.analysis.causes`
   (``IDLE_CAUSES``, in precedence order; what each means is in docs/analysis.md, generated from
@@ -72,7 +73,7 @@ def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFr
         return Timeline(per_step=_empty_per_step(), gaps=_empty_gaps(), primary_device={})
 
     # --- busy time, labelled by the causes whose activities run: the activities no other cause
-    # marks (compute), then each other cause's where no earlier one's run (precedence order)
+    # marks (compute), then each other cause's where no earlier one's run (gpu_claimants' order)
     claimants = causes.gpu_claimants()
     others = [(c.name, pl.any_horizontal([m.where() for m in c.gpu])) for c in claimants if not c.rest_of_gpu]
     marked = pl.any_horizontal([m for _name, m in others]) if others else pl.lit(False)

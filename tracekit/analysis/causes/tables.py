@@ -42,10 +42,19 @@ def detected() -> tuple[Cause, ...]:
 
 @derived
 def gpu_claimants() -> tuple[Cause, ...]:
-    """The causes whose GPU activities are theirs (busy time when only they run), in precedence
-    order, then the cause that has the rest of the GPU's activities (compute)."""
-    ordered = [c for c in idle_causes() if c.gpu and not c.rest_of_gpu]
-    ordered += [c for c in breakdown() if c.gpu and not c.idle and not c.rest_of_gpu]
+    """The causes whose GPU activities are theirs (busy time when only they run), then the cause
+    that has the rest of the GPU's activities (compute).
+
+    Where several causes' activities run at once and nothing else does, the busy time is the
+    cause's whose activities the critical path's categories list first (:func:`path_causes`:
+    communication before copies), the GPU's own order of its kinds of work."""
+    rank = {p.name: i for i, p in enumerate(path_causes())}
+    tags = edge_tags()
+
+    def first(c: Cause) -> int:
+        return min(rank[tags[m.tag]] for m in c.gpu)
+
+    ordered = sorted((c for c in breakdown() if c.gpu and not c.rest_of_gpu), key=first)
     return (*ordered, *(c for c in breakdown() if c.rest_of_gpu))
 
 

@@ -17,7 +17,7 @@ from .edges import QUEUE_DEPTH, QUEUE_WAIT_NS, STEP_KEY, STREAM_KEY
 
 def gpu_activities(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
     gpu = events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0) & pl.col("rank").is_not_null())
-    # each activity's tag: the first cause (precedence order) whose GPU marks match it, the
+    # each activity's tag: the first cause (gpu_claimants' order) whose GPU marks match it, the
     # rest of the GPU's work (compute: its marks in their order) last
     marks = [m for c in causes.gpu_claimants() for m in c.gpu]
     tag: Any = pl.lit(None, dtype=pl.String)
