@@ -249,3 +249,60 @@ def test_gpu_time_two_causes_share_is_the_first_path_categorys(tmp_path: Path) -
     assert per_step["exposed_communication_ns"].item() == 10_000
     assert per_step["pageable_memcpy_ns"].item() == 10_000
     assert [c.name for c in causes.gpu_claimants()][:2] == ["exposed_communication", "pageable_memcpy"]
+
+
+def test_registration_is_checked_and_undone() -> None:
+    from tracekit.analysis.causes import ON_LIGHT, Cause, Knob, register, registered, unregister
+
+    before = (list(CAUSES), list(IDLE_CAUSES), [k.name for k in KNOBS], causes.REGISTRY.version)
+    extra = Cause("gc_pause", "garbage collection", "gc", "#123456", "#654321", ON_LIGHT, "collector pauses",
+                  idle_priority=6.5, rule=causes.LongHostWork(), knobs=(Knob("gc_pause", frozenset({"cpu"}), "collector pauses"),))
+    with registered(extra, before="unattributed"):
+        assert list(CAUSES)[-2:] == ["gc_pause", "unattributed"]
+        assert list(IDLE_CAUSES)[-3:] == ["cpu_bound", "gc_pause", "unattributed"]
+        assert "gc_pause" in causes.WHAT_IF_CAUSES
+        assert "gc_pause" in causes.knobs_markdown()
+        with pytest.raises(ValueError, match="already registered"):
+            register(extra)
+    assert (list(CAUSES), list(IDLE_CAUSES), [k.name for k in KNOBS]) == before[:3]
+    assert causes.REGISTRY.version > before[3], "every change is a new version of the derived tables"
+    with pytest.raises(ValueError, match="no such entry"):
+        register(extra, before="not_a_cause")
+    with pytest.raises(ValueError, match="edge tag"):
+        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", idle_priority=9, host_tag="no_such_tag",
+                       detector=lambda h: h.host))
+    with pytest.raises(ValueError, match="knob"):
+        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", idle_priority=9, rule=causes.Untraced(),
+                       knobs=(Knob("data_loading", frozenset({"cpu"}), "a knob that exists"),)))
+    with pytest.raises(ValueError, match="not registered"):
+        unregister("gc_pause")
+    assert list(CAUSES) == before[0]
+
+
+def test_live_views_read_the_registry_now() -> None:
+    from tracekit.analysis.causes import LiveMapping, LiveSequence
+
+    table = ["a", "b"]
+    view = LiveSequence(lambda: tuple(table))
+    assert list(view) == ["a", "b"]
+    assert view == ("a", "b")
+    assert "a" in view
+    assert view[1] == "b"
+    assert len(view) == 2
+    table.append("c")
+    assert list(view) == ["a", "b", "c"]
+    assert view[-1] == "c"
+    mapping = LiveMapping(lambda: {t: t.upper() for t in table})
+    assert dict(mapping) == {"a": "A", "b": "B", "c": "C"}
+    assert mapping.get("z") is None
+    # a table is computed once per registry version
+    calls: list[int] = []
+
+    @causes.registry.derived
+    def counted() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert counted() == counted() == 1
+    causes.REGISTRY.version += 1
+    assert counted() == 2
