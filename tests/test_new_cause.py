@@ -1,7 +1,7 @@
 """Adding a cause takes its registry entry and its detector, nothing else.
 
 This module declares ``my_checkpoint`` — host time inside ``my_checkpoint`` ranges (a training
-loop that saves a checkpoint on its own thread after every step) — with the replay edit of its
+loop that saves a checkpoint on its own thread every step) — with the replay edit of its
 fix, registers it for the module's tests, and analyses a loop simulated with such ranges
 (tests/loopsim).  The cause must reach the breakdown, a finding priced by the replay, the
 critical path, a ``--what-if`` knob and every renderer, with no edit anywhere else.
@@ -12,23 +12,26 @@ overlap, and its fix's worth is the loop re-simulated without them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import loopsim
 import polars as pl
 import pytest
 from loopsim import Loop, Run, write_kineto
 from loopsim.kineto import kineto_events
-from loopsim.sim import _Sim
+from loopsim.sim import HostEv
 
 import tracekit
 from tracekit.analysis import causes, diagnose
 from tracekit.analysis.causes import ON_LIGHT, Cause, Edit, FindingKind, Fix, HostEvents, PathCause
 from tracekit.report import formatting
 
-#: the training loop: GPU-bound steps ending in loss.item(), then a checkpoint on the main thread
+#: the training loop: GPU-bound steps ending in loss.item(), and a checkpoint on the main thread
+#: before the next batch
 LOOP = Loop("checkpoint", steps=10, num_workers=4, load_ns=5_000_000, pinned=True, non_blocking=True, layers=8,
             gemm_ns=1_500_000, step_sync="item")
 CHECKPOINT_NS = 15_000_000
@@ -56,30 +59,14 @@ CHECKPOINT = Cause(
 )
 
 
-class _CheckpointSim(_Sim):
-    """The loop, saving a checkpoint on the host thread (``checkpoint_ns`` of host work in a
-    ``my_checkpoint`` range) at the end of every step."""
-
-    def __init__(self, loop: Loop, checkpoint_ns: int) -> None:
-        super().__init__(loop)
-        self.checkpoint_ns = checkpoint_ns
-
-    def step_tail(self) -> None:
-        super().step_tail()
-        if self.checkpoint_ns:
-            self.rng("user_annotation", "my_checkpoint", lambda: self._advance(self.checkpoint_ns))
-
-
 def simulate(checkpoint_ns: int) -> Run:
-    sim = _CheckpointSim(LOOP, checkpoint_ns)
-    starts: list[int] = []
-    done: list[int] = []
-    for k in range(LOOP.steps):
-        starts.append(sim.t)
-        sim.step_last_gpu = 0
-        sim.step(k)
-        done.append(sim.step_last_gpu)
-    return Run(loop=LOOP, host=sim.host, gpu=sim.gpu, syncs=sim.syncs, step_starts=starts, gpu_done=done, host_end=sim.t)
+    """The loop saving a checkpoint on the training thread before every step's batch: the
+    simulator's host pause (``gc_every``/``gc_ns``: host time no operator covers, right at the
+    step's start), recorded the way the program marks it, as a ``my_checkpoint`` range."""
+    run = loopsim.simulate(dataclasses.replace(LOOP, gc_every=1, gc_ns=checkpoint_ns))
+    if checkpoint_ns:
+        run.host.extend(HostEv("user_annotation", "my_checkpoint", s, s + checkpoint_ns) for s in run.step_starts)
+    return run
 
 
 def _idle_in_checkpoints(run: Run) -> float:
