@@ -39,8 +39,13 @@ def test_declarations_agree() -> None:
     assert len(set(names)) == len(names)
     assert len({c.color for c in BREAKDOWN}) == len(BREAKDOWN), "two causes share an HTML colour"
     assert len({c.term_color for c in BREAKDOWN}) == len(BREAKDOWN), "two causes share a TUI colour"
-    priorities = [c.idle_priority for c in BREAKDOWN if c.idle_priority is not None]
-    assert sorted(priorities) == list(range(len(priorities))), "idle priorities must be 0..n-1"
+    # one order: the idle causes' precedence is the entries' order, the causes that mark host
+    # intervals of their own before those that take any other host work, unattributed last
+    idle = [c for c in BREAKDOWN if c.idle]
+    assert list(IDLE_CAUSES) == [c.name for c in idle]
+    first_catch_all = next(i for i, c in enumerate(idle) if c.detector is None)
+    assert all(c.detector is None for c in idle[first_catch_all:]), "a detector after a catch-all claims nothing"
+    assert idle[-1].name == "unattributed"
     for p in PATH:
         assert p.colour_of in BY_NAME, p
     assert set(EDGE_TAGS.values()) == set(CP_CAUSES), "every path cause is made of some tag"
@@ -256,7 +261,7 @@ def test_registration_is_checked_and_undone() -> None:
 
     before = (list(CAUSES), list(IDLE_CAUSES), [k.name for k in KNOBS], causes.REGISTRY.version)
     extra = Cause("gc_pause", "garbage collection", "gc", "#123456", "#654321", ON_LIGHT, "collector pauses",
-                  idle_priority=6.5, rule=causes.LongHostWork(), knobs=(Knob("gc_pause", frozenset({"cpu"}), "collector pauses"),))
+                  rule=causes.LongHostWork(), knobs=(Knob("gc_pause", frozenset({"cpu"}), "collector pauses"),))
     with registered(extra, before="unattributed"):
         assert list(CAUSES)[-2:] == ["gc_pause", "unattributed"]
         assert list(IDLE_CAUSES)[-3:] == ["cpu_bound", "gc_pause", "unattributed"]
@@ -269,10 +274,10 @@ def test_registration_is_checked_and_undone() -> None:
     with pytest.raises(ValueError, match="no such entry"):
         register(extra, before="not_a_cause")
     with pytest.raises(ValueError, match="edge tag"):
-        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", idle_priority=9, host_tag="no_such_tag",
+        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", host_tag="no_such_tag",
                        detector=lambda h: h.host))
     with pytest.raises(ValueError, match="knob"):
-        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", idle_priority=9, rule=causes.Untraced(),
+        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", rule=causes.Untraced(),
                        knobs=(Knob("data_loading", frozenset({"cpu"}), "a knob that exists"),)))
     with pytest.raises(ValueError, match="not registered"):
         unregister("gc_pause")

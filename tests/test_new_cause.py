@@ -46,7 +46,7 @@ def checkpoint_ranges(h: HostEvents) -> pl.DataFrame:
 CHECKPOINT = Cause(
     "my_checkpoint", "checkpointing", "checkpoint", "#17becf", "#8fbcbb", ON_LIGHT,
     "`my_checkpoint` ranges (a checkpoint saved on the training thread)",
-    idle_priority=4.5, detector=checkpoint_ranges, host_tag="my_checkpoint", without_gpu=True,
+    detector=checkpoint_ranges, host_tag="my_checkpoint", without_gpu=True,
     path=PathCause("checkpointing", "checkpointing", "my_checkpoint", "rail_load", "host time in `my_checkpoint` ranges",
                    ("my_checkpoint",)),
     finding=FindingKind(

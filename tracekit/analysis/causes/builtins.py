@@ -1,8 +1,10 @@
 """tracekit's own vocabulary: every built-in cause, critical-path category, what-if knob and finding kind.
 
-The order of :data:`ENTRIES` is the order reports list them in; the order of the idle causes'
-``idle_priority`` is their precedence (the first cause whose detector marks a host instant
-claims it; ties in a gap's cause go to the earlier).
+The order of :data:`ENTRIES` is the one order: reports list the causes in it, ties between
+findings go to the earlier kind, and among the idle causes it is their precedence (the first
+cause whose detector marks a host instant claims it; ties in a gap's cause go to the earlier).
+So the causes whose detectors mark host intervals of their own come before the ones that take
+any other host work by its length (``launch_bound``, ``cpu_bound``), and ``unattributed`` last.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Cause(
         "data_loading", "data loading", "data loading", "#f58518", "#d08770", ON_LIGHT,
-        "DataLoader / `__next__` / collate / data-pipeline ranges", idle_priority=0,
+        "DataLoader / `__next__` / collate / data-pipeline ranges",
         detector=D.data_loading_ranges, host_tag="data_loading", ends_sync_wait=True, without_gpu=True,
         knobs=(Knob("data_loading", frozenset({"data_loading"}), "data-loading stretches"),),
         finding=FindingKind(
@@ -55,31 +57,9 @@ ENTRIES: tuple[Entry, ...] = (
         ),
     ),
     Cause(
-        "host_device_sync", "host-device sync", "host sync", "#e45756", "#bf616a", ON_DARK,
-        "a synchronising call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`, `cudaEventSynchronize`, "
-        "blocking `cudaMemcpy`, HIP equivalents), an explicit sync row, or a data-dependent operator "
-        "(`aten::item`, `aten::nonzero`...), or host code running after one", on_color=WHITE, idle_priority=2,
-        detector=D.sync_calls, rule=SyncInduced(), host_tag="sync",
-        knobs=(Knob("host_device_sync", frozenset({"sync"}),
-                    "sync calls and data-dependent operators; factor 0 also removes their GPU → host waits"),),
-        finding=FindingKind(
-            "host_device_sync", "Host-device synchronisation stalls the GPU",
-            "Remove synchronisations from the training loop: avoid .item(), .cpu(), .tolist(), print(tensor) and "
-            "torch.cuda.synchronize() every step (accumulate metrics on the GPU and read them every N steps); avoid "
-            "data-dependent ops (nonzero, boolean masks) in the hot path; never read a tensor element by element "
-            "(.item() or .cpu() in a Python loop): transfer it once (t.tolist(), t.cpu()) or keep the logic on the GPU; "
-            "use .to(device, non_blocking=True).",
-            "the host waits for the GPU (`.item()`, `.cpu()`, `torch.cuda.synchronize`, blocking copies), draining its queue",
-            evidence=E.sync_evidence, wording="host_device_sync",
-            replay=Fix(Edit(host={"sync": 0.0}, drop_sync=frozenset({"sync"})),
-                       "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)"),
-            replay_finds=True,
-        ),
-    ),
-    Cause(
         "pageable_memcpy", "pageable copies", "pageable", "#b279a2", "#b48ead", ON_LIGHT,
         "a copy call whose host memory is pageable, or the operator around it (`aten::to`); "
-        "also busy time when only such a copy runs", on_color=WHITE, idle_priority=1,
+        "also busy time when only such a copy runs", on_color=WHITE,
         detector=D.pageable_copy_calls, rule=OwnTime(queued=True), host_tag="pageable_memcpy",
         gpu=(GpuMark("pageable_memcpy", D.pageable_copy, owns_call=True),), keeps_own=D.copy_call_inside,
         knobs=(Knob("pageable_memcpy", frozenset({"pageable_memcpy"}),
@@ -100,21 +80,30 @@ ENTRIES: tuple[Entry, ...] = (
         ),
     ),
     Cause(
-        "launch_bound", "launch overhead", "launch", "#eeca3b", "#a3be8c", ON_LIGHT,
-        "other host work of at most 100 µs in the gap (op dispatch between short kernels), or the launch "
-        "latency of queued work", idle_priority=5, rule=ShortHostWork(),
-        knobs=(Knob("launch_bound", frozenset({"launch"}), "runtime/driver calls, dispatch, launch latency, stream gaps"),),
+        "host_device_sync", "host-device sync", "host sync", "#e45756", "#bf616a", ON_DARK,
+        "a synchronising call (`cudaStreamSynchronize`, `cudaDeviceSynchronize`, `cudaEventSynchronize`, "
+        "blocking `cudaMemcpy`, HIP equivalents), an explicit sync row, or a data-dependent operator "
+        "(`aten::item`, `aten::nonzero`...), or host code running after one", on_color=WHITE,
+        detector=D.sync_calls, rule=SyncInduced(), host_tag="sync",
+        knobs=(Knob("host_device_sync", frozenset({"sync"}),
+                    "sync calls and data-dependent operators; factor 0 also removes their GPU → host waits"),),
         finding=FindingKind(
-            "launch_bound", "Launch-bound: kernels finish faster than the host launches them",
-            "Give the GPU more work per launch: a larger batch, torch.compile (mode='reduce-overhead' adds CUDA graphs), "
-            "CUDA graphs for the step, fused kernels and optimizers (foreach=True / fused=True).",
-            "kernels finish faster than the host launches them",
-            evidence=E.launch_evidence, wording="launch_bound", replay=_LAUNCH_FIX,
+            "host_device_sync", "Host-device synchronisation stalls the GPU",
+            "Remove synchronisations from the training loop: avoid .item(), .cpu(), .tolist(), print(tensor) and "
+            "torch.cuda.synchronize() every step (accumulate metrics on the GPU and read them every N steps); avoid "
+            "data-dependent ops (nonzero, boolean masks) in the hot path; never read a tensor element by element "
+            "(.item() or .cpu() in a Python loop): transfer it once (t.tolist(), t.cpu()) or keep the logic on the GPU; "
+            "use .to(device, non_blocking=True).",
+            "the host waits for the GPU (`.item()`, `.cpu()`, `torch.cuda.synchronize`, blocking copies), draining its queue",
+            evidence=E.sync_evidence, wording="host_device_sync",
+            replay=Fix(Edit(host={"sync": 0.0}, drop_sync=frozenset({"sync"})),
+                       "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)"),
+            replay_finds=True,
         ),
     ),
     Cause(
         "allocator", "allocator", "allocator", "#9d755d", "#ebcb8b", ON_LIGHT,
-        "`cudaMalloc`/`cudaFree`-style calls", on_color=WHITE, idle_priority=3,
+        "`cudaMalloc`/`cudaFree`-style calls", on_color=WHITE,
         detector=D.allocator_calls, host_tag="allocator",
         knobs=(Knob("allocator", frozenset({"allocator"}), "allocator calls"),),
         finding=FindingKind(
@@ -153,7 +142,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Cause(
         "exposed_communication", "exposed communication", "communication", "#72b7b2", "#88c0d0", ON_LIGHT,
-        "a CPU-side collective call; also busy time when only communication kernels run", idle_priority=4,
+        "a CPU-side collective call; also busy time when only communication kernels run",
         detector=D.collective_calls, host_tag="collective", gpu=(GpuMark("comm_kernel", D.communication_kernel),),
         knobs=(
             Knob("exposed_communication", frozenset({"comm_kernel", "collective"}), "communication kernels and host-side collectives"),
@@ -171,8 +160,21 @@ ENTRIES: tuple[Entry, ...] = (
         ),
     ),
     Cause(
+        "launch_bound", "launch overhead", "launch", "#eeca3b", "#a3be8c", ON_LIGHT,
+        "other host work of at most 100 µs in the gap (op dispatch between short kernels), or the launch "
+        "latency of queued work", rule=ShortHostWork(),
+        knobs=(Knob("launch_bound", frozenset({"launch"}), "runtime/driver calls, dispatch, launch latency, stream gaps"),),
+        finding=FindingKind(
+            "launch_bound", "Launch-bound: kernels finish faster than the host launches them",
+            "Give the GPU more work per launch: a larger batch, torch.compile (mode='reduce-overhead' adds CUDA graphs), "
+            "CUDA graphs for the step, fused kernels and optimizers (foreach=True / fused=True).",
+            "kernels finish faster than the host launches them",
+            evidence=E.launch_evidence, wording="launch_bound", replay=_LAUNCH_FIX,
+        ),
+    ),
+    Cause(
         "cpu_bound", "other host work", "host work", "#54a24b", "#5e81ac", ON_DARK,
-        "other host work longer than 100 µs in the gap (optimizer, logging...)", idle_priority=6, rule=LongHostWork(),
+        "other host work longer than 100 µs in the gap (optimizer, logging...)", rule=LongHostWork(),
         knobs=(Knob("cpu_bound", frozenset({"cpu"}), "other host work"),),
         finding=FindingKind(
             "cpu_bound", "The GPU waits for other host code",
@@ -186,7 +188,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Cause(
         "unattributed", "unattributed idle", "unattributed", "#bab0ac", "#7b8394", ON_DARK,
-        "nothing recorded explains it; tracekit does not guess", idle_priority=7, rule=Untraced(),
+        "nothing recorded explains it; tracekit does not guess", rule=Untraced(),
     ),
     # busy but not efficient (analysis/efficiency.py): priced by scaling the compute kernels so that
     # they lose the finding's cost (the what-if engine), hence no fixed what-if here

@@ -191,9 +191,6 @@ class Cause:
     doc: str
     #: text colour on ``color`` in the HTML/SVG report
     on_color: str = INK
-    #: rank among the idle causes (lower first: ties between causes of one gap go to it);
-    #: None for a busy-only bucket
-    idle_priority: float | None = None
     #: the host intervals that mark it (None: it marks none of its own)
     detector: Detector | None = None
     #: how its idle time is attributed (None with a detector: its detector's exclusive host time

@@ -126,8 +126,6 @@ def _check_cause(cause: Cause, paths: Sequence[PathCause], knob_names: set[str])
     new = [k.name for k in knobs_of(cause)]
     if set(new) & knob_names or len(set(new)) != len(new):
         raise ValueError(f"{where}: a what-if knob named {sorted(set(new) & knob_names) or new} exists already")
-    if cause.idle and cause.idle_priority is None:
-        raise ValueError(f"{where} is an idle cause without an idle_priority")
     if cause.finding is not None and cause.finding.what_if is not None:
         missing = set(cause.finding.what_if) - knob_names - set(new)
         if missing:

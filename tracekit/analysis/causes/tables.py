@@ -19,7 +19,7 @@ FINDING_COLOR = "#999999"
 
 @derived
 def breakdown() -> tuple[Cause, ...]:
-    """Every bucket of the step-time breakdown, in display order."""
+    """Every bucket of the step-time breakdown, in the registry's order (reports list them in it)."""
     return tuple(e for e in REGISTRY.entries if isinstance(e, Cause))
 
 
@@ -30,8 +30,8 @@ def by_name() -> Mapping[str, Cause]:
 
 @derived
 def idle_causes() -> tuple[Cause, ...]:
-    """The causes of idle gaps, in precedence order."""
-    return tuple(sorted((c for c in breakdown() if c.idle), key=lambda c: c.idle_priority or 0.0))
+    """The causes of idle gaps, in precedence order: the registry's."""
+    return tuple(c for c in breakdown() if c.idle)
 
 
 @derived
@@ -105,7 +105,7 @@ def path_label(name: str) -> str:
 
 @derived
 def knobs() -> tuple[Knob, ...]:
-    """Every ``--what-if`` name: each cause's (display order), then the GPU's as a whole."""
+    """Every ``--what-if`` name: each cause's (the registry's order), then the GPU's as a whole."""
     return (*(k for c in breakdown() for k in knobs_of(c)), *REGISTRY.device_knobs)
 
 
@@ -169,7 +169,7 @@ def rank_fixable() -> tuple[str, ...]:
     return tuple(c.name for c in idle_causes() if c.finding is not None and not c.finding.job_title)
 
 
-#: every bucket of the step-time breakdown, in display order
+#: every bucket of the step-time breakdown, in the registry's order
 CAUSES = LiveSequence(lambda: tuple(c.name for c in breakdown()))
 BREAKDOWN = LiveSequence(breakdown)
 BY_NAME = LiveMapping(by_name)
