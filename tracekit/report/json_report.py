@@ -44,7 +44,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
     syncs = d.syncs
     sync_top = (
         syncs.group_by("api", "op", "sync_kind").agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("blocked_ns"))
-        .sort(["blocked_ns", "count", "api"], descending=[True, True, False]).head(10)
+        .sort(["blocked_ns", "count", "api", "op", "sync_kind"], descending=[True, True, False, False, False], nulls_last=True).head(10)
     )
     per_step_syncs = syncs.filter(pl.col("step").is_not_null())
     k = d.kernels

@@ -132,7 +132,7 @@ def kernels_frame(d: Diagnosis) -> pl.DataFrame:
         (pl.col("mean_ns") / 1e3).alias("mean_us"),
         (pl.col("max_ns") / 1e3).alias("max_us"),
         pl.col("share_of_kernel_time").alias("share"),
-    ).sort("total_ms", descending=True)
+    ).sort(["total_ms", "name"], descending=[True, False], nulls_last=True)
 
 
 def steps_frame(d: Diagnosis) -> pl.DataFrame:
