@@ -42,12 +42,13 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import polars as pl
 
+from .analysis.whatif import WhatIfSpec, what_if_questions
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -58,8 +59,6 @@ if TYPE_CHECKING:
     from .reading.job import Job
     from .schema import TraceInfo, TraceTables
 
-#: what ``what_if=`` accepts: ``"cause=factor"``, several of them, or a mapping cause → factor
-WhatIfSpec = str | Mapping[str, float] | Sequence[str]
 #: most events drawn in the timeline picture (as ``tracekit analyze --format html``)
 MAX_VIEW_EVENTS = 6000
 
@@ -86,38 +85,6 @@ _WHAT_IF_SCHEMA: dict[str, Any] = {
 
 
 # --------------------------------------------------------------------------- the calls
-
-
-def what_if_questions(spec: WhatIfSpec | None) -> list[dict[str, float]]:
-    """The what-if questions ``spec`` asks, as ``tracekit analyze --what-if`` asks them: each cause
-    scaled on its own and, when there are several, all of them together.
-
-    >>> what_if_questions("data_loading=0")
-    [{'data_loading': 0.0}]
-    >>> what_if_questions({"data_loading": 0, "host_device_sync": 0.5})
-    [{'data_loading': 0.0}, {'host_device_sync': 0.5}, {'data_loading': 0.0, 'host_device_sync': 0.5}]
-    """
-    from .analysis.whatif import WhatIf, parse_what_if
-
-    if spec is None:
-        return []
-    pairs: list[tuple[str, float]] = []
-    if isinstance(spec, str):
-        pairs = [parse_what_if(spec)]
-    elif isinstance(spec, Mapping):
-        for name, factor in spec.items():
-            if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-                raise UsageError(f"what_if={{{name!r}: {factor!r}}}: the factor must be a number (0 removes the cause, 0.5 halves it)")
-            pairs.extend(WhatIf.of({str(name): float(factor)}).factors)
-    else:
-        for item in spec:
-            if not isinstance(item, str):
-                raise UsageError(f"what_if: expected 'cause=factor' strings or a mapping cause → factor, got {item!r}")
-            pairs.append(parse_what_if(item))
-    questions = [{name: factor} for name, factor in pairs]
-    if len(pairs) > 1:
-        questions.append(dict(pairs))
-    return questions
 
 
 def analyze(

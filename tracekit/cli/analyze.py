@@ -93,7 +93,7 @@ def analyze_cmd(
 
 def _what_ifs(specs: tuple[str, ...]) -> list[dict[str, float]]:
     """Each ``--what-if CAUSE=FACTOR`` on its own and, when there are several, all together."""
-    from ..api import what_if_questions
+    from ..analysis.whatif import what_if_questions
 
     return what_if_questions(list(specs))
 
