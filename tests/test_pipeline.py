@@ -1,0 +1,161 @@
+"""The one pipeline (tracekit.pipeline): what a path loads as, what running it returns, and the
+progress it reports."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_TRACES, ProgressRecorder, jobs_folder, shared_trace
+
+from tracekit import pipeline
+from tracekit.errors import TraceFormatError, UsageError
+from tracekit.progress import Progress
+
+SYN = SAMPLE_TRACES / "synthetic"
+STALL = SYN / "dataloader_stall.kineto.json"
+FIXED = SYN / "dataloader_fixed.kineto.json"
+DDP = SAMPLE_TRACES / "captures" / "ddp_gloo"
+
+
+# --------------------------------------------------------------------------- load
+
+
+def test_load_names_what_a_path_holds(tmp_path: Path) -> None:
+    trace = pipeline.load(STALL, cache=False)
+    assert isinstance(trace, pipeline.TraceInput)
+    assert trace.source == str(STALL)
+    assert trace.tables.events.height == 602
+    job = pipeline.load(DDP, cache=False)
+    assert isinstance(job, pipeline.JobInput)
+    assert job.source == str(DDP)
+    assert job.job.rank_numbers == (0, 1)
+    files = pipeline.load([SYN / "multi_rank.rank0.kineto.json", SYN / "multi_rank.rank1.kineto.json"], cache=False)
+    assert isinstance(files, pipeline.JobInput)
+    assert files.job.rank_numbers == (0, 1)
+    folder = pipeline.load(jobs_folder(tmp_path), cache=False)
+    assert isinstance(folder, pipeline.FolderInput)
+    assert [len(j.ranks) for j in folder.jobs] == [1, 1, 2]
+    assert folder.skipped == ()
+
+
+def test_a_folder_of_one_job_loads_as_that_job(tmp_path: Path) -> None:
+    """The one rule for a folder: rank files of one job (no metadata.json) are that job, not a folder of jobs."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for r in (0, 1):
+        shutil.copy(SYN / f"multi_rank.rank{r}.kineto.json", folder / f"rank{r}.pt.trace.json")
+    (folder / "notes.json").write_text("{}")  # not a trace: skipped, and said so
+    loaded = pipeline.load(folder, cache=False)
+    assert isinstance(loaded, pipeline.JobInput)
+    assert loaded.job.rank_numbers == (0, 1)
+    assert [Path(p).name for p, _ in loaded.job.skipped] == ["notes.json"]
+
+
+def test_load_errors_name_the_input(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="expects a trace path"):
+        pipeline.load(42)  # type: ignore[arg-type]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TraceFormatError, match="no trace files") as missing:
+        pipeline.load(empty)
+    assert str(empty) in missing.value.render()
+
+
+def test_load_trace_tells_the_progress_its_subject() -> None:
+    rec = ProgressRecorder()
+    pipeline.load_trace(STALL, cache=False, progress=Progress(on_update=rec))
+    assert {s.subject for s in rec.states} == {STALL.name}
+    rec = ProgressRecorder()
+    pipeline.load_trace(STALL, cache=False, progress=Progress(on_update=rec), subject="before: x")
+    assert {s.subject for s in rec.states} == {"before: x"}
+
+
+# --------------------------------------------------------------------------- run
+
+
+def test_run_a_trace_with_its_phases_and_what_ifs() -> None:
+    rec = ProgressRecorder()
+    progress = Progress(on_update=rec)
+    r = pipeline.run(pipeline.load(STALL, cache=False, progress=progress), what_ifs=[{"data_loading": 0.0}], progress=progress)
+    assert isinstance(r, pipeline.TraceResult)
+    assert rec.phases() == ["reading", "decoding", "steps", "idle time", "findings", "critical path", "replay"]
+    assert [f.kind for f in r.diagnosis.findings] == ["data_loading", "host_device_sync"]
+    assert [a.what_if.label for a in r.diagnosis.what_ifs] == ["data_loading=0"]
+    assert r.path == str(STALL)
+
+
+def test_the_view_is_the_reports_and_built_once() -> None:
+    r = pipeline.run(pipeline.load(STALL, cache=False))
+    view = r.view()
+    assert view is not None
+    assert r.view() is view  # computed once, on demand
+    assert (view.rank, view.step) == r.representative_step()
+    assert r.view(0, view.step) is view
+    other = r.view(0, 2)
+    assert other is not None
+    assert other.step == 2
+    assert r.step_view(0, 2).events.equals(other.events)
+    assert r.step_view(0, 2, max_events=5).events.height == 5  # the terminal UI draws more, the reports fewer
+    with pytest.raises(UsageError, match="no step 99 on rank 0"):
+        r.view(0, 99)
+    with pytest.raises(KeyError):
+        r.step_view(0, 99)
+
+
+def test_run_a_job_reports_its_ranks() -> None:
+    rec = ProgressRecorder()
+    seen: list[tuple[int, int]] = []
+    job = pipeline.run(pipeline.load(DDP, cache=False), progress=Progress(on_update=rec), on_rank=lambda i, r: seen.append((i, r.rank)))
+    assert isinstance(job, pipeline.JobResult)
+    assert seen == [(0, 0), (1, 1)]
+    assert rec.phases() == ["analyzing 2 ranks"]
+    assert {s.subject for s in rec.states} == {"ddp_gloo"}
+    assert sorted(job.ranks) == [0, 1]
+    assert job.ranks[1].diagnosis is job.job_diagnosis.diagnoses[1]
+    assert job.view() is job.ranks[0].view()
+
+
+def test_what_if_is_for_one_trace(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="one trace"):
+        pipeline.run(pipeline.load(DDP, cache=False), what_ifs=[{"data_loading": 0.0}])
+    with pytest.raises(UsageError, match="one trace"):
+        pipeline.run(pipeline.load(jobs_folder(tmp_path), cache=False), what_ifs=[{"data_loading": 0.0}])
+
+
+def test_run_a_folder_of_jobs(tmp_path: Path) -> None:
+    folder = jobs_folder(tmp_path)
+    r = pipeline.run(pipeline.load(folder, cache=False))
+    assert isinstance(r, pipeline.FolderResult)
+    assert r.folder == str(folder)
+    assert [j.source for j in r.jobs] == [j.job.name for j in r.jobs]
+    assert [len(jd.diagnoses) for jd in r.job_diagnoses] == [1, 1, 2]
+
+
+def test_split_ranks_of_a_single_rank_file_is_the_file() -> None:
+    r = pipeline.run(pipeline.load_trace(STALL, cache=False))
+    split = r.split_ranks()
+    assert split.ranks == (0,)
+    assert split.diagnoses[0] is r.diagnosis
+    assert [p.source for p in split.profiles] == [str(STALL)]
+
+
+def test_split_ranks_diagnoses_each_process_of_a_file() -> None:
+    r = pipeline.run(pipeline.load_trace(shared_trace("nsight/nsys-ai/h100_2gpu_1s.sqlite"), cache=False))
+    split = r.split_ranks()
+    assert split.ranks == (0, 1)
+    assert sorted(split.diagnoses) == [0, 1]
+    assert all(d is not r.diagnosis for d in split.diagnoses.values())
+    assert sorted({p.rank for p in split.profiles}) == [0, 1]
+
+
+def test_compare_files_reports_both_sides() -> None:
+    rec = ProgressRecorder()
+    c = pipeline.compare_files(STALL, FIXED, cache=False, progress=Progress(on_update=rec))
+    assert c.diff.verdict == "faster"
+    assert (c.before.path, c.after.path) == (str(STALL), str(FIXED))
+    subjects = list(dict.fromkeys(s.subject for s in rec.states))
+    assert subjects == [f"before: {STALL.name}", f"after: {FIXED.name}", None]
+    again = pipeline.compare(c.before, c.after)
+    assert (again.diff.verdict, again.diff.step_ms) == (c.diff.verdict, c.diff.step_ms)
