@@ -1,8 +1,9 @@
-"""The one pipeline (tracekit.pipeline): what a path loads as, what running it returns, and the
-progress it reports."""
+"""The one pipeline (tracekit.pipeline) and the one renderer table (tracekit.report.render): what a
+path loads as, what running it returns, the progress it reports, and how results render."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,17 @@ from conftest import SAMPLE_TRACES, ProgressRecorder, jobs_folder, shared_trace
 from tracekit import pipeline
 from tracekit.errors import TraceFormatError, UsageError
 from tracekit.progress import Progress
+from tracekit.report import (
+    FORMATS,
+    document,
+    format_for,
+    render,
+    render_html,
+    render_job_text,
+    render_markdown,
+    to_json_dict,
+)
+from tracekit.report.diff import render_diff_text
 
 SYN = SAMPLE_TRACES / "synthetic"
 STALL = SYN / "dataloader_stall.kineto.json"
@@ -158,4 +170,48 @@ def test_compare_files_reports_both_sides() -> None:
     subjects = list(dict.fromkeys(s.subject for s in rec.states))
     assert subjects == [f"before: {STALL.name}", f"after: {FIXED.name}", None]
     again = pipeline.compare(c.before, c.after)
-    assert (again.diff.verdict, again.diff.step_ms) == (c.diff.verdict, c.diff.step_ms)
+    assert render(again, "json") == render(c, "json")
+
+
+# --------------------------------------------------------------------------- the renderer table
+
+
+def test_every_result_renders_in_every_format(tmp_path: Path) -> None:
+    trace = pipeline.run(pipeline.load(STALL, cache=False))
+    job = pipeline.run(pipeline.load(DDP, cache=False))
+    folder = pipeline.run(pipeline.load(jobs_folder(tmp_path), cache=False))
+    comparison = pipeline.compare_files(STALL, FIXED, cache=False)
+    for result in (trace, job, folder, comparison):
+        for fmt in FORMATS:
+            text = render(result, fmt)
+            assert text, (type(result).__name__, fmt)
+        assert json.loads(render(result, "json")) == document(result)
+        assert render(result, "fragment").startswith('<div class="tracekit-report">')
+    # the table hands each result to the renderer of its kind, unchanged
+    assert render(trace, "html") == render_html(trace.diagnosis, trace.view())
+    assert render(trace, "markdown", image="shot.png") == render_markdown(trace.diagnosis, view=trace.view(), image="shot.png")
+    assert document(trace) == to_json_dict(trace.diagnosis)
+    assert render(job, "text") == render_job_text(job.job_diagnosis)
+    assert render(comparison) == render_diff_text(comparison.diff)
+    # an option only some renderers take is left out for the others
+    assert render(job, "markdown", image="shot.png") == render(job, "markdown")
+    assert "shot.png" not in render(trace, "html", image="shot.png")
+
+
+def test_render_refuses_what_it_cannot_draw() -> None:
+    trace = pipeline.run(pipeline.load(STALL, cache=False))
+    with pytest.raises(UsageError, match="no 'pdf' rendering of a TraceResult") as bad:
+        render(trace, "pdf")
+    assert "formats: text, json, markdown, html, fragment" in bad.value.render()
+    with pytest.raises(UsageError, match="no 'text' rendering of a dict"):
+        render({}, "text")
+    with pytest.raises(UsageError, match="no JSON document"):
+        document(object())
+    with pytest.raises(TypeError, match="no option 'imgae'"):
+        render(trace, "markdown", imgae="x")
+
+
+def test_format_for_a_suffix() -> None:
+    assert [format_for(n) for n in ("r.html", "r.HTM", "r.json", "r.md", "r.txt", "report")] == [
+        "html", "html", "json", "markdown", "text", "text",
+    ]
