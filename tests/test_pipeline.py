@@ -1,14 +1,16 @@
 """The one pipeline (tracekit.pipeline) and the one renderer table (tracekit.report.render): what a
-path loads as, what running it returns, the progress it reports, and how results render."""
+path loads as, what running it returns, the progress it reports, how results render, and that the
+front ends pick no renderer themselves."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TRACES, ProgressRecorder, jobs_folder, shared_trace
+from conftest import REPO, SAMPLE_TRACES, ProgressRecorder, jobs_folder, shared_trace
 
 from tracekit import pipeline
 from tracekit.errors import TraceFormatError, UsageError
@@ -215,3 +217,15 @@ def test_format_for_a_suffix() -> None:
     assert [format_for(n) for n in ("r.html", "r.HTM", "r.json", "r.md", "r.txt", "report")] == [
         "html", "html", "json", "markdown", "text", "text",
     ]
+
+
+# --------------------------------------------------------------------------- every front end on it
+
+
+def test_the_front_ends_pick_no_renderer_by_format() -> None:
+    """Output formats come from the renderer table: no front end compares a format name itself."""
+    fronts = [REPO / "tracekit" / "api.py", *sorted((REPO / "tracekit" / "cli").glob("*.py"))]
+    for path in fronts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "fmt":
+                pytest.fail(f"{path.relative_to(REPO)}:{node.lineno} picks a rendering by format")
