@@ -1,6 +1,6 @@
 """The one pipeline (tracekit.pipeline) and the one renderer table (tracekit.report.render): what a
-path loads as, what running it returns, the progress it reports, how results render, and that the
-front ends pick no renderer themselves."""
+path loads as, what running it returns, the progress it reports, and that every front end goes
+through them (the only module outside the analyses that diagnoses is the pipeline)."""
 
 from __future__ import annotations
 
@@ -220,6 +220,30 @@ def test_format_for_a_suffix() -> None:
 
 
 # --------------------------------------------------------------------------- every front end on it
+
+
+def _calls(tree: ast.AST, names: set[str]) -> list[int]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in names:
+                out.append(node.lineno)
+    return out
+
+
+def test_only_the_pipeline_diagnoses_outside_the_analyses() -> None:
+    diagnosing = {"diagnose", "diagnose_job", "diagnose_ranks"}
+    callers = {}
+    for path in sorted((REPO / "tracekit").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("tracekit/analysis/"):
+            continue
+        lines = _calls(ast.parse(path.read_text(encoding="utf-8")), diagnosing)
+        if lines:
+            callers[rel] = lines
+    assert list(callers) == ["tracekit/pipeline.py"], callers
 
 
 def test_the_front_ends_pick_no_renderer_by_format() -> None:
