@@ -1,6 +1,6 @@
 """Display frames for the TUI: the Diagnosis reshaped into what each screen shows.
 
-Everything here is a pure function of a :class:`~tracekit.tui.loader.Session` (or one of its
+Everything here is a pure function of a :class:`~tracekit.tui.session.Session` (or one of its
 traces) returning polars frames or small values; screens format them, nothing more.  No
 Textual import, so the logic is tested without a terminal.
 
@@ -25,7 +25,7 @@ from ..report.formatting import scale_ns
 from ..schema import EventKind, TraceTables
 
 if TYPE_CHECKING:
-    from .loader import LoadedTrace
+    from .session import LoadedTrace
 
 
 @dataclass(frozen=True)
