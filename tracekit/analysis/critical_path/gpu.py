@@ -87,7 +87,7 @@ def activities(
         gpu_w.select(*STEP_KEY, pl.col("event_id").alias("dst_id"), pl.col("cs").alias("_ds")), on=[*STEP_KEY, "dst_id"]
     ).filter(pl.col("_x") <= pl.col("_ds"))
     xs = pl.concat([xs.select(*STEP_KEY, "dst_id", "_x", "_x_node", "inferred"), _inferred_cross(acts, gpu_w)])
-    x_best = xs.sort("_x", descending=True).unique([*STEP_KEY, "dst_id"], keep="first").select(
+    x_best = xs.sort(["_x", "_x_node"], descending=[True, False]).unique([*STEP_KEY, "dst_id"], keep="first").select(
         *STEP_KEY, pl.col("dst_id").alias("event_id"), "_x", "_x_node", pl.col("inferred").alias("_x_inferred")
     )
     acts = acts.join(x_best, on=[*STEP_KEY, "event_id"], how="left")
@@ -194,7 +194,7 @@ def sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, 
     cand.append(own.select("call_id", pl.col("event_id").alias("src_id"), pl.col("end_ns").alias("g_end"), pl.lit(False).alias("_explicit")))
     cands = pl.concat(cand, how="diagonal_relaxed").filter(pl.col("src_id").is_not_null())
     cands = cands.join(calls.select("call_id", "rank", "c1", pl.col("_explicit").alias("_call_explicit")).unique("call_id"), on="call_id")
-    cands = cands.filter(pl.col("g_end") <= pl.col("c1")).sort("g_end", descending=True).unique("call_id", keep="first")
+    cands = cands.filter(pl.col("g_end") <= pl.col("c1")).sort(["g_end", "src_id"], descending=[True, False]).unique("call_id", keep="first")
     # the wait for an activity whose cause owns its call (a pageable copy) carries its tag
     owned = own.filter(owns_call(pl.col("tag"))).select("call_id", pl.col("event_id").alias("src_id"), pl.col("tag").alias("_own_tag"))
     cands = cands.join(owned, on=["call_id", "src_id"], how="left")
