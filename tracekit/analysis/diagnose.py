@@ -44,7 +44,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     ``what_if`` lists extra questions (each a mapping cause → factor, see
     :mod:`tracekit.analysis.whatif`); every finding's fix is priced regardless, and the what-if
     engine (:mod:`tracekit.analysis.pricing`) decides which model answers each.
-    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``).
+    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``plan``).
 
     Example (from the repository root): a loop whose single-process DataLoader stalls the GPU,
     and whose ``loss.item()`` keeps the host from loading the next batch while the GPU computes
@@ -117,7 +117,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     priced = answer(
         PricingInputs(
             events=events, links=links, steps=steps.frame, step_ms=step_ms_median, utilization=utilization, host_only=host_only,
-            per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats,
+            per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, breakdown_ms=breakdown_ms,
         ),
         findings, asked, eff, phase=phase,
     )
@@ -142,6 +142,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
         efficiency=eff,
         warmup=warmup,
+        plan=priced.plan,
     )
 
 

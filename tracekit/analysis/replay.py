@@ -418,7 +418,7 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
         expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == "pageable_memcpy") & pinned.is_not_null()).then(
             pl.min_horizontal(w, pinned)
         ).otherwise(expr)
-        if single:
+        if single and not e.workers:
             # no workers: the main thread copies the batch into pinned memory first
             call_bytes = copy_bytes.drop_nulls("launch_id").group_by("launch_id").agg(pl.col("bytes").sum())
             per_call = dict(zip(call_bytes["launch_id"].to_list(), call_bytes["bytes"].to_list(), strict=True))

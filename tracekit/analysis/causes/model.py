@@ -8,7 +8,8 @@ evidence builder) is a function written next to the built-in entries
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,20 +48,53 @@ FindingDetector = Callable[["EvidenceInputs"], "Detected | None"]
 
 @dataclass(frozen=True)
 class Edit:
-    """How one question edits the replay's graph: tag → weight factor, and the GPU → host waits removed."""
+    """How one question edits the replay's graph: tag → weight factor, and the GPU → host waits removed.
 
-    #: the replay's column for it (a finding kind's fix: the kind's name, given at registration)
+    Several fixes applied together are one edit, :meth:`combined`, built field by field; a field
+    added here says in its comment how two values of it combine, and :meth:`combined` gets its
+    rule (``tests/test_plan.py`` checks that every field has one).
+    """
+
+    #: the replay's column for it (a finding kind's fix: the kind's name, given at registration).
+    #: Combined: the labels joined with ``+``
     label: str = ""
-    #: tag → factor on host-side edges (cpu / data_loading / wake)
+    #: tag → factor on host-side edges (cpu / data_loading / wake).  Combined: factors of the
+    #: same tag multiply (two speed-ups of the same work compound; 0 stays 0)
     host: Mapping[str, float] = field(default_factory=dict)
-    #: tag → factor on GPU activities
+    #: tag → factor on GPU activities.  Combined: as ``host``
     gpu: Mapping[str, float] = field(default_factory=dict)
-    #: removable sync edges whose tag is in here are removed
+    #: removable sync edges whose tag is in here are removed.  Combined: the union
     drop_sync: frozenset[str] = frozenset()
-    #: pageable copies run at pinned bandwidth (and the main thread pins without workers)
+    #: pageable copies run at pinned bandwidth (and the main thread pins without workers).
+    #: Combined: either
     pin: bool = False
-    #: factor on launch edges (call → GPU start)
+    #: factor on launch edges (call → GPU start).  Combined: the product
     launch_factor: float = 1.0
+    #: the fix moves loading into DataLoader worker processes: a batch is pinned by their
+    #: pin-memory thread, not on the main thread.  Combined: either
+    workers: bool = False
+
+    @classmethod
+    def combined(cls, *edits: Edit) -> Edit:
+        """One edit that applies every one of ``edits`` (see each field for its rule)."""
+        return cls(
+            label="+".join(e.label for e in edits),
+            host=_product(e.host for e in edits),
+            gpu=_product(e.gpu for e in edits),
+            drop_sync=frozenset().union(*(e.drop_sync for e in edits)),
+            pin=any(e.pin for e in edits),
+            launch_factor=math.prod(e.launch_factor for e in edits),
+            workers=any(e.workers for e in edits),
+        )
+
+
+def _product(factors: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """tag → the product of its factors over ``factors`` (a tag absent from one is 1 there)."""
+    out: dict[str, float] = {}
+    for one in factors:
+        for tag, factor in one.items():
+            out[tag] = out.get(tag, 1.0) * factor
+    return out
 
 
 @dataclass(frozen=True)
@@ -117,6 +151,9 @@ class FindingKind:
     fix: str
     #: what it means (docs/json-report.md)
     doc: str
+    #: the fix as one short imperative clause, for a report's opening sentence and its fix plan
+    #: ("load batches in DataLoader workers ..."; empty: the plan names the kind's title)
+    action: str = ""
     #: the what-if (knob → factor) that models fixing it on the critical path; a cause's own
     #: finding without one is priced as that cause at 0
     what_if: Mapping[str, float] | None = None
