@@ -97,7 +97,8 @@ def test_the_plans_mean_error_over_every_prefix() -> None:
 def test_healthy_controls_get_an_empty_plan(name: str, tmp_path: Path) -> None:
     d, steps = _plan(name, tmp_path)
     assert steps == []
-    assert d.plan.bound is not None and d.plan.bound.what == "gpu"  # type: ignore[attr-defined]
+    assert d.plan.bound is not None
+    assert d.plan.bound.what == "gpu"
     assert d.plan.sentence().startswith("Nothing worth fixing")  # type: ignore[attr-defined]
 
 
@@ -110,7 +111,8 @@ def test_the_demo_plan_is_one_step_with_the_sync_as_its_alternative() -> None:
     assert plan.steps[0].saves_ms == pytest.approx(40.0, abs=0.1)
     assert plan.steps[0].gpu_utilization == pytest.approx(1.0, abs=0.01)
     sentence = plan.sentence()
-    assert sentence is not None and sentence.startswith("The GPU is idle 40% of each step")
+    assert sentence is not None
+    assert sentence.startswith("The GPU is idle 40% of each step")
     assert "from 100.0 to 60.0 ms (GPU busy 60% → 100%)" in sentence
 
 
@@ -133,7 +135,9 @@ def test_combined_edits_compose_field_by_field() -> None:
     assert dict(c.host) == {"data_loading": 0.0, "cpu": 0.25}
     assert dict(c.gpu) == pytest.approx({"kernel": 0.4, "fp32_matmul": 0.4})
     assert c.drop_sync == {"sync", "pageable_memcpy"}
-    assert c.pin and c.workers and c.launch_factor == pytest.approx(0.05)
+    assert c.pin
+    assert c.workers
+    assert c.launch_factor == pytest.approx(0.05)
     # every field of Edit has a rule: combining an edit with the identity edit gives it back
     for f in dataclasses.fields(Edit):
         if f.name != "label":
