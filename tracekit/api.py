@@ -215,7 +215,7 @@ class _Rendered(ABC):
 
 
 #: :attr:`TraceReport.plan`'s columns
-_PLAN_SCHEMA = {
+_PLAN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "kind": pl.String, "action": pl.String, "predicted_step_ms": pl.Float64, "saves_ms": pl.Float64, "saves_alone_ms": pl.Float64,
     "gpu_utilization": pl.Float64, "throughput_per_s": pl.Float64, "alternatives": pl.List(pl.String),
 }
