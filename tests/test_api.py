@@ -240,7 +240,7 @@ def test_displays_are_self_contained_fragments(tmp_path: Path) -> None:
         for svg in re.findall(r"<svg\b.*?</svg>", html, flags=re.S):
             ET.fromstring(svg)  # well-formed pictures
     trace_html = _stall()._repr_html_()
-    assert trace_html.count("<svg") == 3  # breakdown, timeline (and the steps chart, folded)
+    assert trace_html.count("<svg") == 4  # fix plan, breakdown, timeline (and the steps chart, folded)
     assert "Fix:" in trace_html
     assert "Timeline of step" in trace_html
 
