@@ -144,3 +144,22 @@ def test_combined_edits_compose_field_by_field() -> None:
         if f.name != "label":
             assert getattr(Edit.combined(b, Edit()), f.name) == getattr(b, f.name), f.name
     assert Edit.combined(a) == a
+
+
+def test_a_stall_in_some_steps_states_the_plan_on_the_mean_step(tmp_path: Path) -> None:
+    """A DataLoader that falls behind every 4th batch: the median step hardly sees it, so the
+    plan is stated on the mean steady step, against the re-simulated loop's mean step."""
+    from loopsim import INTERMITTENT, mean_truth
+
+    loop, _ = INTERMITTENT["loader_stalls"]
+    run = simulate(loop)
+    d = diagnose(tracekit.read_trace(write_kineto(run, tmp_path / "stalls.json"), cache=False))
+    plan = d.plan
+    assert plan.statistic == "mean"
+    assert plan.step_ms == pytest.approx(run.mean_steady_step_ns / 1e6, rel=0.03)
+    kinds = [st.kind for st in plan.steps]
+    assert "data_loading" in kinds or "host_device_sync" in kinds
+    for i, st in enumerate(plan.steps, 1):
+        true_ms = mean_truth(loop, [SIM_FIX[k] for k in kinds[:i]]) / 1e6
+        assert st.predicted_step_ms == pytest.approx(true_ms, rel=0.05), (kinds[:i], st.predicted_step_ms, true_ms)
+    assert "the mean step" in (plan.sentence() or "")

@@ -19,9 +19,10 @@ the step once the loader keeps up.  The plan therefore replays the fixes *togeth
 * the plan stops when the best remaining candidate adds less than :data:`MIN_STEP_SHARE` of
   the step, and says what bounds the step then (:class:`Bound`).
 
-Steps are stated on the headline's statistic, the median step; a cause present in only some
-steps is priced by its mean saving over the steady steps, as its finding is
-(:data:`.replay.INTERMITTENT_SHARE`).  Where the replay does not reproduce the trace
+Steps are stated on the headline's statistic, the median step; when a fix removes a cause
+present in only some steps (:data:`.replay.INTERMITTENT_SHARE`: the median step does not see
+it, and its finding costs its mean saving) the whole plan is stated on the mean steady step
+instead (:attr:`Plan.statistic`), so that no number mixes the two.  Where the replay does not reproduce the trace
 (:data:`.replay.TRUST_ERROR`) there is no plan: the fixes' combined effect is not priced, and
 :attr:`Plan.note` says so.
 """
@@ -120,7 +121,7 @@ class Plan:
     """The ordered fixes of one trace (empty: nothing worth fixing, or not priced: :attr:`note`)."""
 
     steps: tuple[PlanStep, ...]
-    #: the step time and GPU busy share today (median step), ms
+    #: the step time today (the :attr:`statistic` step, ms) and the GPU busy share today
     step_ms: float | None
     gpu_utilization: float | None
     #: what bounds the step after the last step (None: no step time)
@@ -133,6 +134,9 @@ class Plan:
     batch_size: int | None = None
     #: the trace's findings (the opening sentence names the largest when there is no plan)
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+    #: the step the plan's times describe: ``median`` (the headline's), or ``mean`` (the mean
+    #: steady step) when a fix removes a stall present in only some steps
+    statistic: str = "median"
 
     @property
     def predicted_step_ms(self) -> float | None:
@@ -148,8 +152,8 @@ class Plan:
             first = self.steps[0]
             busy = _busy(self.gpu_utilization, first.gpu_utilization)
             return (
-                f"{_lead(self.gpu_utilization, first.finding)} ({first.saves_ms:.1f} ms per step): {first.action}, "
-                f"and the step would go from {self.step_ms:.1f} to {first.predicted_step_ms:.1f} ms{busy}."
+                f"{_lead(self.gpu_utilization, first.finding, self._step_words)} ({first.saves_ms:.1f} ms per step): {first.action}, "
+                f"and the {self._step_words} would go from {self.step_ms:.1f} to {first.predicted_step_ms:.1f} ms{busy}."
             )
         if self.findings and self.note:
             top = self.findings[0]
@@ -158,17 +162,25 @@ class Plan:
         util = "" if self.gpu_utilization is None else f", GPU busy {self.gpu_utilization:.0%}"
         return f"Nothing worth fixing: no fix saves {MIN_STEP_SHARE:.0%} of the {self.step_ms:.1f} ms step{util}{bound}."
 
+    @property
+    def _step_words(self) -> str:
+        return "mean step" if self.statistic == "mean" else "step"
+
     def to_list(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.steps]
 
 
-def _lead(utilization: float | None, f: Finding) -> str:
+def _lead(utilization: float | None, f: Finding, step: str = "step") -> str:
     what = f.title[0].lower() + f.title[1:]
     if utilization is None:
         return f"The main cause: {what}"
     if FINDING_BY_NAME[f.kind].cause:
-        return f"The GPU is idle {1 - utilization:.0%} of each step, mainly because {what}"
-    return f"The GPU is busy {utilization:.0%} of each step, and its work is slow: {what}"
+        return f"The GPU is idle {1 - utilization:.0%} of {_each(step)}, mainly because {what}"
+    return f"The GPU is busy {utilization:.0%} of {_each(step)}, and its work is slow: {what}"
+
+
+def _each(step: str) -> str:
+    return "each step" if step == "step" else f"the {step}"
 
 
 def _busy(before: float | None, after: float | None) -> str:
@@ -216,11 +228,16 @@ def build_plan(x: PlanInputs) -> Plan:
     chosen: list[tuple[str, Edit]] = []
     steps: list[PlanStep] = []
     alone: dict[str, float] = {}
-    predicted = step_ms
+    mean = False
+    predicted = base = step_ms
     while candidates:
         edits = [Edit.combined(*(e for _, e in chosen), e) for _, e in candidates]
         r = x.replayer.run(edits)
-        totals = {kind: step_ms - _saving(r, e.label, step_ms) for (kind, _), e in zip(candidates, edits, strict=True)}
+        if not chosen:
+            # a cause in only some steps: the whole plan is stated on the mean steady step
+            mean = any(_intermittent(r, e.label, step_ms) for e in edits)
+            predicted = base = (r.mean_steady_ms("measured_ns") or step_ms) if mean else step_ms
+        totals = {kind: base - _drop(r, e.label, base, mean) for (kind, _), e in zip(candidates, edits, strict=True)}
         labels = {kind: e.label for (kind, _), e in zip(candidates, edits, strict=True)}
         added = {k: max(0.0, predicted - t) for k, t in totals.items()}
         if not chosen:
@@ -247,7 +264,9 @@ def build_plan(x: PlanInputs) -> Plan:
         candidates = [c for c in candidates if c[0] != best]
         predicted = total
     return Plan(
-        steps=tuple(steps), step_ms=step_ms, gpu_utilization=x.utilization,
+        # the GPU's busy time per step is today's median step's busy share of it; over the mean step it is a smaller share
+        steps=tuple(steps), step_ms=base, gpu_utilization=None if x.utilization is None else x.utilization * step_ms / base,
+        statistic="mean" if mean else "median",
         bound=_bound(x, [s.kind for s in steps], steps[-1].gpu_utilization if steps else x.utilization),
         priced_by=REPLAY, batch_size=x.batch_size, findings=tuple(x.findings),
     )
@@ -269,18 +288,22 @@ def _mark_alternatives(
         steps[-1] = dataclasses.replace(last, alternatives=last.alternatives + tuple(alts))
 
 
-def _saving(r: Replay, label: str, step_ms: float) -> float:
-    """The edit's saving per step: the drop of the median replayed step, or its mean saving
-    over the steady steps when that is larger by :data:`INTERMITTENT_SHARE` of the step (a
-    cause in only some steps, priced as its finding is)."""
-    median = min(r.saving_ms(label) or 0.0, step_ms)
-    mean = min(r.mean_saving_ms(label) or 0.0, step_ms)
-    return mean if mean - median >= INTERMITTENT_SHARE * step_ms else median
+def _intermittent(r: Replay, label: str, step_ms: float) -> bool:
+    """The edit's mean saving over the steady steps exceeds its saving in the median step by
+    :data:`INTERMITTENT_SHARE` of the step: a cause in only some steps, which the median step
+    does not see (its finding states the mean saving too)."""
+    return (r.mean_saving_ms(label) or 0.0) - (r.saving_ms(label) or 0.0) >= INTERMITTENT_SHARE * step_ms
+
+
+def _drop(r: Replay, label: str, base: float, mean: bool) -> float:
+    """The edit's saving per step on the plan's statistic: the drop of the median replayed step,
+    or of the mean steady step (never more than the step)."""
+    return min((r.mean_saving_ms(label) if mean else r.saving_ms(label)) or 0.0, base)
 
 
 def _utilization_after(r: Replay, label: str, before: float | None, step_ms: float, predicted: float) -> float | None:
-    """The GPU's busy share of the predicted step: today's busy time scaled by what the
-    edit leaves of the GPU's work in the replay."""
+    """The GPU's busy share of the predicted step: today's busy time per step (``before`` of
+    the median step ``step_ms``) scaled by what the edit leaves of the GPU's work in the replay."""
     ratio = r.gpu_busy_ratio(label)
     if before is None or ratio is None or predicted <= 0:
         return None

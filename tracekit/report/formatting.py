@@ -327,7 +327,8 @@ def plan_lines(plan: Plan, kinds: bool = True) -> list[str]:
         out.append(f" {i}. {st.action[0].upper()}{st.action[1:]}{tag}")
         util = "" if busy is None or st.gpu_utilization is None else f", GPU busy {busy:.0%} → {st.gpu_utilization:.0%}"
         rate = "" if st.throughput is None else f", {st.throughput:,.1f} samples/s"
-        out.append(f"    step {fmt_ms(before)} → {fmt_ms(st.predicted_step_ms)} (saves {st.saves_ms:,.2f} ms per step{util}{rate})")
+        step = "mean step" if plan.statistic == "mean" else "step"
+        out.append(f"    {step} {fmt_ms(before)} → {fmt_ms(st.predicted_step_ms)} (saves {st.saves_ms:,.2f} ms per step{util}{rate})")
         loc = location_text(st.location)
         if loc:
             out.append(f"    at {loc}")

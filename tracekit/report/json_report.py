@@ -125,6 +125,7 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
     bound = plan.bound
     return {
         "priced_by": plan.priced_by,
+        "statistic": plan.statistic,
         "step_ms": _r(plan.step_ms),
         "predicted_step_ms": _r(plan.predicted_step_ms) if plan.steps else None,
         "gpu_utilization": _r(plan.gpu_utilization),
