@@ -37,7 +37,7 @@ import msgspec
 import polars as pl
 
 from tracekit.errors import TraceCorruptError, TraceFormatError
-from tracekit.native import ArrowCapsules, load, release_free_heap
+from tracekit.native import load, release_free_heap
 from tracekit.schema import (
     COUNTERS,
     DEVICES,
@@ -1327,16 +1327,15 @@ def _build_tables(
         warnings.append(f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})")
 
     # the scans' freed buffers off the C heap before the tables are built (and once more
-    # below, after the flow binding's)
+    # below, once the flow rows and the columns the final ones replaced are freed too)
     release_free_heap()
     names, name_ranks = parts.take_names()
     timed = [_final_event_columns(parts.take_timed(), ids, main_pid, rank, base_ns, name_ranks)]
     del name_ranks
     # the flows are bound before the canonical sort, to the event ids the sort will give,
     # so their temporaries come and go while only the unsorted events exist
-    order, event_id = _canonical_order(timed[0])
-    flows = _flows(flow_rows, _slices(timed[0], order, event_id))
-    del event_id
+    order = canonical_order(timed[0])
+    flows = _flows(flow_rows, _slices(timed[0], order))
     del flow_rows
     for helper in ("_track_pid", "_track_tid"):
         timed[0].drop_in_place(helper)
@@ -1886,14 +1885,12 @@ def _track_key(pid: str, tid: str, start: str) -> pl.Expr:
     return pl.struct(pl.col(pid).alias("p"), pl.col(tid).alias("t"), pl.col(start).alias("s")).hash(seed=0)
 
 
-def _slices(timed: pl.DataFrame, order: pl.Series, event_id: pl.Series | None = None) -> pl.DataFrame:
+def _slices(timed: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
     """Every timed event's track, start and the event id the canonical sort will give it
-    (``order`` is :func:`canonical_order` of ``timed``; ``event_id``, where given, its
-    inverse, the event ids themselves)."""
-    if event_id is None:
-        event_id = pl.Series("event_id", [], dtype=pl.Int64).extend_constant(None, order.len())
-        if order.len():
-            event_id = event_id.scatter(order, pl.int_range(0, order.len(), dtype=pl.Int64, eager=True))
+    (``order`` is :func:`canonical_order` of ``timed``: the event ids are its inverse)."""
+    event_id = pl.Series("event_id", [], dtype=pl.Int64).extend_constant(None, order.len())
+    if order.len():
+        event_id = event_id.scatter(order, pl.int_range(0, order.len(), dtype=pl.Int64, eager=True))
     # from the columns alone: a ``select`` on the frame (many chunks a column) would first
     # copy every column of it into one chunk
     return pl.DataFrame([*(timed.get_column(c) for c in ("_track_pid", "_track_tid", "start_ns")), event_id])
@@ -1903,17 +1900,17 @@ def _slices(timed: pl.DataFrame, order: pl.Series, event_id: pl.Series | None = 
 _FLOW_KINDS = pl.Series("flow_kind", FLOW_KIND.categories.to_list(), dtype=FLOW_KIND)
 
 
-def _flow_kind_series(cat: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """The flow kind of each lower-cased category, and its code (UInt32, the kind's position
-    in the enum): comparisons with the few known categories (a fraction of the cost of a
-    hash ``replace`` of every row's text), each kind's code put where one of its words
-    matches, the rest ``other``; on the Series, the enum gathered by code (no query)."""
+def _flow_kind_series(cat: pl.Series) -> pl.Series:
+    """The flow kind of each lower-cased category: comparisons with the few known categories
+    (a fraction of the cost of a hash ``replace`` of every row's text), each kind's code (its
+    position in the enum) put where one of its words matches, the rest ``other``; on the
+    Series, the enum gathered by code (no query)."""
     rows = cat.len()
     codes = repeated("", _FLOW_CODES[FlowKind.OTHER.value], pl.UInt32(), rows)
     for value in dict.fromkeys(_FLOW_CATEGORY.values()):
         matches = _any_equal(cat, [c for c, v in _FLOW_CATEGORY.items() if v == value])
         codes = repeated("", _FLOW_CODES[value], pl.UInt32(), rows).zip_with(matches, codes)
-    return _FLOW_KINDS[codes].alias("flow_kind"), codes
+    return _FLOW_KINDS[codes].alias("flow_kind")
 
 
 #: each flow kind's position in the enum
@@ -1927,15 +1924,7 @@ def _bind_endpoints(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.Series:
     The canonical order sorts rows of one start time by duration, longest first, so among
     the slices that start together the innermost one is the one with the largest event id.
     The rows are joined on one 64-bit hash of (pid, tid, start) and the matches checked on
-    the real columns; the native binding (tracekit/native/_flowbind.c), where it was built, gives
-    the same result from one hash table over the endpoints' keys."""
-    native = load("flowbind")
-    if native is not None:
-        columns = [
-            *(flow_rows.get_column(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns")),
-            *(keyed.get_column(c).cast(pl.Int64) for c in ("_track_pid", "_track_tid", "start_ns", "event_id")),
-        ]
-        return pl.Series(ArrowCapsules(native.bind(*columns))).alias("event_id")
+    the real columns."""
     ends = flow_rows.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "pid", "tid", "start_ns",
         _track_key("pid", "tid", "start_ns").alias("_key"),
@@ -1973,7 +1962,7 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
     labels = flow_rows.get_column("id_label")
     if labels.null_count() < labels.len():
         id_column = flow_rows.select(pl.coalesce(pl.col("id"), pl.col("id_label").cast(pl.Int64, strict=False))).to_series()
-    kind_column, kind_codes = _flow_kind_series(flow_rows.get_column("_cat"))
+    kind_column = _flow_kind_series(flow_rows.get_column("_cat"))
     ends = pl.DataFrame(
         [
             (ph == "s").alias("_src"),
@@ -1995,20 +1984,6 @@ def _flows(flow_rows: pl.DataFrame, keyed: pl.DataFrame) -> pl.DataFrame:
         # (the ends too: the rows of null ids, a source-only and a destination-only one per
         # kind, otherwise came in the grouping's arbitrary order, differing between runs)
         return FLOWS.conform(joined).sort(["flow_kind", "flow_id", "src_event_id", "dst_event_id"])
-    native = _native_pairing(ends.height)
-    if native is not None:
-        # the native pairing (tracekit/native/_flowbind.c): every (kind, id) with its first source
-        # and destination in one pass over the rows, the flows handed back in the order
-        # below, by (kind, id) (on up to :data:`_NATIVE_PAIRING_MAX_ROWS` endpoints)
-        # (the end as uint8 flags and the kind as its uint32 codes: the native pairing reads
-        # narrow integers as they are, so no int64 copy of either is made)
-        end = ends.get_column("_src").cast(pl.UInt8) + 2 * ends.get_column("_dst").cast(pl.UInt8)
-        kind = kind_codes
-        flow_ids = ends.get_column("flow_id").cast(pl.Int64)
-        event_id = ends.get_column("event_id").cast(pl.Int64)
-        del ends
-        ids, codes, src, dst = (pl.Series(ArrowCapsules(p)) for p in native.pair(end, kind, flow_ids, event_id))
-        return pl.DataFrame([ids, _FLOW_KINDS[codes].alias("flow_kind"), src, dst])
     # both ends of every flow from one stable sort by (kind, id): the rows of a flow are
     # then contiguous and in file order, so its first source and first destination are the
     # first "s" and "f" rows of its run (no grouping by hash, no join of the two ends)
@@ -2071,81 +2046,9 @@ def _links(events: pl.DataFrame, flows: pl.DataFrame) -> pl.DataFrame:
     return links.unique(["launch_event_id", "gpu_event_id"], keep="first").sort(["gpu_event_id", "launch_event_id"])
 
 
-#: the keys of the canonical order after the start and the duration (schema.canonical_order)
-_ORDER_KEYS = ("kind", "pid", "tid", "device", "stream", "name")
-#: the native canonical order takes tables up to this many rows (as the pairings: at 3.2 M
-#: rows it was faster than polars, 0.14 against 0.22 s CPU, but the 1.1 GB parse's peak RSS
-#: came out 10-50 MB higher in most runs; docs/performance.md, round 8)
-_NATIVE_ORDER_MAX_ROWS = 200_000
-#: the integer types the native sort reads as they are
-_NARROW = (pl.Int64, pl.Int32, pl.UInt32, pl.UInt8)
-
-
-def _canonical_order(events: pl.DataFrame) -> tuple[pl.Series, pl.Series | None]:
-    """:func:`tracekit.schema.canonical_order` of the events, the same permutation, and
-    where the native sort made it, its inverse (the event id of each row, as
-    :func:`_slices` wants it), else None.
-
-    The native sort (tracekit/native/_flowbind.c, ``order``), where it was built, takes tables of up
-    to :data:`_NATIVE_ORDER_MAX_ROWS` rows: a radix sort of the starts, then the rows that
-    share a start sorted by every key, in one call instead of some ten polars queries."""
-    native = None if events.height > _NATIVE_ORDER_MAX_ROWS else load("flowbind")
-    names = events.columns
-    if (
-        native is None
-        or not all(k in names for k in ("start_ns", "dur_ns", *_ORDER_KEYS))
-        or ("_order" in names and not _rises(events.get_column("_order")))
-    ):
-        return canonical_order(events), None
-    # (``to_physical`` is a query of its own: only the enums need it)
-    keys = [_physical(events.get_column(k)) for k in ("start_ns", "dur_ns", *_ORDER_KEYS)]
-    # the start and duration as int64, the other keys also as the narrower integers the
-    # native sort reads in place (an Enum's physical codes sort as its categories do)
-    columns = [k if k.dtype in (_NARROW if i >= 2 else (pl.Int64,)) else k.cast(pl.Int64) for i, k in enumerate(keys)]
-    ordered, inverse = native.order(*columns)
-    order: pl.Series = pl.Series(ArrowCapsules(ordered)).cast(pl.get_index_type()).alias("start_ns")
-    event_id: pl.Series = pl.Series(ArrowCapsules(inverse))
-    return order, event_id
-
-
-def _physical(column: pl.Series) -> pl.Series:
-    """``column``'s physical values: an enum's codes, any other column as it is."""
-    return column.to_physical() if isinstance(column.dtype, (pl.Enum, pl.Categorical)) else column
-
-
-def _rises(position: pl.Series) -> bool:
-    """Whether ``position`` has no nulls and never falls (then it breaks no tie)."""
-    return position.null_count() == 0 and position.is_sorted()
-
-
-#: the native pairings (``_flowbind.links`` and ``pair``) take tables up to this many rows:
-#: their hash tables are then a few MB and mostly in cache, and they cost a third to a half
-#: of polars' several queries; on larger ones polars' partitioned hashing is the faster
-#: (measured: 67-138 k rows, native ahead by 1-2 ms; 750 k, polars ahead by 10-30 ms)
-_NATIVE_PAIRING_MAX_ROWS = 200_000
-
-
-def _native_pairing(rows: int) -> Any:
-    """The native module for a pairing of ``rows`` rows, or None for the polars path."""
-    return None if rows > _NATIVE_PAIRING_MAX_ROWS else load("flowbind")
-
-
 def _correlation_links(events: pl.DataFrame) -> pl.DataFrame:
     """The links by correlation id: every GPU activity whose id names exactly one launch
-    call, in event order (``event_id`` is the row number: the events are in canonical order).
-
-    The native pairing (tracekit/native/_flowbind.c), where it was built, gives the same rows from
-    one hash table over the launch calls' ids, in place of the five polars queries below
-    (on tables of up to :data:`_NATIVE_PAIRING_MAX_ROWS` events)."""
-    native = _native_pairing(events.height)
-    if native is not None:
-        launch_mask = sum(1 << _KIND_CODES[k] for k in LAUNCH_KINDS)
-        target_mask = sum(1 << _KIND_CODES[k] for k in _LINK_TARGETS)
-        kind_codes = events.get_column("kind").to_physical()  # (uint8 codes, read as they are)
-        ids = events.get_column("correlation").cast(pl.Int64)
-        columns = [pl.Series(ArrowCapsules(pair)) for pair in native.links(kind_codes, ids, launch_mask, target_mask)]
-        source = repeated("link_source", "correlation", LINK_SOURCE, columns[0].len())
-        return pl.DataFrame([*columns, source])
+    call, in event order (``event_id`` is the row number: the events are in canonical order)."""
     kind, correlation = pl.col("kind"), pl.col("correlation")
     rows = events.select("event_id", "kind", "correlation")
     # a correlation id must name exactly one launch call to be trusted

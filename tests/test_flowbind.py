@@ -1,9 +1,9 @@
-"""The native flow binding (tracekit/native/_flowbind.c) gives what the polars binding gives.
+"""The Kineto reader's whole-trace steps: flow endpoints bound to their slices, flows paired,
+launch links, label ids, threads, the main process, devices and event names.
 
-Every flow endpoint is bound to the slice with its (pid, tid, start) and the largest event
-id, or to nothing; a null in a key never matches.  Both paths of
-``kineto._bind_endpoints`` run on the same frames: few distinct keys (many endpoints and
-slices per key), nulls in every key column, columns in several chunks, empty inputs.
+Each step runs on generated frames (few distinct keys, so many endpoints and slices share
+one; nulls in every key column; columns in several chunks; empty inputs) and is compared
+with a reference written plainly in Python here, row by row.
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.native import ArrowCapsules, compiled
 from tracekit.parsers import kineto
-from tracekit.schema import EVENT_KIND, FLOWS, LINKS
-
-FLOWBIND = compiled("flowbind")
-native = pytest.mark.skipif(FLOWBIND is None, reason="the native flow binding was not built")
+from tracekit.schema import EVENT_KIND, FLOW_KIND, FLOWS, LAUNCH_KINDS, LINKS
 
 
 def _frames(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -61,7 +57,17 @@ def _frames(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) ->
     return pieces(flows), pieces(slices)
 
 
-@native
+def _bound_by_hand(flows: pl.DataFrame, slices: pl.DataFrame) -> list[int | None]:
+    """Each endpoint's slice, found row by row: the largest event id among the slices with
+    the endpoint's (pid, tid, start), None where there is none or a key is null."""
+    largest: dict[tuple[int, int, int], int] = {}
+    for pid, tid, start, event in slices.select("_track_pid", "_track_tid", "start_ns", "event_id").iter_rows():
+        if pid is not None and tid is not None and start is not None:
+            key = (pid, tid, start)
+            largest[key] = max(event, largest.get(key, event))
+    return [largest.get(key) for key in flows.select("pid", "tid", "start_ns").iter_rows()]
+
+
 @pytest.mark.parametrize(
     ("seed", "n_flows", "n_slices", "nulls", "chunks"),
     [
@@ -74,35 +80,25 @@ def _frames(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) ->
         (7, 0, 0, False, 1),
     ],
 )
-def test_native_binding_matches_polars(
-    seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_binding_matches_a_row_by_row_search(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) -> None:
     flows, slices = _frames(seed, n_flows, n_slices, nulls, chunks)
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    pure = kineto._bind_endpoints(flows, slices)
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
-    fast = kineto._bind_endpoints(flows, slices)
-    assert fast.dtype == pure.dtype == pl.Int64
-    assert fast.name == pure.name == "event_id"
-    assert fast.to_list() == pure.to_list()
+    got = kineto._bind_endpoints(flows, slices)
+    assert got.dtype == pl.Int64
+    assert got.name == "event_id"
+    assert got.to_list() == _bound_by_hand(flows, slices)
     if n_flows and n_slices:
         # the cases bind some endpoints and leave others unbound
-        assert 0 < fast.null_count() < n_flows
+        assert 0 < got.null_count() < n_flows
 
 
-@native
-def test_native_binding_reads_sliced_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_binding_reads_sliced_columns() -> None:
     # slices of frames: every chunk starts at an offset into its buffers
     flows, slices = _frames(9, 3000, 4000, True, 3)
     flows, slices = flows.slice(17, 2000), slices.slice(5, 3000)
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    pure = kineto._bind_endpoints(flows, slices)
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
-    assert kineto._bind_endpoints(flows, slices).to_list() == pure.to_list()
+    assert kineto._bind_endpoints(flows, slices).to_list() == _bound_by_hand(flows, slices)
 
 
-@native
-def test_native_binding_takes_the_largest_event_id_and_never_matches_null() -> None:
+def test_binding_takes_the_largest_event_id_and_never_matches_null() -> None:
     flows = pl.DataFrame(
         {"pid": [1, 1, None, 2], "tid": [5, 5, 5, None], "start_ns": [10, 11, 10, 10]},
         schema={"pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64},
@@ -112,16 +108,6 @@ def test_native_binding_takes_the_largest_event_id_and_never_matches_null() -> N
          "event_id": [3, 9, 20, 30, 40]},
     )
     assert kineto._bind_endpoints(flows, slices).to_list() == [9, None, None, None]
-
-
-@native
-def test_native_binding_rejects_a_column_that_is_not_int64() -> None:
-    bad = pl.Series("x", [1.5, 2.5])
-    good = pl.Series("y", [1, 2], dtype=pl.Int64)
-    with pytest.raises(TypeError, match="int64"):
-        FLOWBIND.bind(bad, good, good, good, good, good, good)
-    with pytest.raises(ValueError, match="differ in length"):
-        FLOWBIND.bind(good, good, good.head(1), good, good, good, good)
 
 
 def test_flows_of_null_ids_come_in_one_order() -> None:
@@ -170,27 +156,36 @@ def _events(seed: int, n: int, nulls: bool, chunks: int) -> pl.DataFrame:
     return pl.concat([frame.slice(i * step, step if i < chunks - 1 else n) for i in range(chunks)], rechunk=False)
 
 
-@native
+def _links_by_hand(events: pl.DataFrame) -> list[tuple[int, int, int, str]]:
+    """The correlation links row by row: each kernel, copy, memset or sync row whose id is
+    carried by exactly one runtime or driver call, in event order."""
+    targets = {"kernel", "memcpy", "memset", "sync"}
+    launches: dict[int, list[int]] = {}
+    rows = events.select("event_id", "kind", "correlation").rows()
+    for event, kind, correlation in rows:
+        if kind in LAUNCH_KINDS and correlation is not None:
+            launches.setdefault(correlation, []).append(event)
+    return [
+        (launches[correlation][0], event, correlation, "correlation")
+        for event, kind, correlation in rows
+        if kind in targets and len(launches.get(correlation, ())) == 1
+    ]
+
+
 @pytest.mark.parametrize(
     ("seed", "n", "nulls", "chunks"),
     [(1, 3000, False, 1), (2, 3000, True, 1), (3, 5000, True, 6), (4, 1, False, 1), (5, 0, False, 1)],
 )
-def test_native_correlation_links_match_polars(
-    seed: int, n: int, nulls: bool, chunks: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_correlation_links_match_a_row_by_row_count(seed: int, n: int, nulls: bool, chunks: int) -> None:
     events = _events(seed, n, nulls, chunks)
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    pure = kineto._correlation_links(events)
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
-    fast = kineto._correlation_links(events)
-    assert fast.schema == pure.schema == LINKS.polars_schema
-    assert fast.rows() == pure.rows()
+    got = kineto._correlation_links(events)
+    assert got.schema == LINKS.polars_schema
+    assert got.rows() == _links_by_hand(events)
     if n > 100:
-        assert pure.height  # the case links some GPU rows (and, by its few ids, leaves others)
+        assert got.height  # the case links some GPU rows (and, by its few ids, leaves others)
 
 
-@native
-def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
+def test_correlation_links_trust_only_an_id_of_one_launch() -> None:
     events = pl.DataFrame(
         {
             "kind": ["runtime", "kernel", "runtime", "runtime", "kernel", "driver", "memcpy", "kernel", "kernel"],
@@ -199,20 +194,30 @@ def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
         schema={"kind": EVENT_KIND, "correlation": pl.Int64},
     ).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
     assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
-    with pytest.raises(ValueError, match="differ in length"):
-        FLOWBIND.links(pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64), 1, 2)
-    # the kind may be any of the narrow integer types (an enum's codes), the ids only int64
-    with pytest.raises(TypeError, match="int64"):
-        FLOWBIND.links(pl.Series([1], dtype=pl.Int64), pl.Series([1], dtype=pl.Int32), 1, 2)
-    with pytest.raises(TypeError, match="int64"):
-        FLOWBIND.links(pl.Series([1.0], dtype=pl.Float64), pl.Series([1], dtype=pl.Int64), 1, 2)
-    kinds, ids = [0, 1, 1, 0, None, 1], [5, 5, 6, None, 6, 7]
-    for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
-        got = FLOWBIND.links(pl.Series(kinds, dtype=dtype), pl.Series(ids, dtype=pl.Int64), 1, 2)
-        assert [pl.Series(ArrowCapsules(c)).to_list() for c in got] == [[0], [1], [5]]
 
 
-@native
+#: each flow category's kind (anything else is ``other``)
+_FLOW_KIND_OF = {"ac2g": "launch", "async": "launch", "async_gpu": "launch", "async_cpu_to_gpu": "launch", "fwdbwd": "fwdbwd"}
+
+
+def _flows_by_hand(flow_rows: pl.DataFrame, slices: pl.DataFrame) -> list[tuple[int, str, int | None, int | None]]:
+    """The flows row by row: for each (kind, id) with a source or a destination, the slice of
+    its first source and of its first destination in file order (bound or not), by kind (in
+    the enum's order) and id."""
+    bound = _bound_by_hand(flow_rows, slices)
+    first: dict[tuple[str, int], dict[str, int | None]] = {}
+    for (ph, cat, flow_id), event in zip(flow_rows.select("ph", "_cat", "id").iter_rows(), bound, strict=True):
+        if ph not in ("s", "f"):
+            continue
+        ends = first.setdefault((_FLOW_KIND_OF.get(cat, "other"), flow_id), {})
+        ends.setdefault(ph, event)
+    order = FLOW_KIND.categories.to_list()
+    return [
+        (flow_id, kind, ends.get("s"), ends.get("f"))
+        for (kind, flow_id), ends in sorted(first.items(), key=lambda item: (order.index(item[0][0]), item[0][1]))
+    ]
+
+
 @pytest.mark.parametrize(
     ("seed", "n_flows", "n_slices", "chunks", "cats"),
     [
@@ -222,8 +227,8 @@ def test_native_correlation_links_trust_only_an_id_of_one_launch() -> None:
         (14, 50, 50, 1, ("ac2g", "async_cpu_to_gpu")),
     ],
 )
-def test_native_pairing_matches_polars(
-    seed: int, n_flows: int, n_slices: int, chunks: int, cats: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+def test_pairing_matches_a_row_by_row_pass(
+    seed: int, n_flows: int, n_slices: int, chunks: int, cats: tuple[str, ...]
 ) -> None:
     # few ids, so a flow has several sources and destinations (the first in file order
     # wins, bound or not), steps ("t") that pair with nothing, kinds sharing an id
@@ -238,150 +243,38 @@ def test_native_pairing_matches_polars(
         },
         schema={"ph": pl.String, "_cat": pl.String, "id": pl.Int64, "id_label": pl.String},
     ).hstack(ends.rechunk())
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    pure = kineto._flows(flow_rows, slices)
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
-    fast = kineto._flows(flow_rows, slices)
-    assert fast.schema == pure.schema == FLOWS.polars_schema
-    assert fast.rows() == pure.rows()
+    got = kineto._flows(flow_rows, slices)
+    assert got.schema == FLOWS.polars_schema
+    assert got.rows() == _flows_by_hand(flow_rows, slices)
     if n_flows > 100:
         # the cases have flows with both ends, one end, and an unbound end
-        assert pure["src_event_id"].null_count()
-        assert pure["dst_event_id"].null_count()
-        assert pure.drop_nulls().height
+        assert got["src_event_id"].null_count()
+        assert got["dst_event_id"].null_count()
+        assert got.drop_nulls().height
 
 
-@native
-def test_native_pairing_rejects_columns_of_other_lengths() -> None:
-    one, two = pl.Series([1], dtype=pl.Int64), pl.Series([1, 2], dtype=pl.Int64)
-    with pytest.raises(ValueError, match="differ in length"):
-        FLOWBIND.pair(one, one, two, one)
-    with pytest.raises(TypeError, match="int64"):  # the ids are int64 only
-        FLOWBIND.pair(one, one, one.cast(pl.Int32), one)
+@pytest.mark.parametrize(("seed", "n"), [(1, 0), (2, 1), (3, 500), (4, 3000)])
+def test_slices_carry_the_event_ids_the_canonical_sort_gives(seed: int, n: int) -> None:
+    """The event id of each unsorted row is its position in the canonical order (the
+    order's inverse), as the flows are bound before the sort."""
+    from tracekit.schema import canonical_order
 
-
-@native
-def test_native_pairing_reads_narrow_ends_and_kinds() -> None:
-    """The end and kind columns are read as int64 or as narrow integers (uint8 flags, uint32
-    codes) alike; the flows come in order of (kind, id) either way."""
-    end, kind = [1, 2, 2, 1, 0, 1, 2, None], [1, 1, 0, 0, 0, 1, 1, 1]
-    flow_id = pl.Series([9, 9, 4, 4, 4, -3, -3, 2], dtype=pl.Int64)
-    event_id = pl.Series([10, 11, 12, None, 14, 15, 16, 17], dtype=pl.Int64)
-
-    def paired(dtype: pl.DataType) -> list[list[int | None]]:
-        out = FLOWBIND.pair(pl.Series(end, dtype=dtype), pl.Series(kind, dtype=dtype), flow_id, event_id)
-        return [pl.Series(ArrowCapsules(c)).to_list() for c in out]
-
-    want = [[4, -3, 9], [0, 1, 1], [None, 15, 10], [12, 16, 11]]
-    for dtype in (pl.Int64, pl.UInt8, pl.UInt32, pl.Int32):
-        assert paired(dtype) == want
-
-
-def test_large_pairings_take_the_polars_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    # past the size where polars' hashing is the faster, the native pairings are not used
-    # (and give the same tables below it: the tests above)
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
-    monkeypatch.setattr(kineto, "_NATIVE_PAIRING_MAX_ROWS", 100)
-    assert kineto._native_pairing(101) is None
-    assert kineto._native_pairing(100) is FLOWBIND
-    events = _events(31, 500, True, 1)
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    pure = kineto._correlation_links(events)
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON")
-    assert kineto._correlation_links(events).rows() == pure.rows()
-
-
-def _sort_keys(seed: int, n: int, nulls: bool, chunks: int, sliced: bool) -> pl.DataFrame:
-    """Events with many ties on the start (and on the keys after it), nulls in every key."""
     rng = random.Random(seed)
-    kinds = list(EVENT_KIND.categories)
-
-    def pick(pool: list[object]) -> object:
-        return None if nulls and rng.random() < 0.05 else rng.choice(pool)
-
-    starts: list[object] = [-(2**62), -5, 0, 3, 7, 2**40, 2**62]
-    frame = pl.DataFrame(
+    timed = pl.DataFrame(
         {
-            "_order": list(range(n)),
-            "kind": pl.Series([pick(kinds) for _ in range(n)], dtype=EVENT_KIND),
-            "name": pl.Series([pick([0, 1, 2**32 - 1]) for _ in range(n)], dtype=pl.UInt32),
-            "pid": [pick([-1, 0, 5]) for _ in range(n)],
-            "tid": [pick([0, 2**40]) for _ in range(n)],
-            "start_ns": pl.Series([pick(starts) for _ in range(n)], dtype=pl.Int64),
-            "dur_ns": pl.Series([pick([-3, 0, 1, 10**12]) for _ in range(n)], dtype=pl.Int64),
-            "device": pl.Series([pick([-1, 0, 7]) for _ in range(n)], dtype=pl.Int32),
-            "stream": pl.Series([pick([0, 1]) for _ in range(n)], dtype=pl.Int64),
-        }
+            "_track_pid": [rng.randrange(3) for _ in range(n)],
+            "_track_tid": [rng.randrange(3) for _ in range(n)],
+            "start_ns": [rng.randrange(50) for _ in range(n)],
+            "dur_ns": [rng.randrange(5) for _ in range(n)],
+        },
+        schema={"_track_pid": pl.Int64, "_track_tid": pl.Int64, "start_ns": pl.Int64, "dur_ns": pl.Int64},
     )
-    if sliced:
-        frame = frame.slice(3)
-    if chunks > 1 and frame.height >= chunks:
-        step = frame.height // chunks
-        parts = [frame.slice(i * step, step if i < chunks - 1 else frame.height) for i in range(chunks)]
-        frame = pl.concat(parts, rechunk=False)
-    return frame
-
-
-@native
-@pytest.mark.parametrize(
-    ("seed", "n", "nulls", "chunks", "sliced"),
-    [(1, 0, False, 1, False), (2, 1, True, 1, False), (3, 500, False, 1, False), (4, 2000, True, 5, False),
-     (5, 3000, True, 3, True), (6, 50, True, 7, True)],
-)
-def test_native_canonical_order_matches_polars(
-    seed: int, n: int, nulls: bool, chunks: int, sliced: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tracekit.schema import canonical_order
-
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
-    events = _sort_keys(seed, n, nulls, chunks, sliced)
-    got, event_id = kineto._canonical_order(events)
-    assert got.equals(canonical_order(events))
-    # the inverse, as _slices gives it from the order alone
-    assert event_id is not None
-    assert event_id.equals(kineto._slices(events.with_columns(_track_pid=0, _track_tid=0), got)["event_id"])
-    assert got.dtype == pl.get_index_type()
-    assert got.name == "start_ns"
-
-
-@native
-def test_native_canonical_order_of_rising_starts_and_distinct_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracekit.schema import canonical_order
-
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
-    for starts in (list(range(100)), [5 * ((i * 37) % 100) for i in range(100)]):
-        events = _sort_keys(9, 100, True, 2, False).with_columns(pl.Series("start_ns", starts, dtype=pl.Int64))
-        assert kineto._canonical_order(events)[0].equals(canonical_order(events))
-
-
-def test_canonical_order_takes_the_polars_path_where_native_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracekit.schema import canonical_order
-
-    monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
-    events = _sort_keys(10, 300, True, 2, False)
-    falling = events.with_columns(pl.Series("_order", list(range(300, 0, -1)), dtype=pl.Int64))
-    assert kineto._canonical_order(falling)[0].equals(canonical_order(falling))
-    monkeypatch.setattr(kineto, "_NATIVE_ORDER_MAX_ROWS", 10)
-    order, event_id = kineto._canonical_order(events)
-    assert order.equals(canonical_order(events))
-    assert event_id is None
-    monkeypatch.setattr(kineto, "_NATIVE_ORDER_MAX_ROWS", 10**9)
-    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    assert kineto._canonical_order(events)[1] is None
-
-
-@native
-def test_native_order_rejects_bad_columns() -> None:
-    assert FLOWBIND is not None
-    start = pl.Series([1, 2], dtype=pl.Int64)
-    with pytest.raises(ValueError, match="differ in length"):
-        FLOWBIND.order(start, pl.Series([1], dtype=pl.Int64))
-    with pytest.raises(TypeError, match="int64"):
-        FLOWBIND.order(start, pl.Series([1.0, 2.0]))
-    with pytest.raises(TypeError, match="int64"):
-        FLOWBIND.order(start.cast(pl.Int32), start)
-    with pytest.raises(TypeError):
-        FLOWBIND.order(start)
+    order = canonical_order(timed)
+    slices = kineto._slices(timed, order)
+    assert slices.columns == ["_track_pid", "_track_tid", "start_ns", "event_id"]
+    event_id = slices["event_id"].to_list()
+    assert sorted(event_id) == list(range(n))
+    assert all(event_id[row] == position for position, row in enumerate(order.to_list()))
 
 
 def test_final_ids_on_the_series_match_the_expression() -> None:
@@ -415,11 +308,10 @@ def test_final_ids_on_the_series_match_the_expression() -> None:
 
 def test_flow_kinds_on_the_series() -> None:
     cats = ["ac2g", "fwdbwd", "async", "", None, "async_gpu", "ASYNC", "async_cpu_to_gpu", "gpu_user_annotation"]
-    kinds, codes = kineto._flow_kind_series(pl.Series("_cat", cats, dtype=pl.String))
+    kinds = kineto._flow_kind_series(pl.Series("_cat", cats, dtype=pl.String))
     want = ["launch", "fwdbwd", "launch", "other", "other", "launch", "other", "launch", "other"]
     assert kinds.dtype == FLOWS.polars_schema["flow_kind"]
     assert kinds.to_list() == want
-    assert codes.to_list() == kinds.to_physical().cast(pl.UInt32).to_list()
 
 
 def _metadata_frame(rows: list[tuple[str | None, int | None, int | None, str | None]]) -> pl.DataFrame:
