@@ -261,7 +261,7 @@ def iter_whole_chunks(
 ) -> Iterator[Any]:
     """What :func:`iter_event_chunks` yields, for content that comes whole into one buffer
     (``whole``): the first chunk is cut from ``whole.head`` while the rest is still being
-    decompressed, the others from the buffer once ``whole.ready()``.  When the whole content
+    read, the others from the buffer once ``whole.ready()``.  When the whole content
     cannot be had, ``resume()`` opens the streaming path from the start of the content and the
     streaming chunker goes on from where the first chunk ended."""
     want = _first_want(chunk_bytes, first_bytes)

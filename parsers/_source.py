@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
-from tracekit.native import load
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -213,28 +212,24 @@ def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> Bi
     return _open_raw(p, progress)
 
 
-#: a file whose content is at most this large (a gzip's last member's recorded size, a plain
-#: file's size) is held whole in one mapping; a larger one is streamed, in bounded memory (the
-#: whole content is resident at the start of the parse)
+#: a plain file at most this large is held whole in one mapping; a larger one (and every gzip
+#: file) is streamed, in bounded memory (the whole content is resident at the start of the parse)
 WHOLE_MAX_BYTES = 64 * 1024 * 1024
-#: the file names libdeflate is looked for under, in order (opened at run time)
-LIBDEFLATE_NAMES = ("libdeflate.so.0", "libdeflate.so", "libdeflate.0.dylib", "libdeflate.dylib")
-# _inflate.gunzip's outcomes
+#: the outcome of a whole read that succeeded
 _WHOLE_OK = 0
 #: pages handed back to the system at least this many bytes at a time
 _RELEASE_STEP = 1 << 20
 
 
 class WholeBuffer:
-    """A file's whole decompressed content in one writable private mapping (``buffer[:size]``).
+    """A plain file's whole content in one writable private mapping (``buffer[:size]``).
 
-    The content is read (plain JSON) or decompressed by libdeflate (gzip) into an anonymous
-    mapping, in a thread of its own, while :attr:`head` (the content's first bytes, read or
-    decompressed by zlib at once) lets the reader start on the first chunk.  :meth:`ready` waits for the mapping: False when the whole
-    decompression did not succeed (the caller then streams).  The reader cuts its chunks in
-    place and calls :meth:`consumed` as it goes: the pages behind it are given back
-    (``MADV_DONTNEED``), so the resident part shrinks as the parse advances, and
-    ``progress`` hears the file's bytes in proportion."""
+    The content is read into an anonymous mapping, in a thread of its own, while :attr:`head`
+    (the content's first bytes, read at once) lets the reader start on the first chunk.
+    :meth:`ready` waits for the mapping: False when the whole read did not succeed (the
+    caller then streams).  The reader cuts its chunks in place and calls :meth:`consumed` as
+    it goes: the pages behind it are given back (``MADV_DONTNEED``), so the resident part
+    shrinks as the parse advances, and ``progress`` hears the file's bytes in proportion."""
 
     def __init__(
         self,
@@ -248,7 +243,7 @@ class WholeBuffer:
         self.buffer = buffer
         #: the content's size (known once :meth:`ready` said True)
         self.size = size
-        #: the content's first bytes, available before :meth:`ready` (b"" for a plain file)
+        #: the content's first bytes, available before :meth:`ready` (b"" when none were read)
         self.head = head
         self._file_bytes = file_bytes
         self._progress = progress
@@ -259,7 +254,7 @@ class WholeBuffer:
         if fill is not None:
             outcome: list[tuple[int, int] | None] = []
             self._outcome = outcome
-            self._thread = threading.Thread(target=lambda: outcome.append(fill()), name="tracekit-gunzip", daemon=True)
+            self._thread = threading.Thread(target=lambda: outcome.append(fill()), name="tracekit-read-whole", daemon=True)
             self._thread.start()
 
     def ready(self) -> bool:
@@ -288,7 +283,7 @@ class WholeBuffer:
                 self._reported = done
 
     def close(self) -> None:
-        if self._thread is not None:  # the mapping outlives the decompression writing into it
+        if self._thread is not None:  # the mapping outlives the read writing into it
             self._thread.join()
         # (a view of the buffer still held elsewhere keeps the mapping until it is collected)
         with contextlib.suppress(BufferError):
@@ -305,20 +300,14 @@ def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: 
     """The whole content of ``path`` in one buffer, or None where the caller streams it
     (:func:`open_stream`) instead.
 
-    A plain file up to :data:`WHOLE_MAX_BYTES` is read into it (its pages given back
-    behind the reader).  A gzip file is decompressed whole when the native
-    module is there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
-    :data:`WHOLE_MAX_BYTES`, in a background thread; its first ``head`` bytes are there
-    at once.  Anything unusual (a damaged or cut member, content over the limit, no
-    libdeflate) makes :meth:`WholeBuffer.ready` say False, and the streaming path then
-    decides, with its own salvage, messages and limit."""
+    A plain file up to :data:`WHOLE_MAX_BYTES` is read into it in a background thread (its
+    pages given back behind the reader), its first ``head`` bytes at once.  A gzip file is
+    always streamed: zlib decompresses it block by block ahead of the reader, in bounded
+    memory, with the streaming path's salvage, messages and limit."""
     p = Path(path)
     with open(p, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        magic = fh.read(2)
-        if magic == GZIP_MAGIC:
-            return _gunzip_whole(fh, size, progress, head)
-        if size == 0 or size > WHOLE_MAX_BYTES or not p.is_file():
+        if fh.read(2) == GZIP_MAGIC or size == 0 or size > WHOLE_MAX_BYTES or not p.is_file():
             return None
         fh.seek(0)
         first = fh.read(head) if head > 0 else b""
@@ -359,60 +348,6 @@ def _read_whole(path: Path, size: int, progress: ProgressSink | None, head: byte
         return _WHOLE_OK, done
 
     return WholeBuffer(buffer, 0, size, progress, head=head, fill=fill)
-
-
-def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: int) -> WholeBuffer | None:
-    inflate = load("inflate")
-    if inflate is None or size < 20 or size > WHOLE_MAX_BYTES:
-        return None
-    # a gzip member ends with its content's size (modulo 4 GiB): the last member's tells
-    # whether the file is small enough (a multi-member file may still turn out larger: the
-    # mapping's size bounds the output, and the streaming path takes over)
-    fh.seek(size - 4)
-    if int.from_bytes(fh.read(4), "little") > WHOLE_MAX_BYTES:
-        return None
-    fh.seek(0)
-    src = fh.read()
-    buffer = _anonymous(max(1, min(max_decompressed_bytes(), WHOLE_MAX_BYTES)))
-    first = _gunzip_head(src, head) if head > 0 else b""
-
-    def fill() -> tuple[int, int] | None:
-        for name in LIBDEFLATE_NAMES:
-            result: tuple[int, int] | None = inflate.gunzip(src, buffer, name)
-            if result is not None:
-                return result
-        return None
-
-    return WholeBuffer(buffer, 0, size, progress, head=first, fill=fill)
-
-
-#: compressed bytes handed to zlib per call while decompressing a file's first bytes
-_HEAD_STEP = 64 * 1024
-
-
-def _gunzip_head(src: bytes, n: int) -> bytes:
-    """The first ``n`` bytes of gzip data ``src`` (fewer when its first member is shorter;
-    b"" when zlib refuses it), a prefix of the content whatever the members.
-
-    The input goes to zlib a slice at a time: given all of ``src`` at once, zlib keeps a
-    copy of whatever it did not read (nearly the whole file, as ``unconsumed_tail``), which
-    is a copy of the file in fresh memory at the start of every parse."""
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    view = memoryview(src)
-    pieces: list[bytes] = []
-    got = 0
-    try:
-        for pos in range(0, len(src), _HEAD_STEP):
-            piece = d.decompress(view[pos : pos + _HEAD_STEP], n - got)
-            pieces.append(piece)
-            got += len(piece)
-            if got >= n or d.eof:
-                break
-    except zlib.error:
-        return b""
-    finally:
-        view.release()
-    return b"".join(pieces)
 
 
 class ReadAhead:

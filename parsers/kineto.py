@@ -382,8 +382,8 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, progress: P
         block = min(chunk_bytes, 8 * 1024 * 1024)
         first_chunk = min(FIRST_CHUNK_BYTES, chunk_bytes // 2)
         first = min(block, first_chunk + _FIRST_BLOCK_MARGIN)
-        # the whole content in one buffer where it can be (a plain file mapped, a small or
-        # medium gzip decompressed whole by libdeflate): chunks cut in place, nothing copied
+        # the whole content in one buffer where it can be (a plain file of up to
+        # WHOLE_MAX_BYTES, read whole): chunks cut in place, nothing copied
         whole = open_whole(p, progress=progress, head=first)
         if whole is not None:
             with whole:

@@ -1,14 +1,13 @@
-"""The Kineto reader's whole-buffer input: a plain file read whole, a gzip decompressed whole by
-libdeflate (tracekit/native/_inflate.c), chunks cut in place.  It must give what the streaming path
-gives (the same chunks, the same salvage of truncated and damaged files, the same limit),
-and fall back to that path wherever it cannot be used."""
+"""The Kineto reader's whole-buffer input: a plain file read whole, chunks cut in place.  It must
+give what the streaming path gives (the same chunks, the same salvage of truncated and damaged
+files), and the streaming path takes every file it cannot be used for (gzip, large files)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
-import mmap
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,8 @@ import pytest
 import tracekit.parsers._source as source
 import tracekit.parsers.kineto as kineto
 from tracekit.errors import TraceTooLargeError
-from tracekit.native import compiled, load
 from tracekit.parsers._jsonarray import ArrayStream, NotATraceArray, iter_buffer_chunks, iter_event_chunks
 from tracekit.parsers.kineto import read_kineto
-
-_inflate: Any = compiled("inflate")
 
 
 def _decode(chunk: bytes | memoryview) -> list[Any]:
@@ -104,53 +100,12 @@ def _write_gz(path: Path, data: bytes, members: int = 1) -> Path:
     return path
 
 
-def _libdeflate_there() -> bool:
-    if load("inflate") is None:
-        return False
-    buffer = bytearray(16)
-    return any(_inflate.gunzip(gzip.compress(b"x"), buffer, name) is not None for name in source.LIBDEFLATE_NAMES)
-
-
-needs_libdeflate = pytest.mark.skipif(not _libdeflate_there(), reason="no native module or no libdeflate here")
-
-
-@needs_libdeflate
-def test_gunzip_outcomes() -> None:
-    data = b"0123456789" * 1000
-    one = gzip.compress(data)
-    out = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    lib = source.LIBDEFLATE_NAMES[0]
-    assert _inflate.gunzip(one, out, lib) == (0, len(data))
-    assert out[: len(data)] == data
-    assert _inflate.gunzip(one + one, out, lib) == (0, 2 * len(data))
-    assert out[: 2 * len(data)] == data + data
-    assert _inflate.gunzip(one + b"\0" * 100, out, lib) == (0, len(data))  # zero padding after the last member
-    assert _inflate.gunzip(one + b"\0\0x", out, lib)[0] == 1  # something else after it: the streaming path decides
-    assert _inflate.gunzip(one[:-9], out, lib)[0] == 1  # cut short
-    assert _inflate.gunzip(one[:30] + b"\xff" * 20 + one[50:], out, lib)[0] == 1  # damaged
-    assert _inflate.gunzip(one, bytearray(100), lib)[0] == 2  # does not fit
-    assert _inflate.gunzip(one, out, "libtracekit-no-such-library.so") is None
-    with pytest.raises(TypeError):
-        _inflate.gunzip(one, b"read-only", lib)
-
-
 def _digest_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, Any]]:
     whole = parse_digests.file_digest(path)
     with monkeypatch.context() as m:
         m.setattr(kineto, "open_whole", lambda *a, **k: None)
         streamed = parse_digests.file_digest(path)
     return whole, streamed
-
-
-@needs_libdeflate
-@pytest.mark.parametrize("members", [1, 3])
-def test_gzip_whole_and_streamed_give_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: int) -> None:
-    path = _write_gz(tmp_path / "t.json.gz", _sample(), members)
-    assert _whole_ok(path)  # the whole-buffer path is the one taken
-    a, b = _digest_both_ways(path, monkeypatch)
-    assert not parse_digests.differences(a, b)
-    for chunk in (4096, 1 << 16):
-        _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
 
 
 def _whole_ok(path: Path) -> bool:
@@ -177,32 +132,30 @@ def _assert_same_tables(a: Any, b: Any) -> None:
 
 @pytest.mark.parametrize("size_field", [False, True])
 @pytest.mark.parametrize("cut", [0.5, 0.97])
-def test_truncated_gzip_streams_and_salvages(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: float, size_field: bool
-) -> None:
+def test_truncated_gzip_streams_and_salvages(tmp_path: Path, cut: float, size_field: bool) -> None:
     data = gzip.compress(_sample())
     path = tmp_path / "cut.json.gz"
-    # (with a plausible size in its last 4 bytes, a cut file is tried whole, and fails there)
+    # (with a plausible size in its last 4 bytes or not: a gzip file is never read whole)
     path.write_bytes(data[: int(len(data) * cut)] + (b"\0\x10\0\0" if size_field else b""))
-    assert not _whole_ok(path)  # a cut member: the streaming path decides
-    tables = read_kineto(path)
-    assert tables.info.truncated
-    assert tables.events.height > 0
-    assert any("truncated" in w for w in tables.info.warnings)
-    # the first chunk may come from the head before the whole decompression fails: the
-    # streaming chunker then goes on after it, with the same outcome
-    for chunk in (4096, 1 << 16):
-        _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
+    assert not _whole_ok(path)  # a gzip file: the streaming path decides
+    for chunk in (4096, None):
+        tables = read_kineto(path, chunk_bytes=chunk)
+        assert tables.info.truncated
+        assert tables.events.height > 0
+        assert any("truncated" in w for w in tables.info.warnings)
 
 
-def test_damaged_gzip_member_streams_after_the_first_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_damaged_gzip_member_streams_and_keeps_the_events_before_the_damage(tmp_path: Path) -> None:
     data = bytearray(gzip.compress(_sample(), compresslevel=1))
     data[len(data) * 3 // 4] ^= 0x55  # a flipped byte late in the deflate stream
     path = tmp_path / "damaged.json.gz"
     path.write_bytes(bytes(data))
     assert not _whole_ok(path)
     for chunk in (4096, 1 << 16):
-        _assert_same_tables(*_tables_both_ways(path, monkeypatch, chunk))
+        tables = read_kineto(path, chunk_bytes=chunk)
+        assert tables.info.truncated
+        assert tables.events.height > 0
+        assert any("compressed data is damaged" in w for w in tables.info.warnings)
 
 
 def test_plain_json_read_whole_gives_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,81 +183,21 @@ def test_plain_file_cut_short_while_read_ends_early_without_a_crash(tmp_path: Pa
         assert whole.buffer[: whole.size] == data[: len(data) // 2]
 
 
-@needs_libdeflate
-def test_without_libdeflate_or_with_pure_python_the_gzip_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _write_gz(tmp_path / "t.json.gz", _sample())
-    expected = parse_digests.file_digest(path)
-    with monkeypatch.context() as m:
-        m.setattr(source, "LIBDEFLATE_NAMES", ("libtracekit-no-such-library.so",))
-        assert not _whole_ok(path)
-        assert not parse_digests.differences(expected, parse_digests.file_digest(path))
-        _assert_same_tables(*_tables_both_ways(path, monkeypatch, 4096))
-    with monkeypatch.context() as m:
-        m.setenv("TRACEKIT_PURE_PYTHON", "1")
-        assert source.open_whole(path) is None
-    with monkeypatch.context() as m:  # an install without a compiler
-        m.setattr(source, "load", lambda name: None)
-        assert source.open_whole(path) is None
+@pytest.mark.parametrize("members", [1, 3])
+def test_gzip_files_stream_and_give_the_tables_of_their_content(tmp_path: Path, members: int) -> None:
+    """A gzip file (of one member or several) is never held whole; its tables are those of
+    the same content read whole from a plain file."""
+    path = _write_gz(tmp_path / "t.json.gz", _sample(), members)
+    plain = tmp_path / "t.json"
+    plain.write_bytes(_sample())
+    assert source.open_whole(path) is None
+    assert _whole_ok(plain)
+    for chunk in (4096, 1 << 16):
+        gz, whole = read_kineto(path, chunk_bytes=chunk), read_kineto(plain, chunk_bytes=chunk)
+        _assert_same_tables(gz, dataclasses.replace(whole, info=dataclasses.replace(whole.info, path=gz.info.path)))
 
 
-@needs_libdeflate
-def test_gunzip_on_mutated_input_never_disagrees_with_zlib() -> None:
-    """Hostile input: flipped, cut and spliced bytes give an outcome, never a crash, and a
-    success only with zlib's own bytes."""
-    import random
-    import zlib
-
-    rng = random.Random(17)
-    data = _sample()[:20_000]
-    good = gzip.compress(data, compresslevel=6)
-    out = bytearray(64 * 1024)
-    lib = source.LIBDEFLATE_NAMES[0]
-    for _ in range(300):
-        bad = bytearray(good)
-        for _ in range(rng.randint(1, 4)):
-            bad[rng.randrange(len(bad))] = rng.randrange(256)
-        if rng.random() < 0.3:
-            bad = bad[: rng.randrange(len(bad))]
-        result = _inflate.gunzip(bytes(bad), out, lib)
-        assert result is not None
-        assert result[0] in (0, 1, 2)
-        if result[0] == 0:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            assert bytes(out[: result[1]]) == d.decompress(bytes(bad))
-            assert d.eof
-            assert not d.unused_data.strip(b"\0")
-
-
-@pytest.mark.parametrize("n", [1, 1000, 64 * 1024, 320 * 1024, 10**7])
-def test_head_fed_a_slice_at_a_time_is_what_one_zlib_call_gives(n: int) -> None:
-    """The first bytes decompressed while libdeflate works: fed to zlib a slice at a time
-    (so zlib keeps no copy of the unread file), they are what one call on the whole input
-    gives, for single and multi-member files, incompressible content, cut and damaged input."""
-    import random
-    import zlib
-
-    def one_call(src: bytes) -> bytes:
-        try:
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(src, n)
-        except zlib.error:
-            return b""
-
-    rng = random.Random(5)
-    noise = rng.randbytes(300_000)  # (stored blocks: each input slice gives at most its size)
-    text = _sample()
-    inputs = [
-        gzip.compress(text),
-        gzip.compress(noise),
-        gzip.compress(text[:1000]) + gzip.compress(text),
-        gzip.compress(text)[:20_000],
-        gzip.compress(text)[:100] + b"garbage" * 100,
-        b"\x1f\x8bjunk" * 10,
-    ]
-    for src in inputs:
-        assert source._gunzip_head(src, n) == one_call(src)
-
-
-def test_decompressed_size_limit_holds_on_the_whole_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_decompressed_size_limit_holds_on_gzip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = _sample()
     path = _write_gz(tmp_path / "t.json.gz", data)
     monkeypatch.setenv("TRACEKIT_MAX_BYTES", str(len(data) - 1))
@@ -373,8 +266,8 @@ def _streamed_params() -> list[object]:
 
 @pytest.mark.parametrize("key", _streamed_params())
 def test_streaming_path_still_matches_recorded_digest(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parse-equivalence digests take the whole-buffer path; the streaming path (large
-    gzip files, damaged members, no libdeflate) must still give the recorded tables too."""
+    """The parse-equivalence digests take the whole-buffer path for plain files; the
+    streaming path (large files) must still give the recorded tables too."""
     path = _FILES.get(key)
     if path is None:
         pytest.skip(f"trace not available: {key}")
