@@ -625,7 +625,7 @@ def test_copy_names_read_by_python_as_by_polars() -> None:
     # a few ASCII memcpy names are read by Python's ``re`` (polars compiles its regular
     # expressions on every call); both readings must agree, whitespace classes included
     # (Python's own \s matches \x1c, polars' does not), and non-ASCII names go to polars
-    from tracekit.parsers.kineto import _copy_names_said
+    from tracekit.parsers._kineto_copies import copy_names_said
 
     names = pl.Series("name", [
         "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)",
@@ -634,19 +634,19 @@ def test_copy_names_read_by_python_as_by_polars() -> None:
         "HtoDtoH (Pinned->Pageable)(Device -> Managed)", "(a (device -> pinned)", "(device -> pinned",
         "DtoHHtoD", "Memcpy HtoD (Devicé -> Device)", "(UNKNOWN -> unknown)",
     ])
-    by_python = _copy_names_said(names, python=True)
-    assert by_python.equals(_copy_names_said(names, python=False))
+    by_python = copy_names_said(names, python=True)
+    assert by_python.equals(copy_names_said(names, python=False))
     assert by_python.row(0) == ("HtoD", "HtoD", "pageable", "device")
     assert by_python.row(9) == (None, "unknown", "managed", "array")
     assert by_python.row(10) == (None, "unknown", "unknown", "pinned")
     ascii_only = names.filter(names.str.contains("é", literal=True).not_())
-    assert _copy_names_said(ascii_only, python=True).equals(_copy_names_said(ascii_only, python=False))
+    assert copy_names_said(ascii_only, python=True).equals(copy_names_said(ascii_only, python=False))
 
 
 def test_duration_of_complete_events_only_and_never_negative() -> None:
     # dur_ns: a complete event's duration, 0 when it has none or a negative one; every other
     # row's 0 (for integer durations by one comparison instead of a fill and a clip)
-    from tracekit.parsers.kineto import _event_exprs
+    from tracekit.parsers._kineto_events import event_exprs
 
     frame = pl.DataFrame(
         {
@@ -656,12 +656,12 @@ def test_duration_of_complete_events_only_and_never_negative() -> None:
         schema={"_complete": pl.Boolean, "dur": pl.Int64},
     )
     have = frozenset(frame.columns)
-    (made,) = [e for e in _event_exprs(have, {"dur": pl.Int64()}) if str(e).endswith('"dur_ns")')]
+    (made,) = [e for e in event_exprs(have, {"dur": pl.Int64()}) if str(e).endswith('"dur_ns")')]
     got = frame.select(made)
     assert got.schema == {"dur_ns": pl.Int64}
     assert got["dur_ns"].to_list() == [5, 0, 0, 0, 0, 0, 0]
     floats = frame.with_columns(pl.col("dur").cast(pl.Float64))
-    (made,) = [e for e in _event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
+    (made,) = [e for e in event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
     assert floats.select(made)["dur_ns"].to_list() == [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 

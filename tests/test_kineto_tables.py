@@ -15,7 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.parsers import kineto
+from tracekit.parsers import _kineto_flows as kineto_flows
+from tracekit.parsers import _kineto_meta as kineto_meta
+from tracekit.parsers import _kineto_parts as kineto_parts
+from tracekit.parsers import _kineto_threads as kineto_threads
 from tracekit.schema import EVENT_KIND, FLOW_KIND, FLOWS, LAUNCH_KINDS, LINKS
 
 
@@ -82,7 +85,7 @@ def _bound_by_hand(flows: pl.DataFrame, slices: pl.DataFrame) -> list[int | None
 )
 def test_binding_matches_a_row_by_row_search(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) -> None:
     flows, slices = _frames(seed, n_flows, n_slices, nulls, chunks)
-    got = kineto._bind_endpoints(flows, slices)
+    got = kineto_flows.bind_endpoints(flows, slices)
     assert got.dtype == pl.Int64
     assert got.name == "event_id"
     assert got.to_list() == _bound_by_hand(flows, slices)
@@ -95,7 +98,7 @@ def test_binding_reads_sliced_columns() -> None:
     # slices of frames: every chunk starts at an offset into its buffers
     flows, slices = _frames(9, 3000, 4000, True, 3)
     flows, slices = flows.slice(17, 2000), slices.slice(5, 3000)
-    assert kineto._bind_endpoints(flows, slices).to_list() == _bound_by_hand(flows, slices)
+    assert kineto_flows.bind_endpoints(flows, slices).to_list() == _bound_by_hand(flows, slices)
 
 
 def test_binding_takes_the_largest_event_id_and_never_matches_null() -> None:
@@ -107,7 +110,7 @@ def test_binding_takes_the_largest_event_id_and_never_matches_null() -> None:
         {"_track_pid": [1, 1, 1, None, 2], "_track_tid": [5, 5, 6, 5, None], "start_ns": [10, 10, 10, 10, 10],
          "event_id": [3, 9, 20, 30, 40]},
     )
-    assert kineto._bind_endpoints(flows, slices).to_list() == [9, None, None, None]
+    assert kineto_flows.bind_endpoints(flows, slices).to_list() == [9, None, None, None]
 
 
 def test_flows_of_null_ids_come_in_one_order() -> None:
@@ -134,7 +137,7 @@ def test_flows_of_null_ids_come_in_one_order() -> None:
         (None, "fwdbwd", None, 5), (None, "fwdbwd", 4, None),
     ]
     for _ in range(5):
-        assert kineto._flows(flow_rows, slices).rows() == expected
+        assert kineto_flows.flows_table(flow_rows, slices).rows() == expected
 
 
 def _events(seed: int, n: int, nulls: bool, chunks: int) -> pl.DataFrame:
@@ -178,7 +181,7 @@ def _links_by_hand(events: pl.DataFrame) -> list[tuple[int, int, int, str]]:
 )
 def test_correlation_links_match_a_row_by_row_count(seed: int, n: int, nulls: bool, chunks: int) -> None:
     events = _events(seed, n, nulls, chunks)
-    got = kineto._correlation_links(events)
+    got = kineto_flows.correlation_links(events)
     assert got.schema == LINKS.polars_schema
     assert got.rows() == _links_by_hand(events)
     if n > 100:
@@ -193,7 +196,7 @@ def test_correlation_links_trust_only_an_id_of_one_launch() -> None:
         },
         schema={"kind": EVENT_KIND, "correlation": pl.Int64},
     ).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
-    assert kineto._correlation_links(events).rows() == [(0, 1, 1, "correlation")]
+    assert kineto_flows.correlation_links(events).rows() == [(0, 1, 1, "correlation")]
 
 
 #: each flow category's kind (anything else is ``other``)
@@ -243,7 +246,7 @@ def test_pairing_matches_a_row_by_row_pass(
         },
         schema={"ph": pl.String, "_cat": pl.String, "id": pl.Int64, "id_label": pl.String},
     ).hstack(ends.rechunk())
-    got = kineto._flows(flow_rows, slices)
+    got = kineto_flows.flows_table(flow_rows, slices)
     assert got.schema == FLOWS.polars_schema
     assert got.rows() == _flows_by_hand(flow_rows, slices)
     if n_flows > 100:
@@ -270,7 +273,7 @@ def test_slices_carry_the_event_ids_the_canonical_sort_gives(seed: int, n: int) 
         schema={"_track_pid": pl.Int64, "_track_tid": pl.Int64, "start_ns": pl.Int64, "dur_ns": pl.Int64},
     )
     order = canonical_order(timed)
-    slices = kineto._slices(timed, order)
+    slices = kineto_flows.event_slices(timed, order)
     assert slices.columns == ["_track_pid", "_track_tid", "start_ns", "event_id"]
     event_id = slices["event_id"].to_list()
     assert sorted(event_id) == list(range(n))
@@ -280,7 +283,7 @@ def test_slices_carry_the_event_ids_the_canonical_sort_gives(seed: int, n: int) 
 def test_final_ids_on_the_series_match_the_expression() -> None:
     """The end of the parse renumbers label ids on the Series; the expression it replaced
     (a gather at ``base - id`` for the ids handed out, every other id as it is) is the spec."""
-    base = kineto._TEMP_LABEL_BASE
+    base = kineto_threads.TEMP_LABEL_BASE
     ids = {base - k: -(k + 1) * 7 for k in range(5)}
     values = [base, base - 4, base - 5, base + 1, None, -(2**63), 2**63 - 1, 0, 12, base - 2, None, base - 1]
     column = pl.Series("pid", values * 3, dtype=pl.Int64)
@@ -290,17 +293,17 @@ def test_final_ids_on_the_series_match_the_expression() -> None:
     temporary = (col <= base) & (col > base - len(ids))
     index = pl.when(temporary).then(pl.lit(base, dtype=pl.Int64) - col)
     want = column.to_frame().select(pl.coalesce(pl.lit(finals).gather(index), col)).to_series()
-    got = kineto._final_id_series(column, ids)
+    got = kineto_threads.final_id_series(column, ids)
     assert got.dtype == pl.Int64
     assert got.name == "pid"
     assert got.to_list() == want.to_list()
     assert got.to_list()[:4] == [-7, -35, base - 5, base + 1]
     # a column without temporary ids, and no ids at all, come back as they are
     plain = pl.Series("tid", [1, None, -(2**63)], dtype=pl.Int64)
-    assert kineto._final_id_series(plain, ids) is plain
-    assert kineto._final_id_series(column, {}) is column
+    assert kineto_threads.final_id_series(plain, ids) is plain
+    assert kineto_threads.final_id_series(column, {}) is column
     frame = pl.DataFrame([column, column.alias("tid"), column.alias("other")])
-    renumbered = kineto._renumber(frame, ids)
+    renumbered = kineto_threads.renumber(frame, ids)
     assert renumbered["tid"].to_list() == want.to_list()
     assert renumbered["other"].to_list() == column.to_list()
     assert frame["pid"].to_list() == column.to_list()  # the input frame is left as it was
@@ -308,7 +311,7 @@ def test_final_ids_on_the_series_match_the_expression() -> None:
 
 def test_flow_kinds_on_the_series() -> None:
     cats = ["ac2g", "fwdbwd", "async", "", None, "async_gpu", "ASYNC", "async_cpu_to_gpu", "gpu_user_annotation"]
-    kinds = kineto._flow_kind_series(pl.Series("_cat", cats, dtype=pl.String))
+    kinds = kineto_flows.flow_kind_series(pl.Series("_cat", cats, dtype=pl.String))
     want = ["launch", "fwdbwd", "launch", "other", "other", "launch", "other", "launch", "other"]
     assert kinds.dtype == FLOWS.polars_schema["flow_kind"]
     assert kinds.to_list() == want
@@ -328,8 +331,8 @@ def _metadata_frame(rows: list[tuple[str | None, int | None, int | None, str | N
 
 def _same_threads_both_ways(meta: pl.DataFrame) -> pl.DataFrame:
     """The thread table of ``meta`` in Python, checked against polars' grouping and joins."""
-    got = kineto._threads(meta)
-    want = kineto._threads_grouped(meta)
+    got = kineto_threads.threads_table(meta)
+    want = kineto_threads.threads_grouped(meta)
     assert got.schema == want.schema
     assert got.to_dicts() == want.to_dicts()
     return got
@@ -361,8 +364,8 @@ def test_threads_grouped_in_python_match_polars() -> None:
     meta = _metadata_frame(rows)
     assert _same_threads_both_ways(meta).height == 13
     empty = meta.clear()
-    assert kineto._threads(empty).to_dicts() == kineto._threads_grouped(empty).to_dicts()
-    assert kineto._threads(empty).schema == kineto._threads_grouped(empty).schema
+    assert kineto_threads.threads_table(empty).to_dicts() == kineto_threads.threads_grouped(empty).to_dicts()
+    assert kineto_threads.threads_table(empty).schema == kineto_threads.threads_grouped(empty).schema
 
 
 #: thread names around the edges of "a stream's name": white space Unicode has and Python's
@@ -412,13 +415,13 @@ def test_main_pid_in_python_matches_polars(rows: list[tuple[int | None, bool, in
             pl.Series("len", [r[2] for r in rows], dtype=pl.UInt32),
         ]
     )
-    assert kineto._main_pid(counts) == kineto._main_pid_grouped(counts)
+    assert kineto_threads.find_main_pid(counts) == kineto_threads.main_pid_grouped(counts)
 
 
 def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
     """The end of the parse reads a few metadata rows in Python (names other than the two
     kept, label ids made final); polars' filters, renumbering and grouping are the spec."""
-    base = kineto._TEMP_LABEL_BASE
+    base = kineto_threads.TEMP_LABEL_BASE
     ids = {base: -2, base - 1: -1}
     rows = [
         ("process_name", 1, 0, "python"),
@@ -444,8 +447,8 @@ def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
     ]
     meta = pl.concat(parts)
     meta = meta.filter(pl.col("name").is_in(["process_name", "thread_name"]))
-    want = kineto._threads_grouped(kineto._renumber(meta, ids))
-    got = kineto._threads_of_rows(kineto._meta_rows(parts, ids))
+    want = kineto_threads.threads_grouped(kineto_threads.renumber(meta, ids))
+    got = kineto_threads.threads_of_rows(kineto_threads.meta_rows(parts, ids))
     assert got.schema == want.schema
     assert got.to_dicts() == want.to_dicts()
     assert got.height == 3
@@ -457,7 +460,7 @@ def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
 def test_devices_the_events_use_are_listed_once(devices: list[int | None], want: list[int]) -> None:
     events = pl.DataFrame([pl.Series("device", devices, dtype=pl.Int32)])
     top = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}
-    assert kineto._devices(top, events)["device"].to_list() == want
+    assert kineto_meta.devices_table(top, events)["device"].to_list() == want
 
 
 @settings(max_examples=60, deadline=None)
@@ -467,14 +470,14 @@ def test_names_sorted_in_python_match_polars(chunks: list[list[str]]) -> None:
     unique, sort and search (many): the same names in the same order, the same ranks."""
 
     def take(limit: int) -> tuple[list[str], list[int]]:
-        parts = kineto._Parts()
+        parts = kineto_parts.Parts()
         parts.names = [pl.Series("name", list(dict.fromkeys(chunk)), dtype=pl.String) for chunk in chunks]
-        previous = kineto._NAMES_IN_PYTHON_MAX
-        kineto._NAMES_IN_PYTHON_MAX = limit
+        previous = kineto_parts._NAMES_IN_PYTHON_MAX
+        kineto_parts._NAMES_IN_PYTHON_MAX = limit
         try:
             names, ranks = parts.take_names()
         finally:
-            kineto._NAMES_IN_PYTHON_MAX = previous
+            kineto_parts._NAMES_IN_PYTHON_MAX = previous
         assert names.dtype == pl.String
         assert ranks.dtype == pl.UInt32
         return names.to_list(), ranks.to_list()
