@@ -347,8 +347,8 @@ def _rows(raw: pl.DataFrame, mask: pl.Series, columns: Sequence[str]) -> pl.Data
     """The rows of ``raw`` where ``mask`` holds, in ``columns`` only (taken before filtering;
     by name, which costs a tenth of a ``select``).  (Filtered by a frame's ``filter``, a
     query: filtering each column natively costs a quarter to a half less CPU, but the parts
-    are then allocated on the caller's thread instead of polars' pool, and the peak RSS of
-    a 1.1 GB trace's parse grew by 45-65 MB, of a fresh rank0 parse by 1.5-2 MB.)"""
+    are then allocated on the caller's thread instead of polars' pool, which raises the
+    peak RSS of every parse, of a large one by tens of MB.)"""
     narrow = raw[list(columns)]
     count = mask.sum()
     if count == narrow.height:

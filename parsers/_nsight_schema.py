@@ -1,8 +1,8 @@
 """The parts of the Nsight Systems export schema the reader uses: the columns it reads from
 each table, and what the tables' codes mean.
 
-Exports of nsys 2023 and later carry ENUM_* tables naming their codes; older ones do not, and
-the built-in decodings here stand in for them.
+Newer exports carry ENUM_* tables naming their codes; older ones (nsys 2022.x and before) do
+not, and the built-in decodings here stand in for them.
 """
 
 from __future__ import annotations

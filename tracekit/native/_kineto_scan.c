@@ -11,21 +11,21 @@
  * Every read is bounds-checked against the end of the buffer; the heavy loop
  * runs without the GIL; there is no global mutable state.
  *
- * Speed (docs/performance.md, "Round 5"): string bodies and runs of whitespace are
+ * Speed (docs/performance.md, Kineto section): string bodies and runs of whitespace are
  * passed 16 bytes at a time with SSE2 where the compiler targets it (x86-64's
  * baseline; the byte loops do the same work elsewhere), a number's leading digits up
  * to eight at a time as one little-endian word, args keys and categories through an
  * open-addressing index built per call; a large chunk's column buffers start at a
  * capacity estimated from the chunk's size (mapped pages: never-written pages cost
  * nothing), and a field with no value in the chunk has no buffers at all (None).
- * Round 10: the text between two members of an object (separator, key, colon and their
+ * The text between two members of an object (separator, key, colon and their
  * whitespace) is remembered per call in a small tree per kind of object and recognised
  * again by one compare of its bytes (next_member), so a repeated key is neither scanned
  * nor looked up; an event's category is remembered with its args group; integers of up to
  * 16 digits and decimals of up to 19 are found 16 bytes at a time; a row is written by one
- * loop per kind of column.  Round 11: scan(..., categories) also codes each row's category
- * by its position among the caller's (the cut's enum cast of every row's text, done here on
- * the bytes in hand; see cat_put).
+ * loop per kind of column.  scan(..., categories) also codes each row's category by its
+ * position among the caller's (the cut's enum cast of every row's text, done here on the
+ * bytes in hand; see cat_put).
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
@@ -171,7 +171,7 @@ typedef struct {
  * ones come from malloc.  A 64-byte header before the data says which, and how big.
  *
  * A parse's chunks have buffers of the same few sizes, and a fresh mapping is faulted in
- * 4 KB at a time on first write (docs/performance.md, round 9): so a mapped block freed
+ * 4 KB at a time on first write: so a mapped block freed
  * (when polars releases the column) goes back to its Pool, if the scan had one, and the
  * next chunk's buffers are taken from there, the pages already in memory.  A Pool is one
  * parse's own object (no global state), locked since columns are released on polars'
@@ -193,7 +193,7 @@ typedef struct {
 #ifndef POOL_MAX_MB
 #define POOL_MAX_MB 128
 #endif
-#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* mapped bytes kept free: about 11 chunks of 4 MB, 3 of 16 MB (docs/performance.md, round 9) */
+#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* mapped bytes kept free: the column buffers of about 11 chunks of 4 MB, 3 of 16 MB */
 
 typedef struct Pool {
     pthread_mutex_t lock;
