@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import re
-
 import polars as pl
 
 from tracekit.schema import MEMCPY_KIND, MEMORY_KIND
@@ -50,50 +48,11 @@ class CopyNames:
         return index, self.said
 
 
-#: :func:`copy_names_said`'s expressions in Python's ``re`` for ASCII text: the classes
-#: spelled out as what polars' (Unicode) ``\w`` and ``\s`` match among ASCII characters
-#: (Python's own ``\s`` also matches \x1c-\x1f, polars' does not)
-_ASCII_DIRECTION = re.compile(r"HtoD|DtoH|DtoD|HtoH|PtoP")
-_ASCII_SOURCE = re.compile(r"\(([0-9A-Za-z_]+)[\t\n\x0b\x0c\r ]*->")
-_ASCII_DESTINATION = re.compile(r"->[\t\n\x0b\x0c\r ]*([0-9A-Za-z_]+)\)")
-#: at most this many names are read by Python's ``re`` (a few µs each), more by polars
-_PYTHON_COPY_NAMES = 256
-_COPY_SAID_SCHEMA: dict[str, pl.DataType] = {
-    "direction": pl.String(), "memcpy_kind": MEMCPY_KIND, "src_memory": MEMORY_KIND, "dst_memory": MEMORY_KIND
-}
 
-
-def copy_names_said(names: pl.Series, python: bool | None = None) -> pl.DataFrame:
+def copy_names_said(names: pl.Series) -> pl.DataFrame:
     """What each memcpy name says: ``direction`` (null where it names none), ``memcpy_kind``
     (the direction, or ``unknown``), ``src_memory`` and ``dst_memory`` (a memory kind's word in
-    ``(src -> dst)``, lower-cased, or ``unknown``).
-
-    A handful of ASCII names (the usual case: each memcpy name of a trace, once) is read by
-    Python's ``re``: polars compiles a regular expression on every call, 0.25 ms each, four
-    of them (3 ms a lookup, twice a parse on a typical trace); other names by polars, whose
-    answer is the reference (``python``: force one way, for the test comparing the two)."""
-    if python is None:
-        python = names.len() <= _PYTHON_COPY_NAMES
-    texts: list[str] = names.to_list() if python else []
-    if python and all(text.isascii() for text in texts):
-        memory_words = set(MEMORY_KIND.categories.to_list())
-
-        def word(pattern: re.Pattern[str], text: str) -> str:
-            found = pattern.search(text)
-            return found.group(1) if found is not None and found.group(1) in memory_words else "unknown"
-
-        directions = [(found.group(0) if (found := _ASCII_DIRECTION.search(text)) else None) for text in texts]
-        lowered = [text.lower() for text in texts]
-        columns: dict[str, list[str | None]] = {
-            "direction": directions,
-            "memcpy_kind": [d if d is not None else "unknown" for d in directions],
-            "src_memory": [word(_ASCII_SOURCE, text) for text in lowered],
-            "dst_memory": [word(_ASCII_DESTINATION, text) for text in lowered],
-        }
-        # (text columns cast to their enums: a third of the time of enum columns from Python)
-        return pl.DataFrame(
-            [pl.Series(c, values, dtype=pl.String).cast(_COPY_SAID_SCHEMA[c]) for c, values in columns.items()]
-        )
+    ``(src -> dst)``, lower-cased, or ``unknown``)."""
     lname = pl.col("name").str.to_lowercase()
     direction = pl.col("name").str.extract(r"(HtoD|DtoH|DtoD|HtoH|PtoP)", 1)
     return names.alias("name").to_frame().select(

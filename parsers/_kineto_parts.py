@@ -260,14 +260,6 @@ class Parts:
         sorts the names)."""
         every = pl.concat(self.names) if self.names else pl.Series("name", [], dtype=pl.String)
         self.names.clear()
-        if every.len() <= _NAMES_IN_PYTHON_MAX:
-            # (a real trace's usual: hundreds of names a chunk.  Sorted in Python, by code
-            # point, which is polars' order of their UTF-8 bytes; the names are never null)
-            listed = every.to_list()
-            distinct = sorted(set(listed))
-            position = {name: i for i, name in enumerate(distinct)}
-            ranks = pl.Series("name", [position[name] for name in listed], dtype=pl.UInt32)
-            return pl.Series("name", distinct, dtype=pl.String), ranks
         ordered = every.unique().sort()
         return ordered, ordered.search_sorted(every).cast(pl.UInt32)
 
@@ -289,11 +281,6 @@ class Parts:
         total = int(cats["len"].sum())
         listing = ", ".join(f"{c}×{n}" for c, n in cats.head(5).iter_rows())
         return f"{total:,} events of unrecognised categories kept as kind 'other' ({listing})"
-
-
-#: :meth:`Parts.take_names` sorts up to this many chunks' names in Python (in a fresh process
-#: polars' unique, sort and search cost a millisecond more on rank0's 864)
-_NAMES_IN_PYTHON_MAX = 4096
 
 
 def _at_most(least: Any, bound: int) -> bool:

@@ -8,9 +8,7 @@ launched GPU work.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -57,93 +55,23 @@ def final_id_series(column: pl.Series, ids: dict[int, int]) -> pl.Series:
     return final
 
 
-#: :func:`threads_table` groups up to this many metadata rows in Python (a real trace has a few
-#: dozen once each name's last is kept); more go through polars' grouping and joins
-THREADS_IN_PYTHON_MAX_ROWS = 4096
+def threads_of_meta(meta: pl.DataFrame, ids: dict[int, int]) -> pl.DataFrame:
+    """The threads table of the metadata rows (``ph: M``, in file order), label ids made final.
+
+    Only the rows :func:`threads_table` reads are renumbered and grouped, and of those only
+    each (name, pid, tid)'s last: traces repeat their metadata, up to hundreds of thousands
+    of rows of which a few are distinct."""
+    name = pl.col("name")
+    meta = meta.filter((name == "process_name") | (name == "thread_name"))
+    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
+    return threads_table(renumber(meta, ids))
 
 
 def threads_table(meta: pl.DataFrame) -> pl.DataFrame:
-    """Process and thread names from the ``ph: M`` rows (in file order: the last one wins)."""
-    if meta.height > THREADS_IN_PYTHON_MAX_ROWS:
-        return threads_grouped(meta)
-    return threads_of_rows(zip(*(meta.get_column(c).to_list() for c in ("name", "pid", "tid", "label")), strict=True))
-
-
-def meta_rows(parts: list[pl.DataFrame], ids: dict[int, int]) -> Iterator[tuple[Any, Any, Any, Any]]:
-    """The metadata parts' (name, pid, tid, label) rows in file order, the label ids final
-    (a temporary id is a key of ``ids``, and every key is one: :func:`final_id_series`)."""
-    for part in parts:
-        columns = [part.get_column(c).to_list() for c in ("name", "pid", "tid", "label")]
-        for name, pid, tid, label in zip(*columns, strict=True):
-            if name == "process_name" or name == "thread_name":
-                yield name, ids.get(pid, pid), ids.get(tid, tid), label
-
-
-def threads_of_rows(meta: Iterable[tuple[Any, Any, Any, Any]]) -> pl.DataFrame:
-    """:func:`threads_table` of (name, pid, tid, label) rows in file order, grouped in Python (the
-    grouping, two joins and a ``unique`` were five queries): the last label of each process
-    and of each thread, a thread's process name by its pid (a null pid matches nothing, as in
-    a join), the processes without a thread."""
-    procs: dict[Any, Any] = {}
-    threads: dict[tuple[Any, Any], Any] = {}
-    for name, pid, tid, label in meta:
-        if name == "process_name":
-            procs[pid] = label
-        elif name == "thread_name":
-            threads[(pid, tid)] = label
-    # each row's columns as :func:`threads_grouped` works them out, in Python (a few rows:
-    # the regular expressions, casts and sort of one polars query cost 2 ms and paged in
-    # 2 MB of polars' regex and sort code): a thread named as a stream is a GPU track of the
-    # device its pid names, and has neither pid nor tid
-    rows: list[tuple[Any, Any, Any, Any, Any, Any]] = []
-    for (pid, tid), thread_name in threads.items():
-        process_name = procs.get(pid) if pid is not None else None
-        stream = _stream_number(thread_name)
-        device = None if stream is None else _int32_or_none(pid)
-        if device is not None:
-            pid = tid = None
-        name = None if thread_name is None else thread_name.strip(_WHITE_SPACE)
-        rows.append((pid, tid, device, stream, process_name, name))
-    with_threads = {pid for pid, _ in threads}
-    rows.extend((pid, None, None, None, label, None) for pid, label in procs.items() if pid is None or pid not in with_threads)
-    # sorted by every column, nulls last (texts by code point, which is polars' order of
-    # their UTF-8 bytes); rows equal in every key are equal rows
-    rows.sort(key=lambda r: tuple((value is None, value) for value in (r[0], r[1], r[2], r[3], r[5], r[4])))
-    columns = list(zip(*rows, strict=True)) if rows else [()] * 6
-    return pl.DataFrame(
-        [
-            pl.Series(column.name, values, dtype=column.dtype)
-            for column, values in zip(THREADS.columns, columns, strict=True)
-        ]
-    )
-
-
-#: Unicode's White_Space characters: polars' (Rust's) ``\s`` and ``strip_chars``; Python's
-#: ``\s`` and ``str.strip()`` also take the four separators U+001C to U+001F
-_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-#: a stream's thread name: "stream" (any case) and an ASCII digit, after white space
-_STREAM_NAME = re.compile(f"[{_WHITE_SPACE}]*stream[{_WHITE_SPACE}]+[0-9]", re.IGNORECASE)
-_ASCII_DIGITS = re.compile("[0-9]+")
-
-
-def _stream_number(name: str | None) -> int | None:
-    """A thread name's stream number: its first run of ASCII digits, where the name is a
-    stream's and the number fits int64 (None otherwise)."""
-    if name is None or _STREAM_NAME.match(name) is None:
-        return None
-    digits = _ASCII_DIGITS.search(name)
-    assert digits is not None  # (the name has one after "stream")
-    number = int(digits.group())
-    return number if number < 2**63 else None
-
-
-def _int32_or_none(value: int | None) -> int | None:
-    """``value`` where it fits int32 (a non-strict cast's result), else None."""
-    return value if value is not None and -(2**31) <= value < 2**31 else None
-
-
-def threads_grouped(meta: pl.DataFrame) -> pl.DataFrame:
-    """:func:`threads_table` by polars' grouping and joins (for many metadata rows)."""
+    """Process and thread names from the ``ph: M`` rows (in file order: the last one wins): the
+    last label of each process and of each thread, a thread's process name by its pid, the
+    processes without a thread.  A thread named as a stream is a GPU track of the device its
+    pid names, and has neither pid nor tid."""
     procs = (
         meta.filter(pl.col("name") == "process_name")
         .group_by("pid")
@@ -180,32 +108,10 @@ def threads_grouped(meta: pl.DataFrame) -> pl.DataFrame:
     return out.sort(["pid", "tid", "device", "stream", "thread_name", "process_name"], nulls_last=True)
 
 
-#: :func:`find_main_pid` sums up to this many per-chunk counts in Python (a chunk has a row per
-#: process and role, so a real trace has tens); more go through polars' grouping and sort
-MAIN_PID_IN_PYTHON_MAX_ROWS = 4096
-
-
 def find_main_pid(counts: pl.DataFrame) -> int | None:
     """The process that launched GPU work (owner of GPU rows in the canonical tables):
-    most runtime/driver calls, else most CPU operators; ties go to the lower pid."""
-    if counts.height > MAIN_PID_IN_PYTHON_MAX_ROWS:
-        return main_pid_grouped(counts)
-    # the few rows summed in Python (a grouping, two filters and a sort were four queries)
-    totals: dict[tuple[Any, Any], int] = {}
-    for pid, launch, n in zip(*(counts.get_column(c).to_list() for c in ("pid", "launch", "len")), strict=True):
-        totals[(pid, launch)] = totals.get((pid, launch), 0) + n
-    for role in (True, False):
-        # most events first, then the lower pid; a null pid sorts before every pid, as in
-        # :func:`main_pid_grouped`'s sort (nulls first)
-        ranked = [(-n, pid is not None, pid if pid is not None else 0) for (pid, launch), n in totals.items() if launch is role]
-        if ranked:
-            _, has_pid, pid = min(ranked)
-            return int(pid) if has_pid else None
-    return None
-
-
-def main_pid_grouped(counts: pl.DataFrame) -> int | None:
-    """:func:`find_main_pid` by polars' grouping and sort (for many rows)."""
+    most runtime/driver calls, else most CPU operators; ties go to the lower pid.  ``counts``:
+    events per (pid, launch) from each chunk, where ``launch`` tells launches from operators."""
     totals = counts.group_by("pid", "launch").agg(pl.col("len").sum())
     launchers = totals.filter(pl.col("launch"))
     if launchers.height == 0:

@@ -41,14 +41,7 @@ from ._kineto_flows import event_slices, fill_sync_threads, flows_table, links_t
 from ._kineto_meta import counters_table, decode_top_level, devices_table, explain_not_a_trace, producer, trace_metadata
 from ._kineto_parts import Parts, concat_parts
 from ._kineto_scanner import native_scanner, scan, scanned_frame
-from ._kineto_threads import (
-    THREADS_IN_PYTHON_MAX_ROWS,
-    find_main_pid,
-    meta_rows,
-    renumber,
-    threads_of_rows,
-    threads_table,
-)
+from ._kineto_threads import find_main_pid, renumber, threads_of_meta
 from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream, open_whole
 
 __all__ = ["default_chunk_bytes", "native_scanner", "read_kineto"]
@@ -240,7 +233,7 @@ def _build_tables(
     if not parts.timed:
         parts.add(raw_frame([]))
     ids = parts.final_label_ids()
-    threads = _threads(parts, ids)
+    threads = threads_of_meta(concat_parts(parts.meta), ids)
     memory = plus_base(renumber(concat_parts(parts.memory), ids), base_ns)
     memory = MEMORY.conform(memory)
     if memory.height > 1:  # (a sort is a query, even of no rows)
@@ -279,23 +272,6 @@ def _build_tables(
         counters=counters_table(counter_rows, base_ns),
         memory=memory,
     )
-
-
-def _threads(parts: Parts, ids: dict[int, int]) -> pl.DataFrame:
-    """The threads table of the metadata parts (which are emptied), label ids made final."""
-    if sum(part.height for part in parts.meta) <= THREADS_IN_PYTHON_MAX_ROWS:
-        # a few rows (a real trace's usual): read in Python, no query at all
-        threads = threads_of_rows(meta_rows(parts.meta, ids))
-        parts.meta.clear()
-        return threads
-    # only the rows :func:`threads_table` reads, and of those only each (name, pid, tid)'s
-    # last, in file order: traces repeat their metadata (hundreds of thousands of rows, a
-    # few of them distinct), and renumbering and grouping all of it cost more than this
-    meta = concat_parts(parts.meta)
-    name = pl.col("name")
-    meta = meta.filter((name == "process_name") | (name == "thread_name"))
-    meta = meta.filter(pl.struct(name == "thread_name", "pid", "tid").is_last_distinct())
-    return threads_table(renumber(meta, ids))
 
 
 def _events_and_flows(

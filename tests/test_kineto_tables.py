@@ -9,6 +9,8 @@ with a reference written plainly in Python here, row by row.
 from __future__ import annotations
 
 import random
+import re
+from typing import Any
 
 import polars as pl
 import pytest
@@ -19,7 +21,7 @@ from tracekit.parsers import _kineto_flows as kineto_flows
 from tracekit.parsers import _kineto_meta as kineto_meta
 from tracekit.parsers import _kineto_parts as kineto_parts
 from tracekit.parsers import _kineto_threads as kineto_threads
-from tracekit.schema import EVENT_KIND, FLOW_KIND, FLOWS, LAUNCH_KINDS, LINKS
+from tracekit.schema import EVENT_KIND, FLOW_KIND, FLOWS, LAUNCH_KINDS, LINKS, THREADS
 
 
 def _frames(seed: int, n_flows: int, n_slices: int, nulls: bool, chunks: int) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -329,19 +331,69 @@ def _metadata_frame(rows: list[tuple[str | None, int | None, int | None, str | N
     )
 
 
-def _same_threads_both_ways(meta: pl.DataFrame) -> pl.DataFrame:
-    """The thread table of ``meta`` in Python, checked against polars' grouping and joins."""
-    got = kineto_threads.threads_table(meta)
-    want = kineto_threads.threads_grouped(meta)
+#: Unicode's White_Space characters: polars' (Rust's) ``\s`` and ``strip_chars``; Python's
+#: ``\s`` and ``str.strip()`` also take the four separators U+001C to U+001F
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+#: a stream's thread name: "stream" (any case) and an ASCII digit, after white space
+_STREAM_NAME = re.compile(f"[{_WHITE_SPACE}]*stream[{_WHITE_SPACE}]+[0-9]", re.IGNORECASE)
+
+
+def _stream_number(name: str | None) -> int | None:
+    """A thread name's stream number: its first run of ASCII digits, where the name is a
+    stream's and the number fits int64 (None otherwise)."""
+    if name is None or _STREAM_NAME.match(name) is None:
+        return None
+    digits = re.search("[0-9]+", name)
+    assert digits is not None  # (the name has one after "stream")
+    number = int(digits.group())
+    return number if number < 2**63 else None
+
+
+def _threads_by_hand(meta: list[tuple[Any, Any, Any, Any]]) -> pl.DataFrame:
+    """The threads table of (name, pid, tid, label) rows in file order, row by row: the last
+    label of each process and of each thread, a thread's process name by its pid (a null pid
+    matches nothing, as in a join), the processes without a thread; a thread named as a
+    stream is a GPU track of the device its pid names (where it fits int32), with neither pid
+    nor tid; sorted by every column, nulls last."""
+    procs: dict[Any, Any] = {}
+    threads: dict[tuple[Any, Any], Any] = {}
+    for name, pid, tid, label in meta:
+        if name == "process_name":
+            procs[pid] = label
+        elif name == "thread_name":
+            threads[(pid, tid)] = label
+    rows: list[tuple[Any, Any, Any, Any, Any, Any]] = []
+    for (pid, tid), thread_name in threads.items():
+        process_name = procs.get(pid) if pid is not None else None
+        stream = _stream_number(thread_name)
+        device = pid if stream is not None and pid is not None and -(2**31) <= pid < 2**31 else None
+        if device is not None:
+            pid = tid = None
+        name = None if thread_name is None else thread_name.strip(_WHITE_SPACE)
+        rows.append((pid, tid, device, stream, process_name, name))
+    with_threads = {pid for pid, _ in threads}
+    rows.extend((pid, None, None, None, label, None) for pid, label in procs.items() if pid is None or pid not in with_threads)
+    # (texts by code point, which is polars' order of their UTF-8 bytes)
+    rows.sort(key=lambda r: tuple((value is None, value) for value in (r[0], r[1], r[2], r[3], r[5], r[4])))
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 6
+    return pl.DataFrame(
+        [pl.Series(column.name, values, dtype=column.dtype) for column, values in zip(THREADS.columns, columns, strict=True)]
+    )
+
+
+def _same_threads_both_ways(rows: list[tuple[Any, Any, Any, Any]]) -> pl.DataFrame:
+    """The threads table of ``rows``, checked against the row-by-row reference."""
+    got = kineto_threads.threads_table(_metadata_frame(rows))
+    want = _threads_by_hand(rows)
     assert got.schema == want.schema
     assert got.to_dicts() == want.to_dicts()
     return got
 
 
-def test_threads_grouped_in_python_match_polars() -> None:
-    """The metadata rows' Python grouping gives the table polars' grouping and joins give,
-    with null pids, tids and labels, repeated keys, processes without threads and names
-    that are (and are not quite) stream names."""
+def test_threads_match_a_row_by_row_grouping() -> None:
+    """polars' grouping and joins give the table of the row-by-row reference, with null pids,
+    tids and labels, repeated keys, processes without threads and names that are (and are
+    not quite) stream names."""
     rows = [
         ("process_name", 1, 0, "python"),
         ("thread_name", 1, 11, " main thread "),
@@ -361,11 +413,8 @@ def test_threads_grouped_in_python_match_polars() -> None:
         ("process_name", 7, 0, "lonely"),
         ("process_name", 0, 0, "GPU 0"),
     ]
-    meta = _metadata_frame(rows)
-    assert _same_threads_both_ways(meta).height == 13
-    empty = meta.clear()
-    assert kineto_threads.threads_table(empty).to_dicts() == kineto_threads.threads_grouped(empty).to_dicts()
-    assert kineto_threads.threads_table(empty).schema == kineto_threads.threads_grouped(empty).schema
+    assert _same_threads_both_ways(rows).height == 13
+    _same_threads_both_ways([])
 
 
 #: thread names around the edges of "a stream's name": white space Unicode has and Python's
@@ -391,10 +440,10 @@ _THREAD_NAMES = [
         max_size=24,
     )
 )
-def test_threads_in_python_match_polars_on_any_rows(rows: list[tuple[str, int | None, int | None, str | None]]) -> None:
-    """Any metadata rows: the Python grouping, stream numbers, devices, stripped names and
-    order are those of polars' grouping, regular expressions, casts and sort."""
-    _same_threads_both_ways(_metadata_frame(rows))
+def test_threads_match_a_row_by_row_grouping_on_any_rows(rows: list[tuple[str, int | None, int | None, str | None]]) -> None:
+    """Any metadata rows: polars' grouping, regular expressions, casts and sort give the
+    reference's stream numbers, devices, stripped names and order."""
+    _same_threads_both_ways(rows)
 
 
 @pytest.mark.parametrize(
@@ -407,7 +456,7 @@ def test_threads_in_python_match_polars_on_any_rows(rows: list[tuple[str, int | 
         [],
     ],
 )
-def test_main_pid_in_python_matches_polars(rows: list[tuple[int | None, bool, int]]) -> None:
+def test_main_pid_matches_a_row_by_row_count(rows: list[tuple[int | None, bool, int]]) -> None:
     counts = pl.DataFrame(
         [
             pl.Series("pid", [r[0] for r in rows], dtype=pl.Int64),
@@ -415,12 +464,23 @@ def test_main_pid_in_python_matches_polars(rows: list[tuple[int | None, bool, in
             pl.Series("len", [r[2] for r in rows], dtype=pl.UInt32),
         ]
     )
-    assert kineto_threads.find_main_pid(counts) == kineto_threads.main_pid_grouped(counts)
+    totals: dict[tuple[int | None, bool], int] = {}
+    for pid, launch, n in rows:
+        totals[(pid, launch)] = totals.get((pid, launch), 0) + n
+    want = None
+    for role in (True, False):
+        # most events first, then the lower pid; a null pid sorts before every pid
+        ranked = [(-n, pid is not None, pid or 0) for (pid, launch), n in totals.items() if launch is role]
+        if ranked:
+            _, has_pid, pid = min(ranked)
+            want = pid if has_pid else None
+            break
+    assert kineto_threads.find_main_pid(counts) == want
 
 
-def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
-    """The end of the parse reads a few metadata rows in Python (names other than the two
-    kept, label ids made final); polars' filters, renumbering and grouping are the spec."""
+def test_threads_from_the_metadata_parts() -> None:
+    """The end of the parse keeps the two names the threads table reads (each key's last
+    row) and makes the label ids final before grouping."""
     base = kineto_threads.TEMP_LABEL_BASE
     ids = {base: -2, base - 1: -1}
     rows = [
@@ -445,10 +505,9 @@ def test_threads_from_the_metadata_parts_in_python_match_polars() -> None:
         )
         for chunk in (rows[:4], rows[4:])
     ]
-    meta = pl.concat(parts)
-    meta = meta.filter(pl.col("name").is_in(["process_name", "thread_name"]))
-    want = kineto_threads.threads_grouped(kineto_threads.renumber(meta, ids))
-    got = kineto_threads.threads_of_rows(kineto_threads.meta_rows(parts, ids))
+    final = [(name, ids.get(pid, pid), ids.get(tid, tid), label) for name, pid, tid, label in rows]
+    want = _threads_by_hand(final)
+    got = kineto_threads.threads_of_meta(pl.concat(parts), ids)
     assert got.schema == want.schema
     assert got.to_dicts() == want.to_dicts()
     assert got.height == 3
@@ -465,21 +524,15 @@ def test_devices_the_events_use_are_listed_once(devices: list[int | None], want:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.text(alphabet="aAbz_ :é\u00a0\u3000\U0001f600", max_size=6), max_size=12), max_size=5))
-def test_names_sorted_in_python_match_polars(chunks: list[list[str]]) -> None:
-    """The chunks' distinct names sorted in Python (a trace's usual few) and by polars'
-    unique, sort and search (many): the same names in the same order, the same ranks."""
-
-    def take(limit: int) -> tuple[list[str], list[int]]:
-        parts = kineto_parts.Parts()
-        parts.names = [pl.Series("name", list(dict.fromkeys(chunk)), dtype=pl.String) for chunk in chunks]
-        previous = kineto_parts._NAMES_IN_PYTHON_MAX
-        kineto_parts._NAMES_IN_PYTHON_MAX = limit
-        try:
-            names, ranks = parts.take_names()
-        finally:
-            kineto_parts._NAMES_IN_PYTHON_MAX = previous
-        assert names.dtype == pl.String
-        assert ranks.dtype == pl.UInt32
-        return names.to_list(), ranks.to_list()
-
-    assert take(10**6) == take(-1)
+def test_names_sorted_match_a_sort_by_code_point(chunks: list[list[str]]) -> None:
+    """The chunks' distinct names by polars' unique, sort and search: each name once, in
+    code point order (polars' order of their UTF-8 bytes), and each index's rank in it."""
+    parts = kineto_parts.Parts()
+    parts.names = [pl.Series("name", list(dict.fromkeys(chunk)), dtype=pl.String) for chunk in chunks]
+    names, ranks = parts.take_names()
+    assert names.dtype == pl.String
+    assert ranks.dtype == pl.UInt32
+    listed = [name for chunk in chunks for name in dict.fromkeys(chunk)]
+    distinct = sorted(set(listed))
+    assert names.to_list() == distinct
+    assert ranks.to_list() == [distinct.index(name) for name in listed]
