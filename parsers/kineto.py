@@ -33,7 +33,7 @@ from tracekit.errors import TraceCorruptError
 from tracekit.native import release_free_heap
 from tracekit.schema import MEMORY, TraceInfo, TraceTables, canonical_order, finalize_events
 
-from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks, iter_whole_chunks
+from ._jsonarray import ArrayStream, NotATraceArray, iter_event_chunks
 from ._kineto_decode import as_int, counter_events, decode_chunk, raw_frame
 from ._kineto_events import final_event_columns, plus_base
 from ._kineto_fields import COMMON_CATEGORY_NAMES
@@ -42,7 +42,7 @@ from ._kineto_meta import counters_table, decode_top_level, devices_table, expla
 from ._kineto_parts import Parts, concat_parts
 from ._kineto_scanner import native_scanner, scan, scanned_frame
 from ._kineto_threads import find_main_pid, renumber, threads_of_meta
-from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream, open_whole
+from ._source import Prefetch, ProgressSink, ReadAhead, check_path, open_stream
 
 __all__ = ["default_chunk_bytes", "native_scanner", "read_kineto"]
 
@@ -176,16 +176,6 @@ def _decoded_chunks(
     block = min(chunk_bytes, _BLOCK_BYTES)
     first_chunk = min(FIRST_CHUNK_BYTES, chunk_bytes // 2)
     first = min(block, first_chunk + _FIRST_BLOCK_MARGIN)
-    # the whole content in one buffer where it can be (a plain file of up to
-    # WHOLE_MAX_BYTES, read whole): chunks cut in place, nothing copied
-    whole = open_whole(path, progress=progress, head=first)
-    if whole is not None:
-        with whole:
-            yield from iter_whole_chunks(
-                whole, lambda: ReadAhead(open_stream(path, progress=progress), block=block), state, decode,
-                chunk_bytes=chunk_bytes, first_bytes=first_chunk,
-            )
-        return
     with ReadAhead(open_stream(path, progress=progress), block=block, first=first) as stream:
         yield from iter_event_chunks(
             stream, state, decode, chunk_bytes=chunk_bytes, first_bytes=first_chunk  # type: ignore[arg-type]
