@@ -1,9 +1,9 @@
 /* Native scanner for chunks of a Kineto traceEvents array.
  *
  * scan(chunk) reads a JSON array text of whole events ("[{...},{...}]") once and
- * writes typed columns for exactly the fields tracekit.parsers.kineto keeps (see
- * _Event and the args structs there).  It answers None whenever the chunk holds
- * anything it is not certain to decode exactly as the msgspec path does (a value
+ * writes typed columns for exactly the fields the Kineto reader keeps (see Event
+ * and the args structs in parsers/_kineto_fields.py).  It answers None whenever the
+ * chunk holds anything it is not certain to decode exactly as the msgspec path does (a value
  * of an unexpected type, an integer outside int64, a duplicate key, NaN, invalid
  * UTF-8, a lone surrogate, invalid JSON ...): the caller then decodes that chunk
  * with the msgspec path, which also decides whether the text is valid at all.
@@ -131,7 +131,7 @@ static const KeyDef META_KEYS[] = {KD("name", C_LABEL), KD_END};
 enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
 
 
-/* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
+/* lower-cased category of a complete ("X") event -> args group (_kineto_fields.CATEGORY_GROUP) */
 static const KeyDef CATEGORY_GROUP[] = {
     KD("kernel", G_GPU), KD("gpu_memcpy", G_GPU), KD("gpu_memset", G_GPU), KD("memcpy", G_GPU),
     KD("memset", G_GPU), KD("cuda_sync", G_GPU), KD("xpu_sync", G_GPU), KD("mtia_ccp_events", G_GPU),
@@ -1279,7 +1279,7 @@ remember:
     return 0;
 }
 
-/* The args group of an event from its ph, cat and name (kineto._columns). */
+/* The args group of an event from its ph, cat and name (as _kineto_decode.raw_frame groups them). */
 static int event_group(Scan *sc, const Val *vals) {
     const Val *ph = &vals[C_PH];
     if (ph->type != V_STR) return G_NONE;
@@ -1528,7 +1528,7 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
         int c = take_col(&m);
         Col *col = &out->cols[c];
         const Val *v = &vals[c];
-        /* kineto._arg_series: the product of the dims, null unless positive */
+        /* _kineto_decode._arg_series: the product of the dims, null unless positive */
         if (v->type != V_INT || v->i <= 0) continue;
         if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
         memcpy(dst, &v->i, 8);
@@ -1678,7 +1678,7 @@ static int scan_chunk(Scan *sc, Out *out) {
 
 /* A time column of integers alone (no float among its values) is handed over in nanoseconds,
  * its microseconds multiplied by 1000 in place, wrapping past int64 as polars' Int64 product
- * does: kineto._scanned_frame then needs no fix, and no new column, for it.  A chunk with
+ * does: _kineto_scanner.scanned_frame then needs no fix, and no new column, for it.  A chunk with
  * events left to the msgspec path keeps microseconds (those events' times may be floats,
  * which send the whole column through float64 there). */
 static void times_to_ns(Out *out) {
