@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import polars
 
-    from tracekit.analysis.critical_path import _native_dag
+    from tracekit.analysis.critical_path.longest import native_dag as _native_dag
 
     # the child inherits this environment: TRACEKIT_PURE_PYTHON=1 measures the fallback
     kernel = "native" if _native_dag() is not None else "pure Python (networkx)"

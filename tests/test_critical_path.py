@@ -651,7 +651,8 @@ def test_steps_built_in_groups_give_the_same_paths(path: Path) -> None:
 def test_what_if_lengths_equal_networkx_longest_path(edges: list[tuple[int, int, int, int, int]]) -> None:
     """The one-pass lengths of every scenario equal networkx's ``dag_longest_path`` summed
     along its path, weight by weight (negative weights included: a path may start anywhere)."""
-    from tracekit.analysis.critical_path import _longest_lengths, _path_length
+    from tracekit.analysis.critical_path.longest import longest_lengths as longest_lengths
+    from tracekit.analysis.critical_path.longest import path_length as path_length
 
     G = nx.DiGraph()
     for u, v, a, b, c in edges:
@@ -661,8 +662,8 @@ def test_what_if_lengths_equal_networkx_longest_path(edges: list[tuple[int, int,
         return
     topo = list(nx.topological_sort(G))
     attrs = ["w", "s0", "s1"]
-    expected = [_path_length(G, nx.dag_longest_path(G, weight=a, topo_order=topo), a) for a in attrs]
-    assert _longest_lengths(G, topo, attrs) == expected
+    expected = [path_length(G, nx.dag_longest_path(G, weight=a, topo_order=topo), a) for a in attrs]
+    assert longest_lengths(G, topo, attrs) == expected
 
 
 # --------------------------------------------------------------------------------------------
@@ -696,16 +697,16 @@ def test_native_paths_equal_networkx(steps: list[list[tuple[int, int, int, int]]
     """The kernel's paths (nodes, ties broken alike), lengths, node counts and what-if lengths
     equal networkx's on random step graphs with many ties, negative weights and, when a drawn
     edge closes a loop, cycles (which the kernel leaves to the networkx path)."""
-    from tracekit.analysis import critical_path as cp
+    from tracekit.analysis.critical_path import longest as cp
 
-    if cp._native_dag() is None:
+    if cp.native_dag() is None:
         pytest.skip("the native kernel is not built here")
     edges = _random_steps(steps, cyclic)
-    native = (cp._paths(edges), cp._step_lengths(edges, ["w", "s"]))
+    native = (cp.step_paths(edges), cp.step_lengths(edges, ["w", "s"]))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRACEKIT_PURE_PYTHON", "1")
-        assert cp._native_dag() is None
-        pure = (cp._paths(edges), cp._step_lengths(edges, ["w", "s"]))
+        assert cp.native_dag() is None
+        pure = (cp.step_paths(edges), cp.step_lengths(edges, ["w", "s"]))
     key = ["rank", "step"]
     assert_frame_equal(native[0][0].sort([*key, "seq"]), pure[0][0].sort([*key, "seq"]))
     assert_frame_equal(native[0][1].sort(key), pure[0][1].sort(key))
@@ -716,9 +717,9 @@ def test_native_kernel_rejects_bad_buffers() -> None:
     """Hostile input gets a clear error from the kernel, never a read out of bounds."""
     from array import array
 
-    from tracekit.analysis import critical_path as cp
+    from tracekit.analysis.critical_path import longest as cp
 
-    dag = cp._native_dag()
+    dag = cp.native_dag()
     if dag is None:
         pytest.skip("the native kernel is not built here")
     src, dst, w = array("q", [1, 2]), array("q", [2, 3]), array("q", [5, 6])

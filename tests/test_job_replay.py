@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import SAMPLE_TRACES, shared_trace
+from loopsim.fixes import FIXES
 from loopsim.jobsim import (
     JOBS,
     JobRun,
@@ -24,10 +25,10 @@ from loopsim.jobsim import (
     straggler_at_median,
     write_job,
 )
-from loopsim.sim import FIXES
 
 from tracekit.analysis.diagnose import diagnose_job
-from tracekit.analysis.job_replay import JobModel, model_job
+from tracekit.analysis.job_model import JobModel
+from tracekit.analysis.job_replay import model_job
 from tracekit.analysis.job_results import JobDiagnosis
 from tracekit.analysis.multirank import COLLECTIVES_SCHEMA, MATCH_KEY, MATCHING, match_collectives
 from tracekit.cli import main

@@ -30,7 +30,8 @@ from .findings import (
     rank_by_saving,
 )
 from .host import host_breakdown
-from .job_replay import JobModel, from_profiles, rank_job_findings
+from .job_model import JobModel
+from .job_replay import from_profiles, rank_job_findings
 from .job_results import JobDiagnosis
 from .kernels import KernelStats, kernel_stats
 from .memory import memory_headroom

@@ -50,7 +50,7 @@ import dataclasses
 import itertools
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -58,12 +58,15 @@ import polars as pl
 from ..schema import EventKind
 from .causes import IDLE_CAUSES
 from .findings import Finding
+from .job_chain import ChainResult, CollectiveChain
+from .job_model import COLLECTIVE_LATENCY_NS, JOB_FIX_MODELS, JobModel, JobWhatIf, empty_model, with_clocks
 from .multirank import (
     COLLECTIVES_SCHEMA,
     MATCH_KEY,
     RankProfile,
     _collectives,
     as_collectives,
+    communication_kernels,
     match_collectives,
     matching_summary,
 )
@@ -71,111 +74,46 @@ from .multirank import (
 if TYPE_CHECKING:
     from .results import Diagnosis
 
-#: the fixed cost of one collective (launch, protocol handshake, ring latency), saved once
-#: per merged pair by the fewer/larger-buckets what-if; capped by the smaller collective's time
-COLLECTIVE_LATENCY_NS = 30_000
+
 #: the ends of one collective on its ranks agree within this after clock alignment...
 END_TOLERANCE_NS = 500_000
+
+
 #: ...or within this share of its shortest duration (long collectives on drifting clocks)
 END_TOLERANCE_SHARE = 0.05
+
+
 #: operations paired by order that may pair the wrong instances (checked on their ends)
 POINT_TO_POINT = ("sendrecv", "other")
+
+
 #: job what-ifs are given only when the unchanged replay reproduces the recorded job step this closely
 JOB_TRUST_ERROR = 0.05
+
+
 #: from this share of communication overlapping compute, the chain of blocking collectives no
 #: longer describes the job (a side-stream all-reduce does not hold compute back)
 OVERLAP_LIMIT = 0.2
+
+
 #: replayed collectives at most (the last ones of the trace): keeps the Python sweep bounded
 MAX_COLLECTIVES = 20_000
+
+
 #: ...and at most this many (rank, collective) pairs (many ranks: fewer collectives)
 MAX_MEMBERSHIPS = 400_000
+
+
 #: a cause is priced on a rank when it fills at least this share of the job step there
 MIN_CAUSE_SHARE = 0.01
+
+
 #: at most this many rank × cause what-ifs (the largest)
 MAX_CAUSE_WHAT_IFS = 12
+
+
 #: causes a rank-level fix can remove from the work between collectives
 FIXABLE = tuple(c for c in IDLE_CAUSES if c not in ("unattributed", "exposed_communication"))
-#: what each kind of job what-if assumes (the report states it)
-JOB_FIX_MODELS: dict[str, str] = {
-    "straggler_at_median": "the slowest rank's work between collectives takes the median rank's time",
-    "cause_on_rank": "the cause's idle time on that rank's GPU between collectives is gone",
-    "cause_everywhere": "the cause's idle time is gone on every rank",
-    "perfect_overlap": "collectives take no time of their own (waits for late ranks remain)",
-    "half_collectives": (
-        f"adjacent collectives of one operation in a step are merged: the same bytes, one fixed cost "
-        f"({COLLECTIVE_LATENCY_NS / 1000:g} µs) saved per pair"
-    ),
-}
-
-
-@dataclass(frozen=True)
-class JobWhatIf:
-    """One job-level question and the model's answer."""
-
-    kind: str
-    label: str
-    question: str
-    #: saving of the job's step (ms, never negative) and the job step it predicts
-    saving_ms: float
-    predicted_step_ms: float
-    rank: int | None = None
-    cause: str | None = None
-
-
-@dataclass(frozen=True)
-class JobModel:
-    """The job replay's answers (see the module docstring)."""
-
-    ranks: tuple[int, ...]
-    world_size: int | None
-    #: ranks of ``range(world_size)`` with no trace
-    missing_ranks: tuple[int, ...]
-    #: collectives matched on at least two ranks, and kernel instances left out
-    matched_collectives: int
-    unmatched_kernels: int
-    #: rank, clock_offset_ms (what was subtracted to align it), collectives (matched on the rank)
-    clocks: pl.DataFrame
-    #: median spread of the aligned end of one collective over its ranks (µs); None: no match
-    clock_residual_us: float | None
-    #: the job step from the recorded collective ends and from the unchanged replay (ms)
-    step_ms: float | None
-    replayed_step_ms: float | None
-    #: rank, cause, ms_per_step, share: the cross-rank critical path summed per step
-    #: (cause ``communication``: the collectives' own time)
-    path: pl.DataFrame
-    #: rank, wait_ms_per_step, waits_for (the rank it waited for most), waits_for_ms_per_step
-    waits: pl.DataFrame
-    #: largest saving first
-    what_ifs: tuple[JobWhatIf, ...]
-    #: steps the job step and path are measured over
-    steps: int
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    #: how collectives were matched across ranks (:data:`.multirank.MATCHING`); None: no match
-    matching: str | None = None
-    #: the replayed collectives per rank on the aligned clock (what rank lanes draw): rank, j (the
-    #: collective, in end order), step, op, work_start_ns (the rank's previous collective's end),
-    #: start_ns, end_ns, critical (the rank arrived last and the cross-rank path runs through it)
-    lanes: pl.DataFrame | None = None
-
-    @property
-    def error(self) -> float | None:
-        if self.step_ms is None or self.replayed_step_ms is None or self.step_ms <= 0:
-            return None
-        return abs(self.replayed_step_ms - self.step_ms) / self.step_ms
-
-    @property
-    def bottleneck(self) -> tuple[int | None, str] | None:
-        """The (rank, cause) the critical path spends most time in, communication aside
-        unless nothing else is on it."""
-        if self.path.height == 0:
-            return None
-        work = self.path.filter(pl.col("cause") != "communication")
-        top = (work if work.height else self.path).row(0, named=True)
-        return (None if top["rank"] is None else int(top["rank"]), str(top["cause"]))
-
-    def what_if(self, label: str) -> JobWhatIf | None:
-        return next((w for w in self.what_ifs if w.label == label), None)
-
 
 _GAP_COLS = [f"{c}_ns" for c in FIXABLE]
 
@@ -215,6 +153,51 @@ def model_job(
             f"{len(ranks)} of {world_size} ranks have a trace (missing: {shown}): the job model covers those only; "
             "a missing rank that arrives late at a collective shows as communication time of the present ranks."
         )
+    matched, unmatched = _matched(collectives, ranks, windows, notes)
+    if matched is None:
+        return empty_model(ranks, world_size, missing, unmatched, notes)
+    aligned = _aligned(matched, ranks, windows, notes)
+    if aligned is None:
+        return empty_model(ranks, world_size, missing, unmatched, notes)
+    m, clocks, residual, n_keys, matched = aligned
+    m, order = _ordered(m, ranks, notes)
+    side = bool(overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and ready is not None and ready.height)
+    m = _work_between(m, gaps, ready if side else None)
+    replayed = _replayed(m, order, side)
+    if replayed is None:
+        notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
+        return dataclasses.replace(
+            with_clocks(empty_model(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes),
+            matching=matching_summary(matched),
+        )
+    path, on_path = _cross_rank_path(replayed)
+    trusted = _trusted(replayed, overlapped_share, side, notes)
+    what_ifs = _what_ifs(replayed, ranks) if trusted else []
+    return JobModel(
+        ranks=ranks,
+        world_size=world_size,
+        missing_ranks=missing,
+        matched_collectives=n_keys,
+        unmatched_kernels=unmatched,
+        clocks=clocks,
+        clock_residual_us=residual,
+        step_ms=replayed.step_ms,
+        replayed_step_ms=replayed.replayed_ns / 1e6,
+        path=path,
+        waits=_waits(replayed, ranks),
+        what_ifs=tuple(sorted(what_ifs, key=lambda a: (-round(a.saving_ms, 6), a.label))),
+        steps=replayed.n_periods,
+        notes=tuple(notes),
+        matching=matching_summary(matched),
+        lanes=_lanes(m, on_path),
+    )
+
+
+def _matched(
+    collectives: pl.DataFrame, ranks: tuple[int, ...], windows: pl.DataFrame | None, notes: list[str]
+) -> tuple[pl.DataFrame | None, int]:
+    """(the collectives matched on at least two ranks, the kernels left out); None when the
+    ranks share no collective (the notes say why)."""
     coll = match_collectives(as_collectives(collectives))
     key = list(MATCH_KEY)
     counts = coll.group_by(key).agg(pl.col("rank").n_unique().alias("_n"))
@@ -226,7 +209,7 @@ def model_job(
     if unmatched and n_keys:
         notes.append(f"{unmatched} communication kernel(s) matched no other rank and are left out of the job model.")
     if len(ranks) < 2:
-        return _empty(ranks, world_size, missing, unmatched, notes)
+        return None, unmatched
     if n_keys == 0:
         if coll.height == 0:
             notes.append(
@@ -236,12 +219,20 @@ def model_job(
         else:
             notes.append("no collective matched across ranks: the ranks are not coupled in the job model.")
         _window_notes(windows, set(), notes, only_disjoint=coll.height == 0)
-        return _empty(ranks, world_size, missing, unmatched, notes)
+        return None, unmatched
+    return matched, unmatched
 
-    # --- clocks: each rank's offset from the median end of its collectives; a collective
-    # matched by order whose ends disagree after alignment is not one collective (point-to-point
-    # transfers paired differently, another process group): it is dropped and the clocks
-    # estimated again from the rest
+
+def _aligned(
+    matched: pl.DataFrame, ranks: tuple[int, ...], windows: pl.DataFrame | None, notes: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, float, int, pl.DataFrame] | None:
+    """The clocks: each rank's offset from the median end of its collectives.  A collective
+    matched by order whose ends disagree after alignment is not one collective (point-to-point
+    transfers paired differently, another process group): it is dropped and the clocks
+    estimated again from the rest.  Returns (the matched rows with aligned starts ``_as`` and
+    ends ``_ae``, the clocks table, the residual in µs, the collectives kept, the matched rows
+    kept), or None when none is left."""
+    key = list(MATCH_KEY)
     offsets = _offsets(matched, key)
     spread = _spread(matched, offsets, key)
     # (group collectives matched by order are kept: their ends may differ by a ring step)
@@ -249,6 +240,7 @@ def model_job(
         ~pl.col("op").is_in(POINT_TO_POINT)
         | (pl.col("_spread") <= pl.max_horizontal(pl.lit(END_TOLERANCE_NS), pl.col("_min_dur") * END_TOLERANCE_SHARE))
     )
+    n_keys = spread.height
     if shared.height < spread.height:
         notes.append(
             f"{spread.height - shared.height} of {spread.height} point-to-point transfers matched by order do not end together "
@@ -258,7 +250,7 @@ def model_job(
         matched = matched.join(shared.select(key), on=key, how="semi")
         n_keys = shared.height
         if n_keys == 0:
-            return _empty(ranks, world_size, missing, unmatched, notes)
+            return None
         offsets = _offsets(matched, key)
         spread = _spread(matched, offsets, key)
     residual = float(spread["_spread"].median()) / 1e3  # type: ignore[arg-type]
@@ -275,8 +267,13 @@ def model_job(
         )
     )
     _window_notes(windows, set(offsets["rank"].to_list()), notes)
+    return m, clocks, residual, n_keys, matched
 
-    # --- order collectives by their aligned end; keep the last MAX_COLLECTIVES
+
+def _ordered(m: pl.DataFrame, ranks: tuple[int, ...], notes: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Collectives numbered ``j`` by their aligned end (the last :data:`MAX_COLLECTIVES` kept),
+    each rank's row with its previous collective ``prev`` and its work ``w`` since that one ended."""
+    key = list(MATCH_KEY)
     order = m.group_by(key).agg(pl.col("_ae").median().alias("_e")).sort("_e", *key).with_row_index("j")
     keep = max(2, min(MAX_COLLECTIVES, MAX_MEMBERSHIPS // max(len(ranks), 1)))
     if order.height > keep:
@@ -286,51 +283,71 @@ def model_job(
     m = m.with_columns(
         pl.col("end_ns").shift(1).over("rank").alias("_prev_end"), pl.col("j").shift(1).over("rank").alias("prev")
     )
-    m = m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w"))
+    return m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w")), order
 
-    # --- side-stream collectives (communication overlapping compute): a collective waits for
-    # the compute that produced its inputs, which waits only for the last collective of the
-    # previous step (the optimizer); otherwise each collective holds its rank's compute back
-    side = bool(
-        overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and ready is not None and ready.height
-    )
-    if side and ready is not None:
-        m = m.join(
-            ready.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", "ready_ns"),
-            on=["rank", "start_ns", "end_ns"],
-            how="left",
-        ).with_columns(pl.col("ready_ns").fill_null(pl.col("start_ns")).clip(upper_bound=pl.col("start_ns")))
-        step_last = m.group_by("rank", "step").agg(
-            pl.col("j").max().alias("_gate"), pl.col("end_ns").sort_by("j").last().alias("_gate_end")
-        )
-        step_last = (
-            step_last.sort("rank", "step")
-            .with_columns(
-                pl.col("_gate").shift(1).over("rank").alias("gate"),
-                pl.col("_gate_end").shift(1).over("rank").alias("_gate_end"),
-            )
-            .select("rank", "step", "gate", "_gate_end")
-        )
-        m = m.join(step_last, on=["rank", "step"], how="left").with_columns(
-            (pl.col("ready_ns") - pl.col("_gate_end")).clip(lower_bound=0).alias("w"),
-            (
-                pl.col("start_ns")
-                - pl.max_horizontal(pl.col("ready_ns"), pl.col("_prev_end").fill_null(pl.col("ready_ns")))
-            )
-            .clip(lower_bound=0)
-            .alias("x"),
-        )
-        m = m.with_columns(_window_causes(m, gaps, "_gate_end", "ready_ns"))
-    else:
+
+def _work_between(m: pl.DataFrame, gaps: pl.DataFrame, ready: pl.DataFrame | None) -> pl.DataFrame:
+    """What each rank does between collectives, by cause (its GPU's idle gaps), and what a
+    collective waits for.  On a side stream (``ready`` given: communication overlapping compute)
+    a collective waits for the compute that produced its inputs, which waits only for the last
+    collective of the previous step (the optimizer, ``gate``); otherwise each collective holds
+    its rank's compute back (``gate`` is the previous collective)."""
+    if ready is None:
         m = m.with_columns(pl.col("prev").alias("gate"), pl.lit(0, dtype=pl.Int64).alias("x"))
-        # --- what fills each rank's work between collectives: its GPU's idle gaps by cause
-        m = m.with_columns(_gap_causes(m, gaps))
+        return m.with_columns(_gap_causes(m, gaps))
+    m = m.join(
+        ready.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", "ready_ns"),
+        on=["rank", "start_ns", "end_ns"],
+        how="left",
+    ).with_columns(pl.col("ready_ns").fill_null(pl.col("start_ns")).clip(upper_bound=pl.col("start_ns")))
+    step_last = m.group_by("rank", "step").agg(
+        pl.col("j").max().alias("_gate"), pl.col("end_ns").sort_by("j").last().alias("_gate_end")
+    )
+    step_last = (
+        step_last.sort("rank", "step")
+        .with_columns(
+            pl.col("_gate").shift(1).over("rank").alias("gate"),
+            pl.col("_gate_end").shift(1).over("rank").alias("_gate_end"),
+        )
+        .select("rank", "step", "gate", "_gate_end")
+    )
+    m = m.join(step_last, on=["rank", "step"], how="left").with_columns(
+        (pl.col("ready_ns") - pl.col("_gate_end")).clip(lower_bound=0).alias("w"),
+        (pl.col("start_ns") - pl.max_horizontal(pl.col("ready_ns"), pl.col("_prev_end").fill_null(pl.col("ready_ns"))))
+        .clip(lower_bound=0)
+        .alias("x"),
+    )
+    return m.with_columns(_window_causes(m, gaps, "_gate_end", "ready_ns"))
 
-    # --- the replay
+
+@dataclass(frozen=True)
+class _Replayed:
+    """The job chain replayed unchanged, with what the path, the waits and the what-ifs read."""
+
+    m: pl.DataFrame
+    chain: CollectiveChain
+    base: ChainResult
+    #: each collective's members (rank rows) and own transfer time
+    members: list[list[dict[str, Any]]]
+    c: list[int]
+    steps_of: list[int]
+    ops_of: list[str]
+    #: step → its last collective
+    last_of: dict[int, int]
+    #: collectives in the steps the job step is measured over, and how many steps those are
+    in_period: frozenset[int]
+    n_periods: int
+    #: the recorded and the replayed job step (ns), and the recorded one in ms
+    step_ns: float
+    replayed_ns: float
+    step_ms: float
+
+
+def _replayed(m: pl.DataFrame, order: pl.DataFrame, side: bool) -> _Replayed | None:
+    """The chain of collectives replayed unchanged; None when they span a single step."""
     j_count = order.height
     e_rec = [int(v) - int(order["_e"][0]) for v in order["_e"].to_list()]
     steps_of = order["step"].to_list()
-    ops_of = order["op"].to_list()
     c = m.group_by("j").agg(pl.col("dur_ns").min()).sort("j")["dur_ns"].to_list()
     rows = m.select("j", "rank", "prev", "gate", "w", "x", "_as", *_GAP_COLS).rows(named=True)
     members: list[list[dict[str, Any]]] = [[] for _ in range(j_count)]
@@ -338,37 +355,38 @@ def model_job(
     for row in rows:
         row["_as"] = int(row["_as"]) - t0
         members[int(row["j"])].append(row)
-    model = _Chain(members, c, side=side)
-
-    base = model.run()
+    chain = CollectiveChain(members, c, side=side)
+    base = chain.run()
     last_of = _last_per_step(steps_of)
     period_steps = sorted(last_of)[1:]
     if not period_steps:
-        notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
-        return dataclasses.replace(
-            _with(_empty(ranks, world_size, missing, unmatched, notes), clocks, residual, n_keys, notes),
-            matching=matching_summary(matched),
-        )
+        return None
     step_ns = _median_period(e_rec, last_of)
-    replayed_ns = _median_period(base.ends, last_of)
-    step_ms = step_ns / 1e6
-    in_period = {j for j in range(j_count) if steps_of[j] in set(period_steps)}
-    n_periods = len(period_steps)
+    in_steps = set(period_steps)
+    return _Replayed(
+        m=m, chain=chain, base=base, members=members, c=c, steps_of=steps_of, ops_of=order["op"].to_list(), last_of=last_of,
+        in_period=frozenset(j for j in range(j_count) if steps_of[j] in in_steps), n_periods=len(period_steps),
+        step_ns=step_ns, replayed_ns=_median_period(base.ends, last_of), step_ms=step_ns / 1e6,
+    )
 
-    # --- critical path: back from the last collective, through the rank that arrived last
+
+def _cross_rank_path(r: _Replayed) -> tuple[pl.DataFrame, list[tuple[int, int]]]:
+    """The critical path back from the last collective, through the rank that arrived last at
+    each: (rank, cause, ms_per_step, share), and the (collective, rank) pairs it walked."""
+    base, members, c = r.base, r.members, r.c
     path_rows: list[tuple[int | None, str, int]] = []
-    on_path: list[tuple[int, int]] = []  # (collective, rank that arrived last) along the walk
-    j: int | None = j_count - 1
+    on_path: list[tuple[int, int]] = []
+    j: int | None = len(c) - 1
     while j is not None and j >= 0:
         if base.crit[j] is not None:
             on_path.append((j, int(base.crit[j])))  # type: ignore[arg-type]
-        if j in in_period:
+        if j in r.in_period:
             path_rows.append((None, "communication", c[j]))
         crit = base.crit[j]
-        hit = next((r for r in members[j] if r["rank"] == crit), None) if crit is not None else None
+        hit = next((row for row in members[j] if row["rank"] == crit), None) if crit is not None else None
         if hit is None or crit is None:
             break
-        if j in in_period:
+        if j in r.in_period:
             w = int(hit["w"] if hit["w"] is not None else 0)
             idle = 0
             for col in _GAP_COLS:
@@ -383,16 +401,19 @@ def model_job(
     path = (
         pl.DataFrame(path_rows, schema={"rank": pl.Int32, "cause": pl.String, "ns": pl.Int64}, orient="row")
         .group_by("rank", "cause")
-        .agg((pl.col("ns").sum() / n_periods / 1e6).alias("ms_per_step"))
-        .with_columns((pl.col("ms_per_step") / step_ms).alias("share"))
+        .agg((pl.col("ns").sum() / r.n_periods / 1e6).alias("ms_per_step"))
+        .with_columns((pl.col("ms_per_step") / r.step_ms).alias("share"))
         .sort(["ms_per_step", "rank", "cause"], descending=[True, False, False], nulls_last=True)
     )
+    return path, on_path
 
-    # --- per rank and collective, on the aligned clock: what the rank lanes draw
+
+def _lanes(m: pl.DataFrame, on_path: list[tuple[int, int]]) -> pl.DataFrame:
+    """Per rank and collective, on the aligned clock: what the rank lanes draw."""
     crit_frame = pl.DataFrame(on_path, schema={"j": pl.UInt32, "rank": pl.Int32}, orient="row").with_columns(
         pl.lit(True).alias("critical")
     )
-    lanes = (
+    return (
         m.select(
             "rank", "j", "step", "op",
             (pl.col("_prev_end") - pl.col("offset_ns")).alias("work_start_ns"),
@@ -403,10 +424,11 @@ def model_job(
         .sort("j", "rank")
     )
 
-    # --- waits: inside each collective, for the rank that arrived last
-    wait_rows = [
-        (r, base.crit[j2], wt) for j2, per in enumerate(base.waits) if j2 in in_period for r, wt in per.items()
-    ]
+
+def _waits(r: _Replayed, ranks: tuple[int, ...]) -> pl.DataFrame:
+    """Inside each collective, each rank's wait for the rank that arrived last."""
+    base = r.base
+    wait_rows = [(rank, base.crit[j], wt) for j, per in enumerate(base.waits) if j in r.in_period for rank, wt in per.items()]
     wf = pl.DataFrame(wait_rows, schema={"rank": pl.Int32, "for": pl.Int32, "ns": pl.Int64}, orient="row")
     per_for = (
         wf.filter(pl.col("rank") != pl.col("for"))
@@ -415,224 +437,85 @@ def model_job(
         .sort(["rank", "ns", "for"], descending=[False, True, False])
     )
     top_for = per_for.group_by("rank", maintain_order=True).first()
-    waits = (
+    return (
         pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32})
         .join(wf.group_by("rank").agg(pl.col("ns").sum().alias("_w")), on="rank", how="left")
         .join(top_for, on="rank", how="left")
         .select(
             "rank",
-            (pl.col("_w").fill_null(0) / n_periods / 1e6).alias("wait_ms_per_step"),
+            (pl.col("_w").fill_null(0) / r.n_periods / 1e6).alias("wait_ms_per_step"),
             pl.col("for").alias("waits_for"),
-            (pl.col("ns") / n_periods / 1e6).alias("waits_for_ms_per_step"),
+            (pl.col("ns") / r.n_periods / 1e6).alias("waits_for_ms_per_step"),
         )
     )
 
-    # --- what-ifs (only when the unchanged replay reproduces the recorded job step)
-    base_ns = replayed_ns
-    answers: list[JobWhatIf] = []
+
+def _trusted(r: _Replayed, overlapped_share: float | None, side: bool, notes: list[str]) -> bool:
+    """Whether the what-ifs are asked: the unchanged replay reproduces the recorded job step,
+    and communication overlapping compute is modelled on its side stream."""
+    step_ns, replayed_ns = r.step_ns, r.replayed_ns
     trusted = step_ns > 0 and abs(replayed_ns - step_ns) / step_ns <= JOB_TRUST_ERROR
     if trusted and overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and not side:
-        trusted = False
         notes.append(
             f"{100 * overlapped_share:.0f}% of the communication overlaps compute (collectives on a side stream): the job "
             "model chains collectives as if each rank waited for them, which holds for blocking communication only, "
             "so the job what-ifs are withheld; the path and the waits are the recorded ones."
         )
-    elif not trusted:
+        return False
+    if not trusted:
         notes.append(
             f"the job replay reproduces the recorded job step only within {100 * abs(replayed_ns - step_ns) / max(step_ns, 1):.1f}% "
-            f"(over {n_periods} step(s)): the job what-ifs are withheld; the path and the waits are the recorded ones."
+            f"(over {r.n_periods} step(s)): the job what-ifs are withheld; the path and the waits are the recorded ones."
         )
+    return trusted
 
-    def ask(
-        kind: str, label: str, question: str, run: _Result, rank: int | None = None, cause: str | None = None
-    ) -> None:
-        if not trusted:
-            return
-        saving = max(0.0, (base_ns - _median_period(run.ends, last_of)) / 1e6)
-        saving = min(saving, step_ms)
-        answers.append(JobWhatIf(kind, label, question, saving, step_ms - saving, rank, cause))
 
-    own = (
-        m.filter(pl.col("j").is_in(list(in_period)) & pl.col("prev").is_not_null())
-        .group_by("rank")
-        .agg(pl.col("w").sum())
-    )
+def _what_ifs(r: _Replayed, ranks: tuple[int, ...]) -> list[JobWhatIf]:
+    """Every job what-if, each the chain replayed with its edit."""
+    answers: list[JobWhatIf] = []
+
+    def ask(kind: str, label: str, question: str, run: ChainResult, rank: int | None = None, cause: str | None = None) -> None:
+        saving = max(0.0, (r.replayed_ns - _median_period(run.ends, r.last_of)) / 1e6)
+        saving = min(saving, r.step_ms)
+        answers.append(JobWhatIf(kind, label, question, saving, r.step_ms - saving, rank, cause))
+
+    m, chain, periods = r.m, r.chain, list(r.in_period)
+    own = m.filter(pl.col("j").is_in(periods) & pl.col("prev").is_not_null()).group_by("rank").agg(pl.col("w").sum())
     if own.height >= 2:
         slow = int(own.sort(["w", "rank"], descending=[True, False])["rank"][0])
         ask(
-            "straggler_at_median",
-            "straggler_at_median",
-            f"rank {slow} (the slowest) at the median rank's speed",
-            model.run(median_rank=slow),
-            rank=slow,
+            "straggler_at_median", "straggler_at_median", f"rank {slow} (the slowest) at the median rank's speed",
+            chain.run(median_rank=slow), rank=slow,
         )
-    per_cause = m.filter(pl.col("j").is_in(list(in_period))).group_by("rank").agg(pl.col(_GAP_COLS).sum())
+    per_cause = m.filter(pl.col("j").is_in(periods)).group_by("rank").agg(pl.col(_GAP_COLS).sum())
     candidates: list[tuple[int, int, str]] = []
     for row in per_cause.rows(named=True):
         for col in _GAP_COLS:
             ns = int(row[col] or 0)
-            if ns / n_periods >= MIN_CAUSE_SHARE * step_ns:
+            if ns / r.n_periods >= MIN_CAUSE_SHARE * r.step_ns:
                 candidates.append((ns, int(row["rank"]), col[:-3]))
     candidates.sort(key=lambda t: (-t[0], t[1], t[2]))
     by_cause: dict[str, list[int]] = {}
-    for _ns, r, cause in candidates[:MAX_CAUSE_WHAT_IFS]:
-        by_cause.setdefault(cause, []).append(r)
+    for _ns, rank, cause in candidates[:MAX_CAUSE_WHAT_IFS]:
+        by_cause.setdefault(cause, []).append(rank)
         ask(
-            "cause_on_rank",
-            f"{cause}@rank{r}",
-            f"{cause.replace('_', ' ')} fixed on rank {r} only",
-            model.run(fix=(cause, frozenset({r}))),
-            rank=r,
-            cause=cause,
+            "cause_on_rank", f"{cause}@rank{rank}", f"{cause.replace('_', ' ')} fixed on rank {rank} only",
+            chain.run(fix=(cause, frozenset({rank}))), rank=rank, cause=cause,
         )
     for cause, rs in by_cause.items():
         if len(rs) > 1:
             ask(
-                "cause_everywhere",
-                f"{cause}@all",
-                f"{cause.replace('_', ' ')} fixed on every rank",
-                model.run(fix=(cause, frozenset(ranks))),
-                cause=cause,
+                "cause_everywhere", f"{cause}@all", f"{cause.replace('_', ' ')} fixed on every rank",
+                chain.run(fix=(cause, frozenset(ranks))), cause=cause,
             )
-    ask(
-        "perfect_overlap",
-        "perfect_overlap",
-        "communication perfectly overlapped with compute",
-        model.run(free_comm=True),
-    )
-    pairs = _pairs(steps_of, ops_of)
+    ask("perfect_overlap", "perfect_overlap", "communication perfectly overlapped with compute", chain.run(free_comm=True))
+    pairs = _pairs(r.steps_of, r.ops_of)
     if pairs:
         ask(
-            "half_collectives",
-            "half_collectives",
-            "half as many collectives (larger buckets), same bytes",
-            model.run(merge=pairs),
+            "half_collectives", "half_collectives", "half as many collectives (larger buckets), same bytes",
+            chain.run(merge=pairs),
         )
-    answers.sort(key=lambda a: (-round(a.saving_ms, 6), a.label))
-    return JobModel(
-        ranks=ranks,
-        world_size=world_size,
-        missing_ranks=missing,
-        matched_collectives=n_keys,
-        unmatched_kernels=unmatched,
-        clocks=clocks,
-        clock_residual_us=residual,
-        step_ms=step_ms,
-        replayed_step_ms=replayed_ns / 1e6,
-        path=path,
-        waits=waits,
-        what_ifs=tuple(answers),
-        steps=n_periods,
-        notes=tuple(notes),
-        matching=matching_summary(matched),
-        lanes=lanes,
-    )
-
-
-@dataclass
-class _Result:
-    ends: list[int]
-    #: per collective: the rank that arrived last
-    crit: list[int | None]
-    #: per collective: rank → wait inside it
-    waits: list[dict[int, int]]
-    #: per collective: whether the last rank's own work (not its stream's previous collective) decided it
-    via_gate: list[bool]
-
-
-class _Chain:
-    """The collectives of a job as a max-plus recurrence (one pass in collective order)."""
-
-    def __init__(self, members: list[list[dict[str, Any]]], c: list[int], *, side: bool = False) -> None:
-        self.members = members
-        self.c = c
-        #: collectives on a side stream: ``w`` counts from the gate (the previous step's last
-        #: collective), and the stream's FIFO order is a second predecessor
-        self.side = side
-
-    def run(
-        self,
-        *,
-        median_rank: int | None = None,
-        fix: tuple[str, frozenset[int]] | None = None,
-        free_comm: bool = False,
-        merge: Mapping[int, int] | None = None,
-    ) -> _Result:
-        n = len(self.c)
-        ends = [0] * n
-        crit: list[int | None] = [None] * n
-        waits: list[dict[int, int]] = [{} for _ in range(n)]
-        via_gate = [True] * n
-        merge = merge or {}
-        merged_into = set(merge.values())
-        carry: dict[int, int] = {}  # rank → work carried over from a merged-away collective
-        alias: dict[int, int] = {}  # merged-away collective → the one that replaced it
-        extra_c = [0] * n
-        for j in range(n):
-            rows = self.members[j]
-            works: dict[int, int] = {}
-            for row in rows:
-                r = int(row["rank"])
-                w = int(row["w"]) if row["w"] is not None else None
-                if w is not None and fix is not None and r in fix[1]:
-                    w = max(0, w - int(row[f"{fix[0]}_ns"] or 0))
-                if w is not None:
-                    works[r] = w
-            if median_rank is not None and median_rank in works and len(works) > 1:
-                works[median_rank] = int(statistics.median(works.values()))
-            own_c = 0 if free_comm else self.c[j]
-            if j in merge:
-                # merged into the next collective: the ranks carry on without waiting here
-                for row in rows:
-                    r = int(row["rank"])
-                    if not self.side:
-                        carry[r] = carry.get(r, 0) + works.get(r, 0)
-                target = merge[j]
-                extra_c[target] += own_c
-                alias[j] = target
-                continue
-            arrivals: dict[int, int] = {}
-            by_gate: dict[int, bool] = {}
-            for row in rows:
-                r = int(row["rank"])
-                prev, gate = row["prev"], row["gate"]
-                if prev is None or gate is None or r not in works:
-                    arrivals[r] = int(row["_as"])
-                    continue
-                p = _prev_kept(self.members, int(prev), r, alias) if int(prev) in alias else int(prev)
-                g = _prev_kept(self.members, int(gate), r, alias) if int(gate) in alias else int(gate)
-                if p < 0 or g < 0:
-                    arrivals[r] = int(row["_as"])
-                    continue
-                ready = ends[g] + works[r] + carry.pop(r, 0)
-                fifo = ends[p] if self.side else ready
-                arrivals[r] = max(ready, fifo) + int(row["x"] or 0)
-                by_gate[r] = ready >= fifo
-            if not arrivals:
-                continue
-            last = max(arrivals.values())
-            cost = own_c + extra_c[j]
-            if j in merged_into and not free_comm:
-                # one collective instead of two: one fixed cost fewer (never more than the smaller one took)
-                cost -= min(COLLECTIVE_LATENCY_NS, own_c, extra_c[j])
-            ends[j] = last + cost
-            crit[j] = min(r for r, a in arrivals.items() if a == last)
-            via_gate[j] = by_gate.get(crit[j], True)  # type: ignore[arg-type]
-            waits[j] = {r: last - a for r, a in arrivals.items()}
-        for j, target in alias.items():
-            ends[j] = ends[target]
-        return _Result(ends=ends, crit=crit, waits=waits, via_gate=via_gate)
-
-
-def _prev_kept(members: list[list[dict[str, Any]]], p: int, r: int, alias: Mapping[int, int]) -> int:
-    """The previous collective of rank ``r`` that was not merged away (before ``p``)."""
-    while p in alias:
-        row = next((x for x in members[p] if x["rank"] == r), None)
-        if row is None or row["prev"] is None:
-            return -1
-        p = int(row["prev"])
-    return p
+    return answers
 
 
 #: job finding kind → the job what-if that prices its fix
@@ -760,8 +643,6 @@ def ready_times(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     """rank, start_ns, end_ns and ready_ns of every communication kernel: the latest end of the
     compute kernels of its device launched before it (a collective on a side stream waits for
     the work queued ahead of it on the compute stream: its bucket's gradients)."""
-    from .multirank import communication_kernels
-
     kernels = events.filter(
         (pl.col("kind") == EventKind.KERNEL.value) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0)
     )
@@ -938,45 +819,6 @@ def lanes_step(lanes: pl.DataFrame) -> int | None:
     median = spans["_span"].median()
     best = spans.with_columns((pl.col("_span") - median).abs().alias("_d")).sort("_d", "step")
     return int(best["step"][0])
-
-
-def _empty(
-    ranks: tuple[int, ...], world_size: int | None, missing: tuple[int, ...], unmatched: int, notes: list[str]
-) -> JobModel:
-    return JobModel(
-        ranks=ranks,
-        world_size=world_size,
-        missing_ranks=missing,
-        matched_collectives=0,
-        unmatched_kernels=unmatched,
-        clocks=pl.DataFrame({"rank": list(ranks)}, schema={"rank": pl.Int32}).with_columns(
-            pl.lit(None, dtype=pl.Float64).alias("clock_offset_ms"), pl.lit(0, dtype=pl.Int64).alias("collectives")
-        ),
-        clock_residual_us=None,
-        step_ms=None,
-        replayed_step_ms=None,
-        path=pl.DataFrame(
-            schema={"rank": pl.Int32, "cause": pl.String, "ms_per_step": pl.Float64, "share": pl.Float64}
-        ),
-        waits=pl.DataFrame(
-            schema={
-                "rank": pl.Int32,
-                "wait_ms_per_step": pl.Float64,
-                "waits_for": pl.Int32,
-                "waits_for_ms_per_step": pl.Float64,
-            }
-        ),
-        what_ifs=(),
-        steps=0,
-        notes=tuple(notes),
-    )
-
-
-def _with(empty: JobModel, clocks: pl.DataFrame, residual: float, matched: int, notes: list[str]) -> JobModel:
-    return dataclasses.replace(
-        empty, clocks=clocks, clock_residual_us=residual, matched_collectives=matched, notes=tuple(notes)
-    )
-
 
 __all__ = [
     "COLLECTIVE_LATENCY_NS",

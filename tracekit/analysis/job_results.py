@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..reading.job import Job
-from .job_replay import JobModel
+from .job_model import JobModel
 from .multirank import MultiRank
 from .results import Diagnosis
 

@@ -40,7 +40,8 @@ import polars as pl
 
 from ..schema import EventKind
 from .causes import WHAT_IF_CAUSES
-from .critical_path import EdgeKind, _topological, build_graph
+from .critical_path import EdgeKind, build_graph
+from .critical_path.longest import acyclic_order
 from .sweep import longest, native_available, topological
 from .whatif import WhatIf
 
@@ -470,7 +471,7 @@ def _order(edges: pl.DataFrame, times: pl.DataFrame | None = None) -> _Plan:
         G = nx.DiGraph()
         G.add_weighted_edges_from(zip(s, d, edges["w"].to_list(), strict=True), weight="w")
         before = set(G.edges)
-        _, broken = _topological(G)
+        _, broken = acyclic_order(G)
         gone = before - set(G.edges)
         keep = pl.Series([i for i in range(len(s)) if (s[i], d[i]) not in gone], dtype=pl.Int64)
         pos = topological(n, s_idx.gather(keep), d_idx.gather(keep))
