@@ -111,11 +111,15 @@ def test_cached_tables_outlive_their_entry(kineto_tables: TraceTables) -> None:
 # --------------------------------------------------------------------------- damage
 
 
+#: how the reader refuses a file: its own checks, pyarrow's, a missing file, bad JSON or info
+_REFUSED = (tk_cache._Damaged, pa.ArrowException, OSError, ValueError, TypeError)
+
+
 def _read_or_refused(key: str, entry: Path) -> dict[str, pl.DataFrame] | None:
     """The tables the entry reads back as, or None when the reader refuses it."""
     try:
         _, frames = tk_cache._read_tables(entry, key)
-    except (tk_cache._Damaged, pa.ArrowException, ValueError):
+    except _REFUSED:
         return None
     return frames
 
@@ -333,6 +337,7 @@ def _damage_cases() -> dict[str, Callable[[Path, int], None]]:
         "another layout": rewrite(_stamp_with(cache=-1)),
         "no trace info": rewrite(_metadata(tk_cache._INFO, None)),
         "trace info not JSON": rewrite(_metadata(tk_cache._INFO, b"{")),
+        "trace info not UTF-8": rewrite(_metadata(tk_cache._INFO, b'{"path": "\xac"}')),
         "trace info of another shape": rewrite(_metadata(tk_cache._INFO, b'{"path": 1, "nope": 2}')),
         "another dtype": rewrite(_cast("start_ns", pa.uint64())),
         "floats for integers": rewrite(_cast("start_ns", pa.float64())),
@@ -364,6 +369,8 @@ def _damage_cases() -> dict[str, Callable[[Path, int], None]]:
 def test_a_damaged_cache_file_is_dropped(case: str, kineto_tables: TraceTables) -> None:
     key, entry = _entry(kineto_tables)
     _damage_cases()[case](entry / "events.arrow", kineto_tables.events.height)
+    with pytest.raises(_REFUSED):  # refused by a check: never a panic (polars' are no Exception)
+        tk_cache._read_tables(entry, key)
     assert tk_cache.load(key, SAMPLE_TRACES / TRACES[0]) is None
     assert not entry.exists()  # dropped: the next read_trace parses and stores again
     # (tests/test_cli_and_cache.py::test_damaged_cache_entry_is_rebuilt reads it through)

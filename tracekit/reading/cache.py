@@ -314,15 +314,18 @@ def _read_table(path: Path, schema: TableSchema, key: str) -> tuple[pl.DataFrame
 
     with pa.memory_map(str(path)) as source:  # the buffers keep the mapping; the file is closed
         reader = pa.ipc.open_file(source)
-        metadata = reader.schema.metadata or {}
+        arrow = reader.schema
+        metadata = arrow.metadata or {}
         if metadata.get(_STAMP) != _stamp(key, schema.name):
             raise _Damaged(f"{path.name}: not this entry's {schema.name} table")
-        nulls, unknown = _check_schema(schema, reader.schema)
+        nulls, unknown = _check_schema(schema, arrow)
         if reader.num_record_batches != 1:
             raise _Damaged(f"{path.name}: {reader.num_record_batches} record batches")
         batch = reader.get_batch(0)
     batch.validate(full=True)
-    frame = pl.DataFrame(ArrowCapsules(batch.__arrow_c_array__()))
+    # polars gets the columns without the file's own metadata, which it would decode unchecked
+    # (the trace info is read by the caller)
+    frame = pl.DataFrame(ArrowCapsules(batch.replace_schema_metadata(None).__arrow_c_array__()))
     for i in nulls:  # in place: a query (``with_columns``) would cost 10x more than the casts
         frame.replace_column(i, frame.to_series(i).cast(schema.columns[i].dtype))
     for i in unknown:
