@@ -21,7 +21,6 @@ def _native(name: str, **extra: object) -> Extension:
 setup(
     ext_modules=[
         _native("kineto_scan", **_ARROW),  # the Kineto reader's chunk scanner
-        _native("colmap", **_ARROW),  # the cache's tables memory-mapped for polars
         _native("dag"),  # the critical path's longest paths
         _native("sweep", **_ARROW),  # the replay's sweeps and Kahn's order
     ]

@@ -4,7 +4,6 @@ loader every caller goes through, and the small helpers the modules need from Py
 The modules (each ``_<name>.c`` here, with its type stub ``_<name>.pyi``):
 
 * ``kineto_scan``: the Kineto reader's chunk scanner, JSON events straight into Arrow columns;
-* ``colmap``: the parse cache's tables memory-mapped and handed to polars without a copy;
 * ``dag``: the critical path's longest paths of every step graph;
 * ``sweep``: the replay's longest-path sweeps and Kahn's order.
 
@@ -29,7 +28,7 @@ from types import ModuleType
 #: ``1``: the pure-Python paths everywhere; a comma-separated list of module names: for those
 PURE_PYTHON_ENV = "TRACEKIT_PURE_PYTHON"
 #: every native module, by the name :func:`load` takes (the extension is ``_<name>``)
-MODULES = ("kineto_scan", "colmap", "dag", "sweep")
+MODULES = ("kineto_scan", "dag", "sweep")
 
 
 def _requested() -> frozenset[str]:
