@@ -164,7 +164,7 @@ def test_analyze_names_the_planted_cause_first(name: str, fmt: str) -> None:
     elif name == "pageable_memcpy":
         # the copy precedes the step's kernels on their stream and the step ends in a sync:
         # pinning can only make the copy itself faster (pinned bandwidth instead of the recorded
-        # one), under 5% of the step, so the replay does not report it (issue 16)
+        # one), under 5% of the step, so the replay does not report it
         assert d.breakdown_ms["pageable_memcpy"] > 0
         assert "pageable_memcpy" not in kinds
     else:

@@ -1,4 +1,4 @@
-"""Numbers that add up and words that match the trace (issue 16).
+"""Numbers that add up and words that match the trace.
 
 Every trace here is written by hand, event by event, so the truth of each test is the loop
 the events describe (which kernels ran, on which GPU, how long the host waited), never a

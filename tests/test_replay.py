@@ -26,7 +26,7 @@ from tracekit.analysis.critical_path import EdgeKind, build_graph
 from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
 from tracekit.analysis.steps import find_steps
 
-#: targets of issue 16: mean what-if error, worst what-if error, largest finding on the control
+#: the replay's accuracy targets: mean what-if error, worst what-if error, largest finding on the control
 MEAN_ERROR, WORST_ERROR, CONTROL_SHARE = 0.05, 0.15, 0.05
 
 
