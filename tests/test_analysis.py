@@ -313,7 +313,24 @@ def check_mfu_text(rel: str, events: pl.DataFrame, out: str) -> None:
         assert len(line) > len("MFU n/a: ") + 10  # a reason, in words
 
 
-@pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(SHARED_TRACES)) for p in REAL])
+#: the real traces whose whole analysis costs most (about 1,000 short steps, or the largest
+#: files) run with -m slow; every other real trace runs by default
+SLOW_ANALYSES = {
+    "gpupuzzlers/streams/blocking/blocking_streams.json.gz",
+    "gpupuzzlers/streams/non_blocking/non_blocking_streams.json.gz",
+    "hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
+    "hta/tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz",
+}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=rel, marks=[pytest.mark.slow] if rel in SLOW_ANALYSES else [])
+        for p in REAL
+        for rel in [str(p.relative_to(SHARED_TRACES))]
+    ],
+)
 def test_every_real_trace_analyses(path: Path) -> None:
     tables = tracekit.read_trace(path)
     d = diagnose(tables)

@@ -335,7 +335,21 @@ def _independent_counts(path: Path) -> tuple[Counter[str], int, int]:
 REAL = [p for p in shared_kineto_traces() if not str(p).endswith("benchmark_simple_add_et.json.gz")]
 
 
-@pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(SHARED_TRACES)) for p in REAL])
+#: the two largest real traces: counting their raw JSON in Python takes most of this test's time
+SLOW_COUNTS = {
+    "hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
+    "hta/tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz",
+}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, id=rel, marks=[pytest.mark.slow] if rel in SLOW_COUNTS else [])
+        for p in REAL
+        for rel in [str(p.relative_to(SHARED_TRACES))]
+    ],
+)
 def test_real_trace_counts_match_the_raw_json(path: Path) -> None:
     assert detect_format(path) == "kineto"
     t = read_kineto(path)

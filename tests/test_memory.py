@@ -51,6 +51,7 @@ def _peak_mb(path: Path) -> tuple[int, float]:
     return int(events), int(peak_kb) / 1024
 
 
+@pytest.mark.slow  # a bound to watch, like a benchmark: it builds and parses a 170 MB trace
 def test_peak_memory_grows_with_the_canonical_tables_not_the_raw_events(tmp_path: Path) -> None:
     """A 170 MB trace parses within 2× its size plus a fixed 400 MB (measured: ~570 MB).
 

@@ -229,6 +229,7 @@ def _mutated(loop: Loop, seed: int, drop: float, skew_us: float, break_flows: bo
 _SMALL = Loop("prop", steps=4, layers=2, elementwise_per_layer=1, gemm_ns=200_000, elementwise_ns=50_000, load_ns=1_000_000)
 
 
+@pytest.mark.slow  # test_replay_under_the_fuzz_harness runs by default
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 10_000),
