@@ -142,11 +142,14 @@ def _hta_load(path: Path) -> None:
 
 
 _BASE_RSS: list[float] = []
+_BASE_CPU: list[float] = []
 
 
 def _mark_base() -> None:
-    """Remember the peak RSS before the timed work (the interpreter and the tool's imports)."""
+    """Remember the peak RSS before the timed work (the interpreter and the tool's imports),
+    and the process' CPU time so far (every thread's)."""
     _BASE_RSS.append(_peak_rss_mb())
+    _BASE_CPU.append(time.process_time())
 
 
 def _file_rss_mb() -> float | None:
@@ -166,6 +169,7 @@ def _file_rss_mb() -> float | None:
 def _report(seconds: float, rows: int) -> None:
     result = {
         "seconds": seconds,
+        "cpu_seconds": time.process_time() - _BASE_CPU[-1] if _BASE_CPU else None,
         "rows": rows,
         "rss_mb": _peak_rss_mb(),
         "base_rss_mb": _BASE_RSS[-1] if _BASE_RSS else None,
@@ -217,6 +221,7 @@ def child_main(tool: str, path: Path) -> None:
 @dataclass
 class Run:
     seconds: float | None = None
+    cpu_seconds: float | None = None
     rss_mb: float | None = None
     base_rss_mb: float | None = None
     file_rss_mb: float | None = None
@@ -242,6 +247,11 @@ class Measure:
     def seconds(self) -> float | None:
         ok = self.ok
         return statistics.median(r.seconds for r in ok if r.seconds is not None) if ok else None
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        values = [r.cpu_seconds for r in self.ok if r.cpu_seconds is not None]
+        return statistics.median(values) if values else None
 
     @property
     def rss_mb(self) -> float | None:
@@ -303,6 +313,7 @@ def run_child(
             data = json.loads(line[len(RESULT_TAG) :])
             return Run(
                 seconds=data["seconds"],
+                cpu_seconds=data.get("cpu_seconds"),
                 rss_mb=data["rss_mb"],
                 rows=data["rows"],
                 base_rss_mb=data["base_rss_mb"],
@@ -399,8 +410,9 @@ def _verdict(ok: bool | None) -> str:
 
 def results_table(rows: list[tuple[Path, int, dict[str, Measure]]], tools: tuple[str, ...]) -> str:
     head = (
-        "| trace | JSON MB | tool | median s | MB/s | peak RSS MB | RSS after imports MB | code and mapped files at the end MB | runs (s) |\n"
-        "|---|--:|---|--:|--:|--:|--:|--:|---|\n"
+        "| trace | JSON MB | tool | median s | median CPU s | MB/s | peak RSS MB | RSS after imports MB "
+        "| code and mapped files at the end MB | runs (s) |\n"
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n"
     )
     lines = []
     for path, size, res in rows:
@@ -409,13 +421,13 @@ def results_table(rows: list[tuple[Path, int, dict[str, Measure]]], tools: tuple
             if m is None:
                 continue
             if m.error:
-                lines.append(f"| {_label(path)} | {size / MB:.1f} | {tool} | {m.error} | | | | | |")
+                lines.append(f"| {_label(path)} | {size / MB:.1f} | {tool} | {m.error} | | | | | | |")
                 continue
             s = m.seconds
             rate = size / MB / s if s else None
             runs = ", ".join(f"{r.seconds:.2f}" for r in m.ok if r.seconds is not None)
             lines.append(
-                f"| {_label(path)} | {size / MB:.1f} | {tool} | {_fmt(s, '.3f')} | {_fmt(rate, '.1f')} | "
+                f"| {_label(path)} | {size / MB:.1f} | {tool} | {_fmt(s, '.3f')} | {_fmt(m.cpu_seconds, '.3f')} | {_fmt(rate, '.1f')} | "
                 f"{_fmt(m.rss_mb, '.0f')} | {_fmt(m.base_rss_mb, '.0f')} | {_fmt(m.file_rss_mb, '.0f')} | {runs} |"
             )
     return head + "\n".join(lines) + "\n"
