@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace
+from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace, shared_trace_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -323,14 +323,7 @@ SLOW_ANALYSES = {
 }
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, id=rel, marks=[pytest.mark.slow] if rel in SLOW_ANALYSES else [])
-        for p in REAL
-        for rel in [str(p.relative_to(SHARED_TRACES))]
-    ],
-)
+@pytest.mark.parametrize("path", shared_trace_params(REAL, SLOW_ANALYSES))
 def test_every_real_trace_analyses(path: Path) -> None:
     tables = tracekit.read_trace(path)
     d = diagnose(tables)

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace, write_trace
+from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace, shared_trace_params, write_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -342,14 +342,7 @@ SLOW_COUNTS = {
 }
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, id=rel, marks=[pytest.mark.slow] if rel in SLOW_COUNTS else [])
-        for p in REAL
-        for rel in [str(p.relative_to(SHARED_TRACES))]
-    ],
-)
+@pytest.mark.parametrize("path", shared_trace_params(REAL, SLOW_COUNTS))
 def test_real_trace_counts_match_the_raw_json(path: Path) -> None:
     assert detect_format(path) == "kineto"
     t = read_kineto(path)
