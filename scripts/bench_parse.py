@@ -9,7 +9,7 @@ belongs to that tool alone:
               tracekit keeps: the practical floor for decoding this JSON in Python.
 ``hta``       Holistic Trace Analysis: ``TraceAnalysis(trace_dir=...)`` on a temporary folder
               holding a symlink to the file (the load only, no analysis).
-``cache``     ``tracekit.read_trace(path)`` answered from the Parquet cache, after an untimed
+``cache``     ``tracekit.read_trace(path)`` answered from the cache (Arrow IPC files), after an untimed
               warm-up process filled a fresh temporary cache folder.
 
 Runs are interleaved (run 1 of every tool, then run 2, ...) so background load is spread
