@@ -2,7 +2,7 @@
 
 Every table and column is looked up by name, and anything absent reads as null (the schema
 drifts with every nsys release, and ``--lazy`` exports create only non-empty tables).  With
-the optional ``adbc-driver-sqlite`` (``pip install tracekit[nsight]``) a query's result
+the optional ``adbc-driver-sqlite`` (``pip install tracekit-gpu[nsight]``) a query's result
 arrives as Arrow columns, and large exports are read in background threads; a query the
 Arrow driver cannot answer exactly (damaged text, a type it rejects) and every query without
 the package go through :mod:`sqlite3`.
@@ -40,7 +40,7 @@ _ARROW_BATCH_ROWS = 1 << 20
 def open_arrow(uri: str) -> Any:
     """A second, read-only connection through ADBC's SQLite driver, which hands query
     results over as Arrow columns (no Python object per value); None when the optional
-    ``adbc-driver-sqlite`` package (extra ``tracekit[nsight]``) is not installed or the
+    ``adbc-driver-sqlite`` package (extra ``tracekit-gpu[nsight]``) is not installed or the
     connection fails: every query then goes through :mod:`sqlite3`."""
     if os.environ.get(ARROW_ENV, "1") == "0":
         return None

@@ -4,7 +4,7 @@ Reads exports written by nsys 2020.x–2026.x (export schema 2.x–3.30).  The s
 with every release and ``--lazy`` exports create only non-empty tables, so every table
 and column is looked up by name and anything absent reads as null.  Each table is read
 with one query; all decoding and joining happens in polars, never row by row in Python.
-With the optional ``adbc-driver-sqlite`` (``pip install tracekit[nsight]``) a query's
+With the optional ``adbc-driver-sqlite`` (``pip install tracekit-gpu[nsight]``) a query's
 result arrives as Arrow columns; a query the Arrow driver cannot answer exactly (damaged
 text, a type it rejects) and every query without the package go through :mod:`sqlite3`.
 
