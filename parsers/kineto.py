@@ -566,7 +566,7 @@ def _fallback_events(
     payload = b"[" + b",".join(bytes(view[start:end]) for start, end, _ in fallback) + b"]"
     try:
         events: list[_Event] = _DECODER.decode(payload)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # (msgspec's own depth limit: nesting past it)
         return None, set()
     float_times = {f for f in ("ts", "dur") if any(not isinstance(getattr(e, f), (int, type(None))) for e in events)}
     dropped = [0]
@@ -597,7 +597,10 @@ def _decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[_Event]
     """Decode one ``[ev,...]`` chunk; raise ValueError if it is not valid JSON at all."""
     try:
         events: list[_Event] = _DECODER.decode(chunk)
-    except msgspec.DecodeError:  # includes ValidationError (a wrongly typed field)
+    # DecodeError includes ValidationError (a wrongly typed field); RecursionError is a value
+    # nested deeper than msgspec goes, which the tolerant path refuses as well (the salvage
+    # search then keeps the events around it)
+    except (msgspec.DecodeError, RecursionError):
         events = _tolerant_decode(bytes(chunk), dropped)
     return events
 
@@ -662,7 +665,7 @@ def _decode_args(decoder: msgspec.json.Decoder[Any], raws: list[msgspec.Raw], dr
 def _counter_events(chunk: bytes) -> list[dict[str, Any]]:
     try:
         items = json.loads(chunk)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     rows = []
     for item in items:
