@@ -36,9 +36,11 @@ def folder(kind: str) -> Path:
 
 def _built(kind: str) -> dict[str, Path]:
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    sources = {c.stem[1:] for c in NATIVE_DIR.glob("_*.c")}  # (a module since removed is left out)
     out = {}
     for so in (folder(kind) / "tracekit" / "native").glob(f"_*{suffix}"):
-        out[so.name[1 : -len(suffix)]] = so
+        if so.name[1 : -len(suffix)] in sources:
+            out[so.name[1 : -len(suffix)]] = so
     return out
 
 

@@ -393,38 +393,41 @@ def nsight(data: bytes) -> None:
 
 
 def cache_entry(data: bytes) -> None:
-    """A damaged cache entry: the input spliced into a valid entry's file (or replacing it);
-    the reader must miss (None) or give back exactly the tables that were stored."""
+    """A damaged cache entry: one of a valid entry's table files (the input's first byte
+    chooses which) replaced by the input, cut short, or with the input spliced in; the reader
+    must miss (None) or give back valid tables (exactly the stored ones where nothing changed)."""
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
     from tracekit.reading import cache
 
     from . import seeds
 
-    key, good, tables_bytes, expected = seeds.cache_base()
+    key, good, files, expected = seeds.cache_base()
     r = _Reader(data)
+    name = sorted(files)[r.below(len(files))]
+    original = files[name]
     mode = r.below(3)
-    at = (r.byte() << 16 | r.byte() << 8 | r.byte()) % max(1, len(tables_bytes))
+    at = (r.byte() << 16 | r.byte() << 8 | r.byte()) % max(1, len(original))
     patch = r.rest()
     if mode == 0:
         raw = patch
     elif mode == 1:
-        raw = tables_bytes[:at] + patch + tables_bytes[at + len(patch) :]
+        raw = original[:at] + patch + original[at + len(patch) :]
     else:
-        raw = tables_bytes[:at] + patch
+        raw = original[:at] + patch
     with _scratch() as tmp:
         entry = cache.entry_dir(key, tmp)
         shutil.copytree(good, entry)
-        (entry / "tables.tkc").write_bytes(raw)
+        (entry / name).write_bytes(raw)
         got = cache.load(key, "trace.json", tmp)
         if got is None:
             return
-        import polars as pl
-        from polars.testing import assert_frame_equal
-
-        if raw != tables_bytes:  # a change the checks cannot see must still read as valid tables
+        if raw != original:  # a change no check can see must still read as valid tables
             got.validate()
             return
-        for name, ipc in expected.items():
-            assert_frame_equal(getattr(got, name), pl.read_ipc(io.BytesIO(ipc)))
+        for table, ipc in expected.items():
+            assert_frame_equal(getattr(got, table), pl.read_ipc(io.BytesIO(ipc)))
 
 
 HARNESSES: dict[str, Harness] = {
@@ -434,7 +437,7 @@ HARNESSES: dict[str, Harness] = {
         Harness("kineto_diff", "kineto_scan", kineto_diff, max_len=16384),
         Harness("dag", "dag", dag, max_len=2048),
         Harness("sweep", "sweep", sweep, max_len=2048),
-        Harness("cache", "colmap", cache_entry, max_len=8192),
+        Harness("cache", None, cache_entry, instrument=("tracekit.reading",), max_len=8192),
         Harness("gzip", None, gzip_path, instrument=("parsers",), max_len=65536),
         Harness("nsight", None, nsight, instrument=("parsers",), max_len=8192),
     )

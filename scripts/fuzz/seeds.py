@@ -114,9 +114,10 @@ def nsight_base() -> bytes:
 
 
 @functools.cache
-def cache_base() -> tuple[str, Path, bytes, dict[str, bytes]]:
-    """A valid cache entry of a small trace (key, entry folder, its tables file's bytes, the
-    tables as stored), written once per process in a temporary folder."""
+def cache_base() -> tuple[str, Path, dict[str, bytes], dict[str, bytes]]:
+    """A valid cache entry of a small trace (key, entry folder, {file name: its bytes} of its
+    table files, the tables as stored in Arrow IPC bytes), written once per process in a
+    temporary folder."""
     import atexit
 
     from tracekit.parsers import parse
@@ -128,19 +129,19 @@ def cache_base() -> tuple[str, Path, bytes, dict[str, bytes]]:
     doc = json.loads((SAMPLES / "host_sync.kineto.json").read_text())
     doc["traceEvents"] = doc["traceEvents"][:150]
     trace.write_text(json.dumps(doc))
-    tables = parse(trace)
     key = "0" * 64
-    if not cache.store(key, tables, root):
+    if not cache.store(key, parse(trace), root):
         raise RuntimeError("could not write the seed cache entry")
     entry = cache.entry_dir(key, root)
     loaded = cache.load(key, trace, root)
     assert loaded is not None
-    # kept as Arrow IPC bytes, not frames: a frame alive at exit holds the native reader's
-    # buffers from memory LeakSanitizer does not scan (polars' allocator), a false leak
+    # kept as Arrow IPC bytes, not frames: a frame alive at exit may hold memory from an
+    # allocator LeakSanitizer does not scan (polars'), a false leak
     frames = {}
     for name in loaded.__dataclass_fields__:
         if name != "info":
             ipc = io.BytesIO()
             getattr(loaded, name).write_ipc(ipc)
             frames[name] = ipc.getvalue()
-    return key, entry, (entry / "tables.tkc").read_bytes(), frames
+    files = {f.name: f.read_bytes() for f in sorted(entry.iterdir()) if f.suffix == ".arrow"}
+    return key, entry, files, frames
