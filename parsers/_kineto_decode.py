@@ -35,7 +35,10 @@ def decode_chunk(chunk: bytes | memoryview, dropped: list[int]) -> list[Event]:
     """Decode one ``[ev,...]`` chunk; raise ValueError if it is not valid JSON at all."""
     try:
         events: list[Event] = EVENTS_DECODER.decode(chunk)
-    except msgspec.DecodeError:  # includes ValidationError (a wrongly typed field)
+    # DecodeError includes ValidationError (a wrongly typed field); RecursionError is a value
+    # nested deeper than msgspec goes, which the tolerant path refuses as well (the salvage
+    # search then keeps the events around it)
+    except (msgspec.DecodeError, RecursionError):
         events = _tolerant_decode(bytes(chunk), dropped)
     return events
 
@@ -100,7 +103,7 @@ def _decode_args(decoder: msgspec.json.Decoder[Any], raws: list[msgspec.Raw], dr
 def counter_events(chunk: bytes) -> list[dict[str, Any]]:
     try:
         items = json.loads(chunk)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     rows = []
     for item in items:

@@ -146,7 +146,7 @@ def _fallback_events(
     payload = b"[" + b",".join(bytes(view[start:end]) for start, end, _ in fallback) + b"]"
     try:
         events: list[Event] = EVENTS_DECODER.decode(payload)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # (msgspec's own depth limit: nesting past it)
         return None, set()
     float_times = {f for f in ("ts", "dur") if any(not isinstance(getattr(e, f), (int, type(None))) for e in events)}
     dropped = [0]

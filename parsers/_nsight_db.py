@@ -85,7 +85,9 @@ class Db:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        # tables only: nsys writes no views, and a view is code of the file's author (one of
+        # endless rows, a recursive CTE, would fill memory); one named like a table is absent
+        rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         self.tables = frozenset(str(r[0]) for r in rows)
 
     def close(self) -> None:
