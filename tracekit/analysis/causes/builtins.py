@@ -11,12 +11,33 @@ from __future__ import annotations
 
 from . import detectors as D
 from . import evidence as E
-from .attribution import LongHostWork, OwnTime, ShortHostWork, SyncInduced, Untraced
-from .model import DETECTOR, ON_DARK, ON_LIGHT, WHITE, Cause, Edit, Entry, FindingKind, Fix, GpuMark, Knob, PathCause
+from .attribution import LAUNCH_GAP_NS, LongHostWork, OwnTime, ShortHostWork, SyncInduced, Untraced
+from .model import (
+    DETECTOR,
+    ON_DARK,
+    ON_LIGHT,
+    WHITE,
+    Cause,
+    Edit,
+    Entry,
+    FindingKind,
+    Fix,
+    GpuMark,
+    GraphCapture,
+    Knob,
+    PathCause,
+)
 
-#: CUDA graphs / torch.compile as the replay models them: per-kernel host dispatch and launch
-#: cost is divided by this
-LAUNCH_SPEEDUP = 20.0
+#: CUDA graphs / torch.compile(mode="reduce-overhead") as the replay models them (see
+#: :class:`~.model.GraphCapture`).  One replay's host cost: ``CUDAGraph.replay()``'s Python and
+#: ``cudaGraphLaunch`` take some 10-30 µs (torch.compile adds its guards and the cudagraph
+#: trees' checks to the upper end), and the launch a fraction of a µs more per kernel node; kernels of one graph start about 0.5 µs after the previous
+#: one ends (NVIDIA's measurement of back-to-back short kernels in a graph, against a few µs
+#: from a stream); a stretch of untraced host time shorter than the launch-overhead bound is
+#: Python between operators, inside the region
+GRAPH_REPLAY_NS = 25_000
+GRAPH_NODE_NS = 200
+GRAPH_KERNEL_GAP_NS = 500
 #: AMP / TF32 as the replay models them: fp32 GEMM and convolution kernels are divided by this
 REPLAY_TENSOR_CORE_SPEEDUP = 2.5
 #: the critical path's what-if of the same fix: assumed speed-up of fp32 GEMMs once they run on
@@ -25,8 +46,11 @@ REPLAY_TENSOR_CORE_SPEEDUP = 2.5
 TENSOR_CORE_SPEEDUP = 2.0
 
 _LAUNCH_FIX = Fix(
-    Edit(host={"launch": 1.0 / LAUNCH_SPEEDUP}, launch_factor=1.0 / LAUNCH_SPEEDUP),
-    f"CUDA graphs / torch.compile: per-kernel host dispatch and launch cost ÷ {LAUNCH_SPEEDUP:g}",
+    Edit(graphs=GraphCapture(replay_ns=GRAPH_REPLAY_NS, node_ns=GRAPH_NODE_NS, kernel_gap_ns=GRAPH_KERNEL_GAP_NS, host_ns=LAUNCH_GAP_NS)),
+    "CUDA graphs / torch.compile(mode='reduce-overhead'): the host work of each captured region between syncs (Python "
+    "between operators, dispatch, autograd bookkeeping and launches, on every thread) becomes one graph replay of "
+    f"{GRAPH_REPLAY_NS / 1000:g} µs + {GRAPH_NODE_NS} ns per kernel before its first kernel starts, and its kernels run {GRAPH_KERNEL_GAP_NS} ns apart; syncs, data loading, copies "
+    f"from pageable memory and host work over {LAUNCH_GAP_NS // 1000} µs stay eager",
 )
 
 ENTRIES: tuple[Entry, ...] = (
