@@ -284,7 +284,10 @@ def _marked(base: pl.DataFrame, edits: Sequence[Edit], collapsed: dict[str, _Col
         rows = _within(host.select("_row", pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), "start_ns", "end_ns"), c.spans, "start_ns", "end_ns")
         in_host = pl.int_range(pl.len()).is_in(rows["_row"].implode())
         by_id = pl.col("kind").is_in([EdgeKind.GPU.value, EdgeKind.SYNC.value]) & pl.col("event_id").is_in(c.ids.implode())
-        base = base.with_columns((in_host | by_id).fill_null(False).alias(f"_in_{e.label}"))
+        # what held a removed activity back (its launch, its stream's previous activity) goes with it
+        starts = base.filter((pl.col("kind") == EdgeKind.GPU.value) & pl.col("event_id").is_in(c.ids.implode()))["src"]
+        into = pl.col("kind").is_in([EdgeKind.LAUNCH.value, EdgeKind.STREAM.value, EdgeKind.CROSS_STREAM.value]) & pl.col("dst").is_in(starts.implode())
+        base = base.with_columns((in_host | by_id | into).fill_null(False).alias(f"_in_{e.label}"))
     return base
 
 

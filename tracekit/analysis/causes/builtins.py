@@ -35,6 +35,9 @@ from .model import (
 #: one ends (NVIDIA's measurement of back-to-back short kernels in a graph, against a few µs
 #: from a stream); a stretch of untraced host time shorter than the launch-overhead bound is
 #: Python between operators, inside the region
+#: a copy from or to pageable memory smaller than this moves too few bytes for pinning to pay:
+#: the pageable fix leaves it as it is (64 KiB take about 6 µs even at pageable bandwidth)
+PIN_MIN_BYTES = 64 << 10
 GRAPH_REPLAY_NS = 25_000
 GRAPH_NODE_NS = 200
 GRAPH_KERNEL_GAP_NS = 500
@@ -96,9 +99,10 @@ ENTRIES: tuple[Entry, ...] = (
             "copies from/to pageable host memory (`pin_memory=False`)",
             evidence=E.pageable_evidence, wording="pageable_memcpy",
             replay=Fix(
-                Edit(drop_sync=frozenset({"pageable_memcpy"}), pin=True),
+                Edit(drop_sync=frozenset({"pageable_memcpy"}), pin=True, pin_min_bytes=PIN_MIN_BYTES),
                 "pin_memory=True + non_blocking=True: copies no longer block the host and run at pinned bandwidth; "
-                "with num_workers=0 the main thread pins each batch (a host copy at memory bandwidth)",
+                "with num_workers=0 the main thread pins each batch (a host copy at memory bandwidth); "
+                f"copies under {PIN_MIN_BYTES >> 10} KiB stay as they are (their bandwidth does not matter)",
             ),
             replay_finds=True,
         ),
@@ -124,6 +128,21 @@ ENTRIES: tuple[Entry, ...] = (
                        "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)"),
             replay_finds=True,
         ),
+    ),
+    FindingKind(
+        "elementwise_transfer", "A tensor is read element by element: one copy and sync per element",
+        "Transfer the tensor once, then loop on the host: values = t.tolist() (or t.cpu() before the loop) instead of "
+        "t[i].item() or t[i].cpu() per element; better, keep the logic on the GPU (vectorised tensor ops). Pinned "
+        "memory does not help here: each tiny copy waits for the GPU, whatever its memory.",
+        "a Python loop reading a CUDA tensor element by element: many tiny device→host copies in a row, each "
+        "waiting for the GPU (sync in a loop)",
+        what_if={"host_device_sync": 0.0},
+        what_if_doc="`host_device_sync=0` (the waits of the reads gone)",
+        evidence=DETECTOR, wording="elementwise_transfer",
+        replay=Fix(Edit(collapse=D.transfer_loops),
+                   "one transfer of the whole tensor: the first read stays (it waits for the GPU work that produced the "
+                   "tensor); the other reads, their copies, their syncs and the host loop around them are gone"),
+        cause="host_device_sync", detect=E.elementwise_transfers,
     ),
     Cause(
         "allocator", "allocator", "allocator", "#9d755d", "#ebcb8b", ON_LIGHT,
