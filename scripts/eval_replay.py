@@ -221,6 +221,9 @@ def plan_truths() -> list[dict[str, Any]]:
 def pairs() -> list[dict[str, Any]]:
     cases = [
         ("data_loading", SAMPLES / "captures" / "slow_dataloader", SAMPLES / "captures" / "slow_dataloader_fixed"),
+        # the real ResNet-50 pair (V100): the same script with num_workers 0, then 4
+        ("data_loading", SHARED / "kineto" / "tb_plugin_pair" / "resnet50_profiler_api_num_workers_0",
+         SHARED / "kineto" / "tb_plugin_pair" / "resnet50_profiler_api_num_workers_4"),
         ("pageable_memcpy", SHARED / "gpupuzzlers" / "streams" / "blocking", SHARED / "gpupuzzlers" / "streams" / "non_blocking"),
         ("host_device_sync", SHARED / "gpupuzzlers" / "streams" / "blocking", SHARED / "gpupuzzlers" / "streams" / "non_blocking"),
         ("data_loading", SAMPLES / "synthetic" / "dataloader_stall.kineto.json", SAMPLES / "synthetic" / "dataloader_fixed.kineto.json"),
