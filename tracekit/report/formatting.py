@@ -171,6 +171,14 @@ def _unfused_words(ev: dict[str, Any]) -> list[str]:
     return bits
 
 
+def _elementwise_transfer_words(ev: dict[str, Any]) -> list[str]:
+    where = f" at {ev['location']}" if ev.get("location") else ""
+    return [
+        f"{ev.get('element_reads', 0):,} reads of {ev.get('bytes_per_read', 0)} bytes by {ev.get('op')} in "
+        f"{ev.get('loops', 0)} loop(s){where}, each waiting for the GPU"
+    ]
+
+
 def _allocator_words(ev: dict[str, Any]) -> list[str]:
     return [f"{c['api']} ×{c['count']}" for c in ev.get("calls", [])]
 
@@ -196,6 +204,7 @@ EVIDENCE_WORDING: Mapping[str, Wording] = MappingProxyType({
     "fp32_gemm": _fp32_gemm_words,
     "small_gemm": _small_gemm_words,
     "unfused_elementwise": _unfused_words,
+    "elementwise_transfer": _elementwise_transfer_words,
     "allocator": _allocator_words,
     "cpu_bound": _host_work_words,
 })

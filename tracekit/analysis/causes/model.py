@@ -46,6 +46,40 @@ FindingDetector = Callable[["EvidenceInputs"], "Detected | None"]
 
 
 @dataclass(frozen=True)
+class GraphCapture:
+    """CUDA graphs (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``) as a replay
+    edit: the host execution of the captured region becomes one graph replay.
+
+    The captured region is the host work between operators that the replay would otherwise
+    repeat every step: launch calls and the operators that dispatch them, the short untraced
+    stretches between operators (Python, the autograd engine's bookkeeping) and the hand-overs
+    between the driving thread and the autograd thread, on every thread.  Anything else on a
+    thread (a sync, a data-loading range, a pageable copy, an allocator call, host work longer
+    than :attr:`host_ns`) cannot be captured: it runs eagerly and ends a region, and the next
+    region is another replay costing :attr:`replay_ns` and :attr:`node_ns` per launch on its
+    thread, before the first of its kernels starts.  On the GPU, consecutive
+    activities of a region run :attr:`kernel_gap_ns` apart at most (the device schedules a
+    graph's kernels itself).
+    """
+
+    #: host time of one replay: the replay wrapper's Python (torch.compile's guards and its
+    #: cudagraph trees' checks) and ``cudaGraphLaunch``
+    replay_ns: int
+    #: ``cudaGraphLaunch``'s cost per kernel node of the graph (on top of :attr:`replay_ns`)
+    node_ns: int
+    #: the gap between consecutive kernels of one graph on the device
+    kernel_gap_ns: int
+    #: an untraced stretch of a thread shorter than this is inside a region (Python between
+    #: operators); a longer one is host work of its own (logging, metrics) that stays eager
+    host_ns: int
+
+
+#: the host intervals a rule marks on each thread: a frame of pid, tid, start_ns, end_ns, from
+#: the trace's events and links (see :attr:`Edit.collapse`)
+SpanRule = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
+
+
+@dataclass(frozen=True)
 class Edit:
     """How one question edits the replay's graph: tag → weight factor, and the GPU → host waits removed."""
 
@@ -61,6 +95,43 @@ class Edit:
     pin: bool = False
     #: factor on launch edges (call → GPU start)
     launch_factor: float = 1.0
+    #: the host execution of captured regions becomes one graph replay each (None: eager)
+    graphs: GraphCapture | None = None
+    #: host intervals whose work the fix removes (:data:`SpanRule`): the host edges inside them
+    #: weigh nothing, the GPU activities launched from them take no time and the waits of their
+    #: calls for the GPU are gone (an element-wise transfer loop becomes one transfer)
+    collapse: SpanRule | None = None
+    #: a copy from pageable memory smaller than this keeps its blocking and its bandwidth under
+    #: :attr:`pin` (pinning pays where bandwidth matters: a 4-byte read still waits for its value)
+    pin_min_bytes: int = 0
+
+    def combined(self, other: Edit, label: str = "") -> Edit:
+        """This edit and ``other`` applied together (a plan of several fixes), field by field:
+        a tag both scale gets the product of their factors, the waits either removes are
+        removed, pinning applies when either pins (from the smaller of their size bounds), the
+        launch factors multiply, a graph capture of either is kept (of both: this edit's), the
+        intervals either collapse rule marks are collapsed, and the label is ``label``."""
+        def factors(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+            return {tag: a.get(tag, 1.0) * b.get(tag, 1.0) for tag in (*a, *(t for t in b if t not in a))}
+
+        pins = [e.pin_min_bytes for e in (self, other) if e.pin]
+        return Edit(
+            label=label, host=factors(self.host, other.host), gpu=factors(self.gpu, other.gpu),
+            drop_sync=self.drop_sync | other.drop_sync, pin=self.pin or other.pin,
+            launch_factor=self.launch_factor * other.launch_factor, graphs=self.graphs or other.graphs,
+            collapse=_either(self.collapse, other.collapse), pin_min_bytes=min(pins) if pins else 0,
+        )
+
+
+def _either(a: SpanRule | None, b: SpanRule | None) -> SpanRule | None:
+    """The intervals either rule marks (one rule: itself)."""
+    if a is None or b is None or a is b:
+        return a or b
+
+    def both(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([a(events, links), b(events, links)], how="vertical_relaxed")
+
+    return both
 
 
 @dataclass(frozen=True)
