@@ -409,6 +409,8 @@ def build_metadata(
         "cuda_version": _first(reports, "cuda_version") or _first(reports, "hip_version"),
         "gpus": gpus,
         "cuda_sync_events": _first(reports, "cuda_sync_events"),
+        "nvtx": _first(reports, "nvtx"),
+        "nvtx_version": _first(reports, "nvtx_version"),
         "ranks": ranks,
         "program": program_section(reports),
         "notes": all_notes,
