@@ -285,6 +285,12 @@ def test_flags_model_memory_and_allocator(monkeypatch: pytest.MonkeyPatch) -> No
         "peak_allocated_bytes": 30 * gib, "peak_reserved_bytes": 35 * gib,
     }
     assert snap["allocator"] == {"caching": False, "alloc_conf": "expandable_segments:True", "backend": "native"}
+    # a report written while a CUDA graph is being captured makes no CUDA call and keeps the last reading
+    mem_get_info = torch.cuda.mem_get_info
+    torch.cuda.is_current_stream_capturing = lambda: True
+    torch.cuda.mem_get_info = lambda d: pytest.fail("mem_get_info during stream capture")
+    assert rec.snapshot()["memory"] == snap["memory"]
+    torch.cuda.is_current_stream_capturing, torch.cuda.mem_get_info = (lambda: False), mem_get_info
     # at exit the flags keep their training-time values and the model its last count
     torch.backends.cudnn.benchmark = False
     rec.watch_modules(list)
@@ -382,7 +388,7 @@ def test_a_report_whose_program_cannot_be_read_says_why(tmp_path: Path) -> None:
 
 def _report(rank: int, pid: int, program: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {"pid": pid, "rank": rank, "world_size": 2, "steps": 3, "steps_completed": 3, "traces": [],
-                           "gpus": [], "notes": []}
+                           "gpus": [], "notes": [], "nvtx": "nvtx", "nvtx_version": "0.2.17"}
     if program is not None:
         out["program"] = program
     return out
@@ -395,6 +401,7 @@ def test_metadata_merges_each_ranks_program_in_rank_order(tmp_path: Path) -> Non
     meta = runner.build_metadata(command=["python", "t.py"], cwd=".", config=config, start=0.0, end=1.0, returncode=0,
                                  interrupted=False, reports=reports)
     assert meta["format_version"] == 2
+    assert (meta["nvtx"], meta["nvtx_version"]) == ("nvtx", "0.2.17")  # where the ranges went
     assert meta["program"] == {"version": 1, "ranks": [
         {"rank": 0, "pid": 10, "optimizers": []}, {"rank": 1, "pid": 20, "dataloaders": [{"batch_size": 8}]}]}
     facts = read_program(meta["program"])

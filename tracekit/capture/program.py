@@ -274,6 +274,7 @@ class ProgramRecorder:
         self._modules: Callable[[], list[Any]] = list
         self._math: dict[str, Any] | None = None
         self._model: dict[str, Any] | None = None
+        self._memory: dict[str, Any] | None = None
         self._allocator_env = {k: os.environ.get(k) for k in ALLOCATOR_VARIABLES}
         self.notes: list[str] = []
 
@@ -507,8 +508,14 @@ class ProgramRecorder:
                 "modules": listed[:MAX_ENTRIES]}
 
     def _read_memory(self) -> dict[str, Any] | None:
+        """The device's memory, or None before the program initialised CUDA and while a stream
+        of this process captures a CUDA graph (a report written at a step boundary can fall
+        inside ``torch.cuda.graph``; no CUDA call may be made there)."""
         cuda = getattr(self._torch, "cuda", None)
         if cuda is None or not cuda.is_initialized():
+            return None
+        capturing = getattr(cuda, "is_current_stream_capturing", None)
+        if capturing is not None and capturing():
             return None
         device = int(cuda.current_device())
         props = cuda.get_device_properties(device)
@@ -547,7 +554,8 @@ class ProgramRecorder:
 
         The math flags are read while the program trains (each report written before the
         exit reads them again) and kept as they were at exit; parameters are counted while
-        the top-level modules are alive; memory is read each time (its peaks only grow).
+        the top-level modules are alive; memory is read each time it can be (its peaks only
+        grow), else the last reading stays.
         """
         with self._lock:
             if self._math is None or not final:
@@ -555,6 +563,9 @@ class ProgramRecorder:
             model = _guarded(self._read_model)
             if model is not None:
                 self._model = model
+            memory = _guarded(self._read_memory)
+            if memory is not None:
+                self._memory = memory
             return {
                 "version": PROGRAM_VERSION,
                 "dataloaders": self.dataloaders.records(),
@@ -564,7 +575,7 @@ class ProgramRecorder:
                 "cuda_graphs": {"captures": self.graph_captures, "replays": self.graph_replays},
                 "math": self._math,
                 "model": self._model,
-                "memory": _guarded(self._read_memory),
+                "memory": self._memory,
                 "allocator": _guarded(self._read_allocator),
                 "dropped": {
                     "dataloaders": self.dataloaders.dropped, "optimizers": self.optimizers.dropped,
