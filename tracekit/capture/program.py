@@ -247,6 +247,30 @@ def _read_torch(torch: Any, path: str) -> Any:
         return None
 
 
+def _wrap_method(cls: Any, name: str, after: Callable[[Any, Any, FrameType], None], add_undo: AddUndo) -> None:
+    """Replace ``cls.name`` by a wrapper that calls it and then ``after(self, its result, the
+    caller's frame)``; the undo puts the class back as it was (a method it inherited is inherited
+    again)."""
+    own = name in vars(cls)
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        after(self, result, sys._getframe(1))
+        return result
+
+    setattr(cls, name, wrapper)
+
+    def undo() -> None:
+        if own:
+            setattr(cls, name, original)
+        else:
+            delattr(cls, name)
+
+    add_undo(undo)
+
+
 def _site_key(site: dict[str, Any] | None) -> tuple[Any, ...]:
     return (None,) if site is None else (site["file"], site["line"])
 
@@ -300,54 +324,19 @@ class ProgramRecorder:
 
     def _install_dataloader(self, add_undo: AddUndo) -> None:
         cls = self._torch.utils.data.DataLoader
-        init, iterate = cls.__init__, cls.__iter__
-        recorder = self
-
-        @functools.wraps(init)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            init(self, *args, **kwargs)
-            recorder._record(recorder._loader_constructed, self, sys._getframe(1))
-
-        @functools.wraps(iterate)
-        def __iter__(self: Any) -> Any:
-            iterator = iterate(self)
-            recorder._record(recorder._loader_iterated, self, iterator)
-            return iterator
-
-        cls.__init__, cls.__iter__ = __init__, __iter__
-
-        def undo() -> None:
-            cls.__init__, cls.__iter__ = init, iterate
-
-        add_undo(undo)
+        _wrap_method(cls, "__init__", lambda loader, _, caller: self._record(self._loader_constructed, loader, caller), add_undo)
+        _wrap_method(cls, "__iter__", lambda loader, iterator, _: self._record(self._loader_iterated, loader, iterator), add_undo)
 
     def _install_optimizer(self, add_undo: AddUndo) -> None:
-        cls = self._torch.optim.Optimizer
-        init = cls.__init__
-        recorder = self
-
-        @functools.wraps(init)
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            init(self, *args, **kwargs)
-            recorder._record(recorder._optimizer_constructed, self, sys._getframe(1))
-
-        cls.__init__ = __init__
-        add_undo(lambda: setattr(cls, "__init__", init))
+        _wrap_method(self._torch.optim.Optimizer, "__init__",
+                     lambda opt, _, caller: self._record(self._optimizer_constructed, opt, caller), add_undo)
 
     def _install_autocast(self, add_undo: AddUndo) -> None:
-        cls = self._torch.amp.autocast_mode.autocast
-        enter = cls.__enter__
-        recorder = self
+        def entered(region: Any, result: Any, caller: FrameType) -> None:
+            if not self._compiling():
+                self._record(self._autocast_entered, region)
 
-        @functools.wraps(enter)
-        def __enter__(self: Any) -> Any:
-            result = enter(self)
-            if not recorder._compiling():
-                recorder._record(recorder._autocast_entered, self)
-            return result
-
-        cls.__enter__ = __enter__
-        add_undo(lambda: setattr(cls, "__enter__", enter))
+        _wrap_method(self._torch.amp.autocast_mode.autocast, "__enter__", entered, add_undo)
 
     def _install_compile(self, add_undo: AddUndo) -> None:
         torch = self._torch
@@ -366,27 +355,12 @@ class ProgramRecorder:
 
     def _install_cuda_graphs(self, add_undo: AddUndo) -> None:
         cls = self._torch.cuda.graphs.CUDAGraph
-        begin, replay = cls.capture_begin, cls.replay
-        recorder = self
+        _wrap_method(cls, "capture_begin", lambda graph, _, __: self._count_graph(captures=1), add_undo)
+        _wrap_method(cls, "replay", lambda graph, _, __: self._count_graph(replays=1), add_undo)
 
-        @functools.wraps(begin)
-        def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = begin(self, *args, **kwargs)
-            recorder.graph_captures += 1
-            return result
-
-        @functools.wraps(replay)
-        def replay_graph(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = replay(self, *args, **kwargs)
-            recorder.graph_replays += 1
-            return result
-
-        cls.capture_begin, cls.replay = capture_begin, replay_graph
-
-        def undo() -> None:
-            cls.capture_begin, cls.replay = begin, replay
-
-        add_undo(undo)
+    def _count_graph(self, *, captures: int = 0, replays: int = 0) -> None:
+        self.graph_captures += captures
+        self.graph_replays += replays
 
     # ------------------------------------------------------------------ what the hooks record
 
