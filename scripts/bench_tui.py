@@ -33,7 +33,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracekit.analysis import diagnose  # noqa: E402
+from tracekit import pipeline  # noqa: E402
 from tracekit.reading.trace import read_trace  # noqa: E402
 from tracekit.schema import EVENTS, LINKS, EventKind, TraceTables  # noqa: E402
 
@@ -172,8 +172,9 @@ def measure(target: int, copies_per_step: int, size: tuple[int, int], repeat: in
     t0 = time.perf_counter()
     tables = build_tables(target, copies_per_step)
     t1 = time.perf_counter()
-    d = diagnose(tables)
-    trace = prepare_trace("big", tables.info.path, tables, d)  # what the loading worker does after diagnosing
+    result = pipeline.run(pipeline.TraceInput(tables.info.path, tables))
+    d = result.diagnosis
+    trace = prepare_trace("big", tables.info.path, result)  # what the loading worker does after diagnosing
     t2 = time.perf_counter()
     session = Session(source=tables.info.path, kind=InputKind.TRACE, traces=(trace,))
     app = make_app(session=session)

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from loopsim.fixes import FIXES  # noqa: E402
 from loopsim.jobsim import (  # noqa: E402
     JOBS,
     fix_rank,
@@ -33,7 +34,6 @@ from loopsim.jobsim import (  # noqa: E402
     straggler_at_median,
     write_job,
 )
-from loopsim.sim import FIXES  # noqa: E402
 
 from tracekit.analysis.diagnose import diagnose_job  # noqa: E402
 from tracekit.reading.job import read_job  # noqa: E402
@@ -65,8 +65,8 @@ def main() -> int:
                     edited = fix_rank(spec, w.rank, w.cause)
                 elif w.kind == "cause_everywhere" and w.cause in FIXES:
                     edited = spec
-                    for r in range(spec.world_size):
-                        edited = fix_rank(edited, r, w.cause)
+                    for rank in range(spec.world_size):
+                        edited = fix_rank(edited, rank, w.cause)
                 else:
                     continue
                 rows.append({"job": name, "what_if": w.label, "predicted_ms": w.predicted_step_ms, "truth_ms": simulate_job(edited).steady_step_ns / 1e6})

@@ -1,6 +1,6 @@
 """Evaluate the replay model (tracekit/analysis/replay.py) against measurements and simulated truth.
 
-Three reports, printed as Markdown tables (``--json FILE`` also writes them as JSON):
+Five reports, printed as Markdown tables (``--json FILE`` also writes them as JSON):
 
 (a) replay error on every trace under ../shared/traces and sample_traces: the median step of
     the trace replayed unchanged against the median measured step;
@@ -8,11 +8,18 @@ Three reports, printed as Markdown tables (``--json FILE`` also writes them as J
     the fix against the same loop re-simulated with the fix applied, plus the largest saving any
     fix claims on the healthy control;
 (c) real before/after pairs: the step time predicted for the fix on the "before" trace against
-    the "after" trace's measured step.
+    the "after" trace's measured step;
+(d) what-if error on the behaviours of real PyTorch the simulator models (tests/loopsim
+    ``BEHAVIOURS`` and ``PLANS``: the autograd thread, CUDA graphs, element-wise transfers, the
+    pin-memory thread, the workers' hand-off, efficiency fixes): each single fix priced by the
+    analysis as it is (the replay's edit of the finding kind that names the fix, or the
+    efficiency finding's saving) against the loop re-simulated with the fix, and the findings
+    ``diagnose`` reports on the healthy controls;
+(e) plans: the re-simulated step of every subset of each mixed scenario's fixes applied together.
 
 Usage::
 
-    python scripts/eval_replay.py [--only a|b|c] [--json results.json] [--max-mb 50]
+    python scripts/eval_replay.py [--only a|b|c|d|e] [--json results.json] [--max-mb 50]
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ def _name(p: Path) -> str:
 
 
 def replay_errors(max_bytes: int) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in _traces(max_bytes):
         t0 = time.perf_counter()
         try:
@@ -93,7 +100,7 @@ def replay_errors(max_bytes: int) -> list[dict[str, Any]]:
 def whatif_errors() -> tuple[list[dict[str, Any]], dict[str, float]]:
     from loopsim import FIXES, INTERMITTENT, SCENARIOS, mean_truth, simulate, truth, write_kineto
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     control: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (loop, fixes) in SCENARIOS.items():
@@ -131,6 +138,70 @@ def whatif_errors() -> tuple[list[dict[str, Any]], dict[str, float]]:
     return rows, control
 
 
+#: a simulator fix → the finding kind whose price is the analysis' prediction for it (the
+#: simulator's fixes named after a finding kind price as that kind)
+ANALYSIS_KIND = {
+    "cuda_graphs": "launch_bound",
+    "compile_reduce_overhead": "launch_bound",
+    "elementwise_transfer": "host_device_sync",
+    "amp": "fp32_gemm",
+    "fuse_elementwise": "unfused_elementwise",
+}
+
+
+def _finding_ms(f: Any, step_ms: float | None) -> float | None:
+    """The step a finding predicts once fixed (its replayed price, else step − its saving)."""
+    if f is None:
+        return None
+    if f.predicted_step_ms is not None:
+        return float(f.predicted_step_ms)
+    return None if step_ms is None else step_ms - f.ms_per_step
+
+
+def behaviour_errors() -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """Section (d): every single fix of the new scenarios, priced as the analysis prices it."""
+    from loopsim import BEHAVIOURS, PLANS, simulate, truth, write_kineto
+
+    from tracekit.analysis import diagnose
+
+    rows: list[dict[str, Any]] = []
+    controls: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (loop, fixes) in {**BEHAVIOURS, **PLANS}.items():
+            print(f"  {name}", file=sys.stderr)
+            run = simulate(loop)
+            tables = tracekit.read_trace(write_kineto(run, Path(tmp) / f"{name}.json"), cache=False)
+            steps = find_steps(tables.events, tables.links).frame
+            kinds = [ANALYSIS_KIND.get(f, f) for f in fixes]
+            edits = {k: e for k in kinds if (e := fix_edit(k)) is not None}
+            r = replay(tables.events, tables.links, steps, list(edits.values()))
+            found = {f.kind: f for f in diagnose(tables).findings}
+            if not fixes:
+                controls[name] = [f"{f.kind} {f.ms_per_step:.2f} ms" for f in found.values()]
+            for fix, kind in zip(fixes, kinds, strict=True):
+                true_ms = truth(loop, fix) / 1e6
+                pred = r.predicted_step_ms(kind) if kind in edits else _finding_ms(found.get(kind), r.measured_step_ms)
+                f = found.get(kind)
+                rows.append({
+                    "scenario": name, "fix": fix, "priced_as": kind, "step_ms": run.steady_step_ns / 1e6,
+                    "analysis_step_ms": r.measured_step_ms, "truth_ms": true_ms, "predicted_ms": pred,
+                    "error": None if pred is None else abs(pred - true_ms) / true_ms,
+                    "diagnosed": "not found" if f is None else f"{f.ms_per_step:.2f} ms",
+                })
+    return rows, controls
+
+
+def plan_truths() -> list[dict[str, Any]]:
+    """Section (e): the re-simulated step of every subset of each plan scenario's fixes."""
+    from loopsim import PLANS, subset_truths
+
+    rows: list[dict[str, Any]] = []
+    for name, (loop, fixes) in PLANS.items():
+        for subset, ns in subset_truths(loop, fixes).items():
+            rows.append({"scenario": name, "fixes": list(subset), "truth_ms": ns / 1e6})
+    return rows
+
+
 def pairs() -> list[dict[str, Any]]:
     cases = [
         ("data_loading", SAMPLES / "captures" / "slow_dataloader", SAMPLES / "captures" / "slow_dataloader_fixed"),
@@ -139,7 +210,7 @@ def pairs() -> list[dict[str, Any]]:
         ("data_loading", SAMPLES / "synthetic" / "dataloader_stall.kineto.json", SAMPLES / "synthetic" / "dataloader_fixed.kineto.json"),
         ("host_device_sync", SAMPLES / "synthetic" / "host_sync.kineto.json", SAMPLES / "synthetic" / "host_sync_fixed.kineto.json"),
     ]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for fix, before, after in cases:
         if not before.exists() or not after.exists():
             continue
@@ -169,9 +240,36 @@ def _f(x: Any, pct: bool = False) -> str:
     return f"{100 * x:.2f}%" if pct else f"{x:.2f}"
 
 
+def _table(header: list[str], text_columns: int, rows: list[list[str]]) -> None:
+    """A Markdown table: the first ``text_columns`` columns left-aligned, the others numbers."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" if i < text_columns else "---:" for i in range(len(header))) + "|")
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
+
+
+def _print_behaviours(rows: list[dict[str, Any]], controls: dict[str, list[str]]) -> None:
+    print("\n## (d) What-if error on the behaviours of real PyTorch (BEHAVIOURS and PLANS, single fixes)\n")
+    print("priced as: the finding kind whose replayed edit (or efficiency saving) is the analysis' prediction;")
+    print("analysis step: the median step the analysis measures (a trace without step markers is one step);")
+    print("diagnosed: that finding's saving per step in `diagnose`.\n")
+    header = ["scenario", "fix", "priced as", "step ms", "analysis step ms", "truth ms", "predicted ms", "error", "diagnosed"]
+    _table(header, 3, [
+        [r["scenario"], r["fix"], r["priced_as"], _f(r["step_ms"]), _f(r["analysis_step_ms"]), _f(r["truth_ms"]), _f(r["predicted_ms"]),
+         _f(r["error"], True), r["diagnosed"]]
+        for r in rows
+    ])
+    errs = [r["error"] for r in rows if r["error"] is not None]
+    if errs:
+        print(f"\nmean error {_f(statistics.mean(errs), True)}, worst {_f(max(errs), True)} over {len(errs)} priced fixes "
+              f"({len(rows) - len(errs)} not priced)")
+    for name, found in controls.items():
+        print(f"control `{name}`: " + ("no finding" if not found else "findings " + ", ".join(found)))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["a", "b", "c"])
+    ap.add_argument("--only", choices=["a", "b", "c", "d", "e"])
     ap.add_argument("--json", type=Path)
     ap.add_argument("--max-mb", type=float, default=50.0, help="skip traces larger than this (default 50 MB)")
     args = ap.parse_args(argv)
@@ -214,6 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(f"| {r['fix']} | {r['before']} | {r['after']} | {_f(r['before_ms'])} | {_f(r['predicted_ms'])} | {_f(r['after_ms'])} | {_f(r['error'], True)} |")
         print("\nFixes modelled: " + "; ".join(f"`{k}`: {v}" for k, v in FIX_MODELS.items()))
+    if args.only in (None, "d"):
+        rows, controls = behaviour_errors()
+        out["behaviours"], out["behaviour_controls"] = rows, controls
+        _print_behaviours(rows, controls)
+    if args.only in (None, "e"):
+        out["plans"] = rows = plan_truths()
+        print("\n## (e) Plans: every subset of each mixed scenario's fixes, re-simulated together\n")
+        _table(["scenario", "fixes applied", "truth ms"], 2, [[r["scenario"], " + ".join(r["fixes"]) or "(none)", _f(r["truth_ms"])] for r in rows])
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))
     return 0

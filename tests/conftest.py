@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tracekit.progress import ProgressState
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
@@ -44,3 +48,35 @@ def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
         data = gzip.compress(data, mtime=0)
     path.write_bytes(data)
     return path
+
+
+def jobs_folder(root: Path) -> Path:
+    """A folder of three jobs (in ``root/archive``): two single traces and the two ranks of one job."""
+    folder = root / "archive"
+    folder.mkdir()
+    for name in ("dataloader_stall.kineto.json", "host_sync.kineto.json", "multi_rank.rank0.kineto.json", "multi_rank.rank1.kineto.json"):
+        shutil.copy(SAMPLE_TRACES / "synthetic" / name, folder / name)
+    return folder
+
+
+class ProgressRecorder:
+    """An ``on_update`` for a :class:`tracekit.progress.Progress` that keeps every state it hears."""
+
+    def __init__(self) -> None:
+        self.states: list[ProgressState] = []
+
+    def __call__(self, s: ProgressState) -> None:
+        self.states.append(s)
+
+    def phases(self) -> list[str]:
+        """The phases in order, without the one a Progress starts in (until its first phase)."""
+        out: list[str] = []
+        for s in self.states:
+            if s.phase != "starting" and (not out or out[-1] != s.phase):
+                out.append(s.phase)
+        return out
+
+    def bytes_in(self, phase: str) -> tuple[int, int | None]:
+        """(done, total) bytes when ``phase`` was last heard of."""
+        last = [s for s in self.states if s.phase == phase][-1]
+        return last.done, last.total

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -15,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import screenshot_report as shots
-from conftest import REPO, SAMPLE_TRACES
+from conftest import REPO, SAMPLE_TRACES, jobs_folder
 
 import tracekit
 from tracekit.api import DiffReport, FolderReport, JobReport, TraceReport, what_if_questions
@@ -41,15 +40,6 @@ def _job() -> JobReport:
     r = tracekit.analyze(CAPTURES / "ddp_gloo", cache=False)
     assert isinstance(r, JobReport)
     return r
-
-
-def _jobs_folder(root: Path) -> Path:
-    """A folder of three jobs: two single traces and the two ranks of one job."""
-    folder = root / "archive"
-    folder.mkdir()
-    for name in ("dataloader_stall.kineto.json", "host_sync.kineto.json", "multi_rank.rank0.kineto.json", "multi_rank.rank1.kineto.json"):
-        shutil.copy(SYN / name, folder / name)
-    return folder
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -132,7 +122,7 @@ def test_diff_equals_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_folder_of_several_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    folder = _jobs_folder(tmp_path)
+    folder = jobs_folder(tmp_path)
     r = tracekit.analyze(folder, cache=False)
     assert isinstance(r, FolderReport)
     assert len(r) == 3
@@ -223,7 +213,7 @@ def test_import_stays_light_and_headless() -> None:
 
 def _displays(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
     """name → (its _repr_html_, the finding titles it must show)."""
-    folder = tracekit.analyze(_jobs_folder(tmp_path), cache=False)
+    folder = tracekit.analyze(jobs_folder(tmp_path), cache=False)
     diff = tracekit.diff(_stall(), FIXED)
     return {
         "trace": (_stall()._repr_html_(), ["The GPU waits for the DataLoader"]),

@@ -226,7 +226,7 @@ HEADLESS = ["tracekit", "tracekit.schema", "tracekit.errors", "tracekit.reading.
             "tracekit.parsers.kineto", "tracekit.parsers.nsight", "tracekit.analysis", "tracekit.analysis.diagnose",
             "tracekit.analysis.replay", "tracekit.analysis.job_replay", "tracekit.analysis.efficiency",
             "tracekit.analysis.steady", "tracekit.report", "tracekit.report.formatting", "tracekit.batch", "tracekit.reading.job",
-            "tracekit.api", "tracekit.progress"]
+            "tracekit.api", "tracekit.progress", "tracekit.pipeline"]
 
 
 @pytest.mark.parametrize("module", HEADLESS)

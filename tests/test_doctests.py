@@ -8,8 +8,12 @@ import importlib
 import pytest
 from conftest import REPO
 
-# Modules whose docstrings carry examples for the public API (read_trace, diagnose, read_job, analyze, diff).
-MODULES = ["tracekit.reading.trace", "tracekit.analysis.diagnose", "tracekit.reading.job", "tracekit.api", "tracekit.progress", "tracekit.cli._progress"]
+# Modules whose docstrings carry examples for the public API (read_trace, diagnose, read_job, the
+# pipeline, analyze, diff, the what-if questions).
+MODULES = [
+    "tracekit.reading.trace", "tracekit.analysis.diagnose", "tracekit.reading.job", "tracekit.pipeline", "tracekit.api",
+    "tracekit.analysis.whatif", "tracekit.progress", "tracekit.cli._progress",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

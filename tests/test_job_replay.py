@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import SAMPLE_TRACES, shared_trace
+from loopsim.fixes import FIXES
 from loopsim.jobsim import (
     JOBS,
     JobRun,
@@ -24,7 +25,6 @@ from loopsim.jobsim import (
     straggler_at_median,
     write_job,
 )
-from loopsim.sim import FIXES
 
 from tracekit.analysis.diagnose import diagnose_job
 from tracekit.analysis.job_model import JobModel

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_TRACES
+from conftest import ProgressRecorder as Recorder
 
 from tracekit.analysis import diagnose
 from tracekit.cli._progress import ProgressLine, render_line
@@ -27,25 +28,6 @@ from tracekit.reading.trace import read_trace
 TRACE = SAMPLE_TRACES / "synthetic" / "dataloader_stall.kineto.json"
 NSYS = SAMPLE_TRACES / "synthetic" / "dataloader_stall.nsys.sqlite"
 REPO = Path(__file__).resolve().parent.parent
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.states: list[ProgressState] = []
-
-    def __call__(self, s: ProgressState) -> None:
-        self.states.append(s)
-
-    def phases(self) -> list[str]:
-        out: list[str] = []
-        for s in self.states:
-            if not out or out[-1] != s.phase:
-                out.append(s.phase)
-        return out
-
-    def bytes_in(self, phase: str) -> tuple[int, int | None]:
-        last = [s for s in self.states if s.phase == phase][-1]
-        return last.done, last.total
 
 
 def test_reading_reports_every_byte_of_the_file_then_the_analysis_phases(tmp_path: Path) -> None:

@@ -22,9 +22,10 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import REPO, SAMPLE_TRACES, shared_trace
+from conftest import REPO, SAMPLE_TRACES, jobs_folder, shared_trace
 
 from tracekit.cli import main
+from tracekit.errors import UsageError
 from tracekit.tui import make_app
 from tracekit.tui.app import TracekitApp
 from tracekit.tui.bindings import GLOBAL, GROUPS, TIMELINE
@@ -90,7 +91,7 @@ def text_of(app: TracekitApp, selector: str) -> str:
 
 CORE_MODULES = [
     "tracekit", "tracekit.reading.trace", "tracekit.analysis", "tracekit.analysis.view", "tracekit.report", "tracekit.reading.job",
-    "tracekit.tui.loader", "tracekit.tui.model",
+    "tracekit.pipeline", "tracekit.tui.loader", "tracekit.tui.model", "tracekit.tui.session",
 ]
 
 
@@ -450,7 +451,8 @@ def test_critical_path_is_highlighted_when_the_diagnosis_has_one(host_sync_sessi
     ).with_columns(pl.col("rank").cast(pl.Int32))
     with_path = dataclasses.replace(d)
     object.__setattr__(with_path, "critical_path", SimpleNamespace(segments=segments))
-    session = dataclasses.replace(host_sync_session, traces=(dataclasses.replace(trace, diagnosis=with_path),))
+    result = dataclasses.replace(trace.result, diagnosis=with_path)
+    session = dataclasses.replace(host_sync_session, traces=(dataclasses.replace(trace, result=result),))
     app = make_app(session=session)
 
     async def scenario(pilot: Any) -> None:
@@ -518,6 +520,17 @@ def _capture_folder(root: Path) -> Path:
         (folder / f"rank{rank}.node1.pt.trace.json.gz").write_bytes(gzip.compress(data, mtime=0))
     (folder / "metadata.json").write_text('{"world_size": 2}')
     return folder
+
+
+def test_a_folder_of_several_jobs_is_refused_with_its_jobs(tmp_path: Path) -> None:
+    """A folder is read as `tracekit analyze` reads it; the TUI shows one job, so several are named, not mixed."""
+    folder = jobs_folder(tmp_path)
+    assert detect_input(folder) is InputKind.CAPTURE
+    with pytest.raises(UsageError, match="3 different jobs") as refused:
+        load_session(folder, cache=False)
+    assert "multi_rank.rank*.kineto.json (2 ranks)" in refused.value.message
+    assert str(folder) in refused.value.render()
+    assert "tracekit analyze FOLDER" in refused.value.render()
 
 
 def test_capture_folder_opens_every_rank_and_r_cycles_them(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """tracekit in a notebook or a Python script: one call from a trace to its diagnosis.
 
-:func:`analyze` runs the pipeline of ``tracekit analyze`` on a trace file, a folder holding one
-job's traces, or a folder holding several jobs; :func:`diff` runs the one of ``tracekit diff``.
-They return small result objects that hold the analyses' frozen results and render on demand:
+:func:`analyze` runs the pipeline of ``tracekit analyze`` (:mod:`tracekit.pipeline`) on a trace
+file, a folder holding one job's traces, or a folder holding several jobs; :func:`diff` runs the
+one of ``tracekit diff``.  They return small result objects that wrap the pipeline's frozen
+results and render on demand through the renderers' table (:func:`tracekit.report.render`):
 
 * in Jupyter (or any frontend that calls ``_repr_html_``) a result shows the report's headline,
   the step-time breakdown, the timeline of the representative step and the findings with their
@@ -12,8 +13,8 @@ They return small result objects that hold the analyses' frozen results and rend
 * the tables are one attribute away as polars DataFrames (``.findings``, ``.steps``, ``.gaps``,
   ``.syncs``, ``.kernels``, ``.what_ifs``; columns in docs/python-api.md);
 * ``.to_json()`` is byte for byte the document ``tracekit analyze --format json`` prints
-  (docs/json-report.md), ``.to_text()``, ``.to_markdown()`` and ``.to_html()`` the other formats,
-  ``.save(path)`` writes the one its suffix names.
+  (docs/json-report.md), ``.to_text()``, ``.to_markdown()`` and ``.to_html()`` the other formats
+  (each is ``.render(fmt)``), ``.save(path)`` writes the one its suffix names.
 
 This module is a front end, like the command line: it may import the renderers
 (:mod:`tracekit.report`); the analyses never do.  Nothing here prints.
@@ -42,12 +43,13 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import polars as pl
 
+from .analysis.whatif import WhatIfSpec, what_if_questions
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -55,13 +57,9 @@ if TYPE_CHECKING:
     from .analysis.job_results import JobDiagnosis
     from .analysis.results import Diagnosis
     from .analysis.view import StepView
+    from .pipeline import Comparison, FolderResult, JobResult, Result, TraceResult
     from .reading.job import Job
     from .schema import TraceInfo, TraceTables
-
-#: what ``what_if=`` accepts: ``"cause=factor"``, several of them, or a mapping cause → factor
-WhatIfSpec = str | Mapping[str, float] | Sequence[str]
-#: most events drawn in the timeline picture (as ``tracekit analyze --format html``)
-MAX_VIEW_EVENTS = 6000
 
 _FINDING_SCHEMA: dict[str, Any] = {
     "kind": pl.String,
@@ -88,38 +86,6 @@ _WHAT_IF_SCHEMA: dict[str, Any] = {
 # --------------------------------------------------------------------------- the calls
 
 
-def what_if_questions(spec: WhatIfSpec | None) -> list[dict[str, float]]:
-    """The what-if questions ``spec`` asks, as ``tracekit analyze --what-if`` asks them: each cause
-    scaled on its own and, when there are several, all of them together.
-
-    >>> what_if_questions("data_loading=0")
-    [{'data_loading': 0.0}]
-    >>> what_if_questions({"data_loading": 0, "host_device_sync": 0.5})
-    [{'data_loading': 0.0}, {'host_device_sync': 0.5}, {'data_loading': 0.0, 'host_device_sync': 0.5}]
-    """
-    from .analysis.whatif import WhatIf, parse_what_if
-
-    if spec is None:
-        return []
-    pairs: list[tuple[str, float]] = []
-    if isinstance(spec, str):
-        pairs = [parse_what_if(spec)]
-    elif isinstance(spec, Mapping):
-        for name, factor in spec.items():
-            if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-                raise UsageError(f"what_if={{{name!r}: {factor!r}}}: the factor must be a number (0 removes the cause, 0.5 halves it)")
-            pairs.extend(WhatIf.of({str(name): float(factor)}).factors)
-    else:
-        for item in spec:
-            if not isinstance(item, str):
-                raise UsageError(f"what_if: expected 'cause=factor' strings or a mapping cause → factor, got {item!r}")
-            pairs.append(parse_what_if(item))
-    questions = [{name: factor} for name, factor in pairs]
-    if len(pairs) > 1:
-        questions.append(dict(pairs))
-    return questions
-
-
 def analyze(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *, what_if: WhatIfSpec | None = None, cache: bool = True
 ) -> TraceReport | JobReport | FolderReport:
@@ -139,29 +105,25 @@ def analyze(
         tracekit.errors.TracekitError: the path does not exist or cannot be read as traces (the
             message names the file and the problem), or ``what_if`` is asked of a folder.
     """
-    from .analysis.diagnose import diagnose, diagnose_job
-    from .reading.job import read_job, read_jobs
-    from .reading.trace import read_trace
+    from . import pipeline
 
     questions = what_if_questions(what_if)
-    if not isinstance(path, (str, os.PathLike)):
-        if not isinstance(path, Sequence) or not all(isinstance(x, (str, os.PathLike)) for x in path):
-            raise UsageError(f"analyze expects a trace path, a folder or a list of trace paths, got {type(path).__name__}")
-        if questions:
-            raise UsageError("what_if answers for one trace", hint="analyze one rank's file with what_if=")
-        return JobReport(diagnose_job(read_job([Path(x) for x in path], cache=cache)))
-    p = Path(path)
-    if p.is_dir():
-        if questions:
-            raise UsageError("what_if answers for one trace", path=p, hint="analyze one rank's file with what_if=")
-        jobs = read_jobs(p, cache=cache)
-        reports = tuple(JobReport(diagnose_job(job)) for job in jobs)
-        if len(reports) == 1:
-            return reports[0]
-        skipped = jobs[0].skipped if jobs else ()
-        return FolderReport(str(p), reports, skipped=skipped)
-    tables = read_trace(p, cache=cache)
-    return TraceReport(diagnose(tables, what_if=questions), tables)
+    if questions and _names_a_job(path):  # refused before anything is read
+        where = Path(path) if isinstance(path, (str, os.PathLike)) else None
+        raise UsageError("what_if answers for one trace", path=where, hint="analyze one rank's file with what_if=")
+    result = pipeline.run(pipeline.load(path, cache=cache), what_ifs=questions)
+    if isinstance(result, pipeline.TraceResult):
+        return TraceReport(result)
+    if isinstance(result, pipeline.JobResult):
+        return JobReport(result)
+    return FolderReport(result)
+
+
+def _names_a_job(path: object) -> bool:
+    """Whether ``path`` is a folder or a list of trace paths (what the pipeline reads as jobs)."""
+    if isinstance(path, (str, os.PathLike)):
+        return Path(path).is_dir()
+    return isinstance(path, Sequence) and all(isinstance(x, (str, os.PathLike)) for x in path)
 
 
 def diff(before: str | Path | TraceReport, after: str | Path | TraceReport, *, cache: bool = True) -> DiffReport:
@@ -169,10 +131,10 @@ def diff(before: str | Path | TraceReport, after: str | Path | TraceReport, *, c
 
     ``before`` and ``after`` are trace files or :class:`TraceReport` results of :func:`analyze`.
     """
-    from .analysis.compare import compare
+    from . import pipeline
 
     sides = [_as_trace_report(x, cache=cache) for x in (before, after)]
-    return DiffReport(compare(sides[0].diagnosis, sides[1].diagnosis), sides[0], sides[1])
+    return DiffReport(pipeline.compare(sides[0].result, sides[1].result), sides[0], sides[1])
 
 
 def _as_trace_report(x: str | Path | TraceReport, *, cache: bool) -> TraceReport:
@@ -182,51 +144,59 @@ def _as_trace_report(x: str | Path | TraceReport, *, cache: bool) -> TraceReport
         raise UsageError("diff compares two traces, not jobs", hint="pass one rank's file, e.g. job.ranks[0]")
     if not isinstance(x, (str, Path)):
         raise UsageError(f"diff expects a trace path or a TraceReport, got {type(x).__name__}")
-    from .analysis import diagnose
-    from .reading.trace import read_trace
+    from . import pipeline
 
-    tables = read_trace(Path(x), cache=cache)
-    return TraceReport(diagnose(tables), tables)
+    return TraceReport(pipeline.run(pipeline.load_trace(x, cache=cache)))
 
 
 # --------------------------------------------------------------------------- shared behaviour
 
 
 class _Rendered(ABC):
-    """Formats shared by every result: JSON, text, Markdown, HTML, and writing one to a file."""
+    """What every result shares: its renderings (one table of renderers, :func:`tracekit.report.render`)
+    and writing one to a file."""
 
+    @property
     @abstractmethod
+    def _result(self) -> Result | Comparison:
+        """The pipeline's result this report shows."""
+
+    def render(self, fmt: str = "text", **options: Any) -> str:
+        """The report in ``fmt``: ``text``, ``json``, ``markdown``, ``html`` or ``fragment`` (the
+        notebook display); the same bytes as the matching ``tracekit`` command's ``--format``."""
+        from .report import render
+
+        return render(self._result, fmt, **options)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as Python objects."""
+        from .report import document
+
+        return document(self._result)
 
     def to_json(self) -> str:
         """The JSON document of the matching ``tracekit`` command's ``--format json``."""
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+        return self.render("json")
 
-    @abstractmethod
     def to_text(self) -> str:
         """The terminal report of the matching command."""
+        return self.render("text")
 
-    @abstractmethod
     def to_markdown(self) -> str:
         """The Markdown of ``--format markdown``."""
+        return self.render("markdown")
 
-    @abstractmethod
     def to_html(self) -> str:
         """The self-contained page of ``--format html``."""
-
-    @abstractmethod
-    def _fragment(self) -> str:
-        """The notebook display: an HTML fragment with its style scoped to it."""
+        return self.render("html")
 
     def save(self, path: str | Path) -> Path:
         """Write the report to ``path`` in the format its suffix names (``.html``, ``.json``, ``.md``,
         anything else text); returns the path."""
+        from .report import format_for
+
         out = Path(path)
-        suffix = out.suffix.lower()
-        text = {".html": self.to_html, ".htm": self.to_html, ".json": self.to_json, ".md": self.to_markdown}.get(
-            suffix, self.to_text
-        )()
+        text = self.render(format_for(out))
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text, encoding="utf-8")
@@ -238,7 +208,7 @@ class _Rendered(ABC):
         return self.to_text()
 
     def _repr_html_(self) -> str:
-        return self._fragment()
+        return self.render("fragment")
 
     def _repr_markdown_(self) -> str:
         return self.to_markdown()
@@ -285,12 +255,25 @@ class TraceReport(_Rendered):
     Attributes:
         diagnosis: the frozen :class:`tracekit.analysis.Diagnosis` (every number shown comes from it).
         tables: the trace's canonical tables (:class:`tracekit.schema.TraceTables`).
+        result: the pipeline's :class:`tracekit.pipeline.TraceResult` holding both.
     """
 
-    def __init__(self, diagnosis: Diagnosis, tables: TraceTables) -> None:
-        self.diagnosis = diagnosis
-        self.tables = tables
+    def __init__(self, result: TraceResult) -> None:
+        #: the pipeline's result (:class:`tracekit.pipeline.TraceResult`)
+        self.result = result
         self._memo: dict[str, Any] = {}
+
+    @property
+    def _result(self) -> TraceResult:
+        return self.result
+
+    @property
+    def diagnosis(self) -> Diagnosis:
+        return self.result.diagnosis
+
+    @property
+    def tables(self) -> TraceTables:
+        return self.result.tables
 
     # -- the headline numbers
     @property
@@ -397,49 +380,12 @@ class TraceReport(_Rendered):
     def view(self, rank: int | None = None, step: int | None = None) -> StepView | None:
         """The drawable model of one step (default: the complete step closest to the median);
         None when the trace has no step."""
-        from .analysis.view import representative_step, step_view
-
-        d = self.diagnosis
-        if rank is None or step is None:
-            pick = representative_step(d.steps if rank is None else d.steps.filter(pl.col("rank") == rank))
-            if pick is None:
-                return None
-            rank, step = pick[0], pick[1] if step is None else step
-        key = f"view/{rank}/{step}"
-        if key not in self._memo:
-            try:
-                self._memo[key] = step_view(self.tables, d.steps, d.timeline.gaps, d.syncs, rank, step, max_events=MAX_VIEW_EVENTS)
-            except KeyError:
-                raise UsageError(f"the trace has no step {step} on rank {rank}", path=self.path) from None
-        return self._memo[key]  # type: ignore[no-any-return]
+        return self.result.view(rank, step)
 
     # -- renderings
-    def to_dict(self) -> dict[str, Any]:
-        from .report.json_report import to_json_dict
-
-        return to_json_dict(self.diagnosis)
-
-    def to_text(self) -> str:
-        from .report.text import render_text
-
-        return render_text(self.diagnosis)
-
     def to_markdown(self, image: str | None = None) -> str:
         """The Markdown report (``--format markdown``); ``image`` adds a picture by URL."""
-        from .report.text import render_markdown
-
-        return render_markdown(self.diagnosis, view=self.view(), image=image)
-
-    def to_html(self) -> str:
-        """The self-contained HTML page of ``tracekit analyze --format html``."""
-        from .report.html import render_html
-
-        return render_html(self.diagnosis, self.view())
-
-    def _fragment(self) -> str:
-        from .report.html import render_html_fragment
-
-        return render_html_fragment(self.diagnosis, self.view())
+        return self.render("markdown", image=image)
 
     def __repr__(self) -> str:
         from .report.formatting import headline
@@ -475,9 +421,18 @@ class JobReport(_Rendered):
     holds the findings across ranks, with a null ``rank``.
     """
 
-    def __init__(self, jd: JobDiagnosis) -> None:
-        self.job_diagnosis = jd
+    def __init__(self, result: JobResult) -> None:
+        #: the pipeline's result (:class:`tracekit.pipeline.JobResult`)
+        self.result = result
         self._memo: dict[str, Any] = {}
+
+    @property
+    def _result(self) -> JobResult:
+        return self.result
+
+    @property
+    def job_diagnosis(self) -> JobDiagnosis:
+        return self.result.job_diagnosis
 
     @property
     def job(self) -> Job:
@@ -491,8 +446,7 @@ class JobReport(_Rendered):
     def ranks(self) -> dict[int, TraceReport]:
         """rank → that rank's :class:`TraceReport`."""
         if "ranks" not in self._memo:
-            jd = self.job_diagnosis
-            self._memo["ranks"] = {r.rank: TraceReport(jd.diagnoses[r.rank], r.tables) for r in jd.job.ranks if r.rank in jd.diagnoses}
+            self._memo["ranks"] = {rank: TraceReport(r) for rank, r in self.result.ranks.items()}
         return self._memo["ranks"]  # type: ignore[no-any-return]
 
     @property
@@ -544,35 +498,6 @@ class JobReport(_Rendered):
         """Every rank's :attr:`TraceReport.what_ifs`, with a ``rank`` column."""
         return self._stack("what_ifs")
 
-    def _view(self) -> StepView | None:
-        first = min(self.ranks) if self.ranks else None
-        return None if first is None else self.ranks[first].view()
-
-    def to_dict(self) -> dict[str, Any]:
-        from .report.json_report import job_to_json_dict
-
-        return job_to_json_dict(self.job_diagnosis)
-
-    def to_text(self) -> str:
-        from .report.text import render_job_text
-
-        return render_job_text(self.job_diagnosis)
-
-    def to_markdown(self) -> str:
-        from .report.text import render_job_markdown
-
-        return render_job_markdown(self.job_diagnosis)
-
-    def to_html(self) -> str:
-        from .report.html import render_job_html
-
-        return render_job_html(self.job_diagnosis, self._view())
-
-    def _fragment(self) -> str:
-        from .report.html import html_fragment, job_sections
-
-        return html_fragment(job_sections(self.job_diagnosis, self._view()))
-
     def __repr__(self) -> str:
         from .report.formatting import job_lines
 
@@ -599,11 +524,17 @@ class FolderReport(_Rendered, Sequence[JobReport]):
     """Every job in one folder (:func:`analyze` on a folder of several jobs): a sequence of
     :class:`JobReport`, also indexable by job name (as listed in ``.summary``)."""
 
-    def __init__(self, folder: str, jobs: Sequence[JobReport], *, skipped: Sequence[tuple[str, str]] = ()) -> None:
-        self.folder = folder
-        self.jobs = tuple(jobs)
+    def __init__(self, result: FolderResult) -> None:
+        #: the pipeline's result (:class:`tracekit.pipeline.FolderResult`)
+        self.result = result
+        self.folder = result.folder
+        self.jobs = tuple(JobReport(j) for j in result.jobs)
         #: (path, reason) of the folder's files that could not be read as traces
-        self.skipped = tuple(skipped)
+        self.skipped = result.skipped
+
+    @property
+    def _result(self) -> FolderResult:
+        return self.result
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -676,34 +607,6 @@ class FolderReport(_Rendered, Sequence[JobReport]):
     def what_ifs(self) -> pl.DataFrame:
         return self._stack("what_ifs")
 
-    def _jds(self) -> list[JobDiagnosis]:
-        return [j.job_diagnosis for j in self.jobs]
-
-    def to_dict(self) -> dict[str, Any]:
-        from .report.json_report import jobs_to_json_dict
-
-        return jobs_to_json_dict(self.folder, self._jds(), list(self.skipped))
-
-    def to_text(self) -> str:
-        from .report.text import render_jobs_text
-
-        return render_jobs_text(self.folder, self._jds(), list(self.skipped))
-
-    def to_markdown(self) -> str:
-        from .report.text import render_jobs_markdown
-
-        return render_jobs_markdown(self.folder, self._jds(), list(self.skipped))
-
-    def to_html(self) -> str:
-        from .report.html import render_jobs_html
-
-        return render_jobs_html(self.folder, self._jds(), list(self.skipped))
-
-    def _fragment(self) -> str:
-        from .report.html import html_fragment, jobs_sections
-
-        return html_fragment(jobs_sections(self.folder, self._jds(), list(self.skipped)))
-
     def __repr__(self) -> str:
         lines = [f"FolderReport({self.folder!r}): {len(self.jobs)} jobs"]
         for row in self.summary.iter_rows(named=True):
@@ -721,10 +624,16 @@ class DiffReport(_Rendered):
     """Two traces of the same training loop compared (:func:`diff`): ``result`` holds the deltas
     (:class:`tracekit.analysis.compare.DiffResult`), ``before`` and ``after`` each trace's report."""
 
-    def __init__(self, result: DiffResult, before: TraceReport, after: TraceReport) -> None:
-        self.result = result
+    def __init__(self, comparison: Comparison, before: TraceReport, after: TraceReport) -> None:
+        #: the pipeline's comparison (:class:`tracekit.pipeline.Comparison`)
+        self.comparison = comparison
+        self.result: DiffResult = comparison.diff
         self.before = before
         self.after = after
+
+    @property
+    def _result(self) -> Comparison:
+        return self.comparison
 
     @property
     def verdict(self) -> str:
@@ -775,32 +684,6 @@ class DiffReport(_Rendered):
         ]
         schema = {"name": pl.String, "category": pl.String, "before_ms": pl.Float64, "after_ms": pl.Float64, "delta_ms": pl.Float64}
         return pl.DataFrame(rows, schema=schema)
-
-    def to_dict(self) -> dict[str, Any]:
-        from .report.diff import diff_to_json_dict
-
-        return diff_to_json_dict(self.result)
-
-    def to_text(self) -> str:
-        from .report.diff import render_diff_text
-
-        return render_diff_text(self.result)
-
-    def to_markdown(self) -> str:
-        from .report.diff import render_diff_markdown
-
-        return render_diff_markdown(self.result)
-
-    def to_html(self) -> str:
-        from .report.diff import render_diff_html
-
-        return render_diff_html(self.result)
-
-    def _fragment(self) -> str:
-        from .report.diff import diff_sections
-        from .report.html import html_fragment
-
-        return html_fragment(diff_sections(self.result))
 
     def __repr__(self) -> str:
         from .report.diff import diff_headline

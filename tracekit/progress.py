@@ -2,7 +2,8 @@
 
 The headless core reports *what* it is doing; it never draws anything.  A caller that wants
 to show progress creates a :class:`Progress` with an ``on_update`` callback and passes it
-down (``read_trace(..., progress=p)``, ``diagnose(..., progress=p)``):
+down (``tracekit.pipeline.load(..., progress=p)`` and ``run(..., progress=p)``, which hand it
+to the readers and the analyses):
 
 * :meth:`Progress.phase` starts a named phase (``hashing``, ``reading``, ``decoding``,
   ``caching``, ``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``report``),

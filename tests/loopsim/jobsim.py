@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .fixes import FIXES
 from .kineto import BASE_NS, kineto_events
-from .sim import FIXES, LAUNCH_LATENCY_NS, STREAM_GAP_NS, GpuEv, HostEv, Loop, Run, _Sim
+from .loop import LAUNCH_LATENCY_NS, STREAM_GAP_NS, Loop
+from .sim import GpuEv, HostEv, Run, _Sim
 
 #: the side stream of overlapped all-reduces
 COMM_STREAM = 13
@@ -88,10 +90,10 @@ class _RankSim(_Sim):
         self.rng_jitter = random.Random(1_000 + rank)
         self.comm_free = 0
 
-    def kernel_op(self, name: str, kernel: str, dur: int) -> None:
+    def kernel_op(self, name: str, kernel: str, dur: int, **kw: Any) -> None:
         j = self.spec.jitter
         factor = 1.0 + self.rng_jitter.uniform(-j, j) if j else 1.0
-        super().kernel_op(name, kernel, int(dur * factor))
+        super().kernel_op(name, kernel, int(dur * factor), **kw)
 
     def allreduce(self, nbytes: int) -> Generator[int, int, None]:
         """Issue one all-reduce: yields when its kernel starts on this rank, resumes with its end."""
@@ -162,6 +164,12 @@ class _RankSim(_Sim):
 
 def simulate_job(spec: JobSpec) -> JobRun:
     """Run every rank of ``spec`` for its loops' ``steps`` steps, collectives shared."""
+    for loop in spec.loops:
+        # a rank's backward issues its all-reduces from the one host thread, eagerly
+        unsupported = [f for f in ("backward_thread", "cuda_graphs") if getattr(loop, f)]
+        unsupported += [f for f in ("train", "step_markers") if not getattr(loop, f)]
+        if unsupported:
+            raise ValueError(f"{spec.name}: a rank's loop {loop.name} sets {', '.join(unsupported)}, which the job simulator does not model")
     sims = [_RankSim(loop, r, spec) for r, loop in enumerate(spec.loops)]
     steps = spec.loops[0].steps
     starts: list[list[int]] = [[] for _ in sims]

@@ -1,6 +1,6 @@
 """Discrete-event simulation of a PyTorch training loop under CUDA semantics.
 
-What is modelled (one host thread driving one CUDA stream):
+What is modelled (one host thread driving one CUDA stream, unless a loop asks for more):
 
 * **Program order.**  The host runs the loop body op by op; each op costs its dispatch time
   on the host, Python between ops is untraced host time.
@@ -13,11 +13,13 @@ What is modelled (one host thread driving one CUDA stream):
 * **Copies.**  A host→device copy from pageable memory waits for the stream, runs at pageable
   bandwidth and blocks the host until it finished; from pinned memory with
   ``non_blocking=True`` it is an ordinary asynchronous launch at pinned bandwidth.  Pinning
-  costs a host copy at memory bandwidth on the main thread when the loader has no workers
-  (with workers a pin thread does it off the main thread).
+  costs a host copy at memory bandwidth on the main thread when the loader has no workers;
+  with workers a pin-memory thread does it off the main thread (free, unless the loop models
+  that thread: :attr:`Loop.pin_thread`).
 * **DataLoader.**  ``num_workers=0``: the main thread builds the batch inside ``__next__``.
   ``num_workers=N``: N worker processes prefetch (``prefetch_factor`` batches each) from the
-  moment the iterator is created; ``__next__`` waits for the batch, then pays a hand-off.
+  moment the iterator is created; ``__next__`` waits for the batch, then pays a hand-off (a
+  fixed cost, plus a cost per byte when the loop sets one).
 * **Allocator.**  ``cudaMalloc``/``cudaFree`` calls cost host time (the caching allocator's
   steady state has none).
 * **Kernel durations** under fp32, TF32 or AMP: TF32 runs GEMMs on tensor cores
@@ -26,6 +28,25 @@ What is modelled (one host thread driving one CUDA stream):
   assumptions, deliberately not the replay's factor.
 * **Warm-up.**  The first step may carry one-time costs (library init, a ``cudaMalloc`` burst).
 
+Behaviours of real PyTorch a loop may ask for (:class:`~.loop.Loop`'s later fields):
+
+* **The autograd device thread.**  ``loss.backward()`` seeds the gradient on the main thread
+  and hands the graph to the engine's thread for the device (``pt_autograd_0``), which runs
+  every node (``autograd::engine::evaluate_function: MmBackward0`` around ``MmBackward0``
+  around its ``aten::`` ops and their launches, without Python between them) while the main
+  thread waits; the main thread resumes a wake-up after the last node.  Forward operators and
+  their backward nodes share a ``Sequence number`` and a ``fwdbwd`` flow.
+* **CUDA graphs.**  A captured region's host work (Python, dispatch, launches, the optimizer's
+  annotation, allocations from the graph's pool) is one replay: the replay wrapper's cost and
+  one ``cudaGraphLaunch``, whose kernels all carry its correlation and run back to back,
+  :data:`GRAPH_GAP_NS` apart, with their own durations.  A sync inside the region cuts it in
+  two (the sync runs eagerly between the two replays).
+* **Element-wise transfers**: N reads of one element, each a 4-byte device→host copy and a
+  sync, or the fix: one copy of the whole tensor and the loop on the host.
+* **The pin-memory thread** (its own row in the trace) takes each batch from the workers,
+  pays its hand-off and pins it at memory bandwidth, in the order of the batches.
+* **record_shapes** (``Input Dims``/``Input type``) and **fused elementwise chains**.
+
 The step time is measured the way a user experiences throughput: step ``k`` ends when the
 host starts step ``k + 1`` and the GPU finished the work step ``k`` launched, whichever is
 later; the steady-state step time is the median over every step but the first.
@@ -33,87 +54,40 @@ later; the steady-state step time is the median over every step but the first.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-#: launched activities that may wait to start before a launch blocks (CUDA's launch queue)
-QUEUE_DEPTH = 1024
-#: a launch reaches the GPU this long after its call returned
-LAUNCH_LATENCY_NS = 4_000
-#: gap between consecutive activities on a busy stream
-STREAM_GAP_NS = 1_500
-#: the host resumes this long after the stream it waited on drained
-WAKE_NS = 8_000
-#: AMP's speed-ups in this simulator (tensor-core GEMMs; elementwise kernels move half the bytes)
-AMP_GEMM = 3.0
-AMP_ELEMENTWISE = 1.6
-#: TF32's speed-up of fp32 GEMMs (tensor cores, fp32 in and out; elementwise kernels unchanged)
-TF32_GEMM = 2.7
+from .loop import (
+    AMP_ELEMENTWISE,
+    AMP_GEMM,
+    AMP_GEMM_NAME,
+    CAST,
+    ELEMENTWISE,
+    FILL,
+    FP32_GEMM,
+    FUSED_BACKWARD,
+    FUSED_FORWARD,
+    FUSED_OP_COST,
+    GRAPH_CALL_NS,
+    GRAPH_GAP_NS,
+    GRAPH_NODE_NS,
+    LAUNCH_LATENCY_NS,
+    OPT_KERNEL,
+    PIN_QUEUE_NS,
+    QUEUE_DEPTH,
+    STREAM_GAP_NS,
+    TF32_GEMM,
+    TF32_GEMM_NAME,
+    THREAD_WAKE_NS,
+    WAKE_NS,
+    Loop,
+)
 
-FP32_GEMM = "volta_sgemm_128x64_nn"
-TF32_GEMM_NAME = "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_stage3_warpsize2x2x1_tensor16x8x8_kernel"
-AMP_GEMM_NAME = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel"
-ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&)::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&)::{lambda(float)#1}, at::detail::Array<char*, 2>)"
-CAST = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}>(int, ...)"
-OPT_KERNEL = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<3>, at::native::(anonymous namespace)::FusedSgdMathFunctor<float, 3> >(...)"
-
-
-@dataclass(frozen=True)
-class Loop:
-    """One training loop (all times in ns, sizes in bytes, bandwidths in bytes per ns = GB/s)."""
-
-    name: str
-    steps: int = 10
-    layers: int = 8
-    #: elementwise kernels per layer in the forward pass (the backward runs twice as many)
-    elementwise_per_layer: int = 2
-    gemm_ns: int = 1_000_000
-    elementwise_ns: int = 200_000
-    amp: bool = False
-    #: TF32 matmuls (torch.backends.cuda.matmul.allow_tf32 = True)
-    tf32: bool = False
-    #: host cost of an operator around its launch, and of the launch call itself
-    dispatch_ns: int = 20_000
-    launch_ns: int = 7_000
-    #: untraced Python between operators
-    python_ns: int = 4_000
-    #: building a batch on the host (main thread with 0 workers, a worker otherwise)
-    load_ns: int = 0
-    num_workers: int = 0
-    prefetch_factor: int = 2
-    #: __next__'s cost when the batch is ready (queue get, unpickling)
-    handoff_ns: int = 60_000
-    batch_bytes: int = 32 << 20
-    pinned: bool = False
-    non_blocking: bool = False
-    pageable_bw: float = 10.0
-    pinned_bw: float = 22.0
-    memory_bw: float = 9.0
-    #: .item() after every layer of the forward pass
-    item_per_layer: bool = False
-    #: at the end of the step: "item" (loss.item()), "stream_sync" (cudaStreamSynchronize) or None
-    step_sync: str | None = None
-    #: untraced host work after the sync (logging, metrics)
-    host_tail_ns: int = 0
-    #: cudaMalloc/cudaFree pairs per step and the cost of each call
-    mallocs_per_step: int = 0
-    malloc_ns: int = 150_000
-    #: one-time costs in the first step: library init and a cudaMalloc burst
-    warmup_ns: int = 0
-    optimizer_kernels: int = 4
-    optimizer_ns: int = 150_000
-    #: whether the trace records cuda_sync rows (torch >= 2.1 with enable_cuda_sync_events)
-    sync_rows: bool = True
-    #: an intermittent loader stall: every ``stall_every``-th batch takes ``stall_ns`` longer to build
-    stall_every: int = 0
-    stall_ns: int = 0
-    #: GC-like pauses: untraced host time at the start of every ``gc_every``-th step
-    gc_every: int = 0
-    gc_ns: int = 0
+#: the host threads a run records on (the Kineto writer gives each its tid and name)
+THREADS = ("main", "autograd", "pin")
 
 
 @dataclass
@@ -123,7 +97,14 @@ class HostEv:
     start: int
     end: int
     correlation: int | None = None
+    #: what the simulator knows of the call (not written to the trace)
     args: dict[str, Any] = field(default_factory=dict)
+    #: one of :data:`THREADS`
+    thread: str = "main"
+    #: args the Kineto writer records with the row (shapes, sequence numbers)
+    record: dict[str, Any] = field(default_factory=dict)
+    #: a ``fwdbwd`` flow end on this row: ("s" on the forward op | "f" on its backward node, id)
+    flow: tuple[str, int] | None = None
 
 
 @dataclass
@@ -175,6 +156,10 @@ class Run:
         return float(statistics.fmean(self.step_ns[1:]))
 
 
+#: a kernel captured into a graph: category, name, duration, args
+_Captured = tuple[str, str, int, dict[str, Any]]
+
+
 class _Sim:
     def __init__(self, loop: Loop) -> None:
         self.loop = loop
@@ -190,16 +175,39 @@ class _Sim:
         self.ready: list[int] = []
         self.taken: list[int] = []
         self.worker_free = [self.t] * max(loop.num_workers, 1)
+        # the pin-memory thread: when it is free, and when each batch is pinned
+        self.pin_free = self.t
+        self.pinned_ready: list[int] = []
+        # the thread the host rows are recorded on (the clock is shared: the main thread is
+        # blocked whenever the autograd thread runs)
+        self.thread = "main"
+        # CUDA graphs: the kernels captured so far (None: eager), and the range a replay sits in
+        self.capture: list[_Captured] | None = None
+        self.capture_label: str | None = None
+        # autograd: the forward ops' nodes of this step (kind, sequence number, fwdbwd flow id)
+        self.fwd_nodes: list[tuple[str, int, int]] = []
+        self.sequence_nr = 0
+        self.fwdbwd_id = 0
 
     # ------------------------------------------------------------------ host primitives
-    def rng(self, cat: str, name: str, body: Callable[[], None], **args: Any) -> None:
-        ev = HostEv(cat, name, self.t, self.t, args=dict(args))
+    def rng(self, cat: str, name: str, body: Callable[[], None], *, record: dict[str, Any] | None = None,
+            flow: tuple[str, int] | None = None) -> None:
+        if self.capture is not None:  # a replayed region runs no host code
+            body()
+            return
+        ev = HostEv(cat, name, self.t, self.t, thread=self.thread, record=dict(record or {}), flow=flow)
         self.host.append(ev)
         body()
         ev.end = self.t
 
-    def op(self, name: str, body: Callable[[], None] | None = None) -> None:
-        """An operator: half its dispatch cost before what it does, half after."""
+    def op(self, name: str, body: Callable[[], None] | None = None, *, record: dict[str, Any] | None = None,
+           python: bool = True, flow: tuple[str, int] | None = None) -> None:
+        """An operator: half its dispatch cost before what it does, half after; then the
+        Python before the next one (none on the autograd thread: ``python=False``)."""
+        if self.capture is not None:
+            if body is not None:
+                body()
+            return
         half = self.loop.dispatch_ns // 2
 
         def run() -> None:
@@ -208,13 +216,18 @@ class _Sim:
                 body()
             self.t += self.loop.dispatch_ns - half
 
-        self.rng("cpu_op", name, run)
-        self.t += self.loop.python_ns
+        self.rng("cpu_op", name, run, record=record, flow=flow)
+        if python:
+            self.t += self.loop.python_ns
 
     def api(self, name: str, cost: int, *, until: int | None = None, correlation: int | None = None) -> HostEv:
         start = self.t
         end = start + cost if until is None else max(start + cost, until)
-        ev = HostEv("cuda_runtime", name, start, end, correlation=correlation)
+        # the driver API (Triton's cuLaunchKernel) has its own category
+        cat = "cuda_driver" if name.startswith("cu") and not name.startswith("cuda") else "cuda_runtime"
+        ev = HostEv(cat, name, start, end, correlation=correlation, thread=self.thread)
+        if self.capture is not None:  # (an allocation inside a captured region comes from the graph's pool)
+            return ev
         self.host.append(ev)
         self.t = end
         return ev
@@ -226,6 +239,9 @@ class _Sim:
         return 0
 
     def launch(self, cat: str, name: str, dur: int, *, api: str = "cudaLaunchKernel", blocking: bool = False, **args: Any) -> GpuEv:
+        if self.capture is not None:
+            self.capture.append((cat, name, dur, dict(args)))
+            return GpuEv(cat, name, 0, 0, 0, args=dict(args))
         self.corr += 1
         corr = self.corr
         call_start = self.t
@@ -241,19 +257,85 @@ class _Sim:
         return g
 
     def stream_sync(self) -> None:
+        if self.capture is not None:
+            self._eager(self.stream_sync)
+            return
         self.corr += 1
         ev = self.api("cudaStreamSynchronize", 3_000, until=self.gpu_free + WAKE_NS, correlation=self.corr)
         if self.loop.sync_rows:
             self.syncs.append(SyncEv(ev.start, ev.end, self.corr))
 
+    def _dtoh(self, nbytes: int) -> None:
+        """A device→host copy into pageable memory and the sync PyTorch issues after it."""
+        dur = max(2_000, int(nbytes / self.loop.pageable_bw))
+        self.launch("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", dur, api="cudaMemcpyAsync", bytes=nbytes)
+        self.stream_sync()
+
     def item(self) -> None:
-        def local() -> None:
-            self.launch("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 2_000, api="cudaMemcpyAsync", bytes=4)
-            self.stream_sync()
+        if self.capture is not None:
+            self._eager(self.item)
+            return
+        self.op("aten::item", lambda: self.rng("cpu_op", "aten::_local_scalar_dense", lambda: self._dtoh(4)))
 
-        self.op("aten::item", lambda: self.rng("cpu_op", "aten::_local_scalar_dense", local))
+    def to_cpu(self, nbytes: int) -> None:
+        """``tensor.cpu()`` of a CUDA tensor: aten::to → _to_copy → copy_ (a copy and a sync)."""
+        if self.capture is not None:
+            self._eager(lambda: self.to_cpu(nbytes))
+            return
 
-    # ------------------------------------------------------------------ the loop
+        def copy() -> None:
+            self.rng("cpu_op", "aten::copy_", lambda: self._dtoh(nbytes))
+
+        self.op("aten::to", lambda: self.rng("cpu_op", "aten::_to_copy", copy))
+
+    # ------------------------------------------------------------------ CUDA graphs
+    def region_start(self, label: str | None) -> None:
+        """Start capturing: from here the host runs nothing until the region's replay.
+        ``label`` names the operator range a replay sits in (None: a bare cudaGraphLaunch)."""
+        self.capture = []
+        self.capture_label = label
+
+    def region_end(self) -> None:
+        """Replay what the region captured since its start or its last sync."""
+        self._flush()
+        self.capture_label = None
+
+    def _eager(self, fn: Callable[[], None]) -> None:
+        """A sync inside a captured region: what came before replays, the sync runs eagerly,
+        and a new capture starts after it."""
+        self._flush()
+        fn()
+        self.capture = []
+
+    def _flush(self) -> None:
+        kernels = self.capture or []
+        self.capture = None
+        if not kernels:
+            return
+        label = self.capture_label
+        if label is None:
+            self._graph_launch(kernels)
+        else:
+            self.rng("cpu_op", label, lambda: self._graph_launch(kernels))
+
+    def _graph_launch(self, kernels: list[_Captured]) -> None:
+        """One replay: the wrapper's Python, then cudaGraphLaunch; the kernels run back to back."""
+        self.t += self.loop.graph_launch_ns
+        self.corr += 1
+        corr = self.corr
+        call_start = self.t
+        issue = max(call_start + GRAPH_CALL_NS + GRAPH_NODE_NS * len(kernels), self._queue_wait())
+        start = max(issue + LAUNCH_LATENCY_NS, self.gpu_free + STREAM_GAP_NS)
+        self.starts.append(start)
+        for cat, name, dur, args in kernels:
+            end = start + max(dur, 1_000)
+            self.gpu.append(GpuEv(cat, name, start, end, corr, args=args))
+            self.gpu_free = end
+            start = end + GRAPH_GAP_NS
+        self.step_last_gpu = max(self.step_last_gpu, self.gpu_free)
+        self.api("cudaGraphLaunch", issue - call_start, correlation=corr)
+
+    # ------------------------------------------------------------------ the DataLoader
     def next_batch(self, b: int) -> None:
         loop = self.loop
         if loop.num_workers == 0:
@@ -268,10 +350,22 @@ class _Sim:
             self._produce(len(self.ready))
 
         def wait() -> None:
-            self.t = max(self.t, self.ready[b]) + loop.handoff_ns
+            if self._pin_thread:
+                self.t = max(self.t, self.pinned_ready[b]) + PIN_QUEUE_NS
+            else:
+                self.t = max(self.t, self.ready[b]) + self._handoff_ns
             self.taken.append(self.t)
 
         self.rng("user_annotation", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", wait)
+
+    @property
+    def _pin_thread(self) -> bool:
+        return self.loop.pin_thread and self.loop.pinned and self.loop.num_workers > 0
+
+    @property
+    def _handoff_ns(self) -> int:
+        """Taking a batch from a worker: the queue get and unpickling its tensors' storages."""
+        return self.loop.handoff_ns + int(self.loop.handoff_ns_per_byte * self.loop.batch_bytes)
 
     def _produce(self, b: int) -> None:
         loop = self.loop
@@ -282,6 +376,17 @@ class _Sim:
         start = max(self.worker_free[w], free)
         self.worker_free[w] = start + self._load_ns(b)
         self.ready.append(self.worker_free[w])
+        if self._pin_thread:
+            self._pin(self.ready[-1])
+
+    def _pin(self, ready: int) -> None:
+        """The pin-memory thread takes the batch (the hand-off, untraced Python) and pins it."""
+        got = max(ready, self.pin_free) + self._handoff_ns
+        done = got + int(self.loop.batch_bytes / self.loop.memory_bw)
+        self.host.append(HostEv("cpu_op", "aten::pin_memory", got, done, thread="pin"))
+        self.host.append(HostEv("cpu_op", "aten::_pin_memory", got + 500, done - 500, thread="pin"))
+        self.pin_free = done
+        self.pinned_ready.append(done)
 
     def _load_ns(self, b: int) -> int:
         """Building batch ``b`` (every ``stall_every``-th batch stalls)."""
@@ -304,24 +409,70 @@ class _Sim:
 
         self.op("aten::to", lambda: self.rng("cpu_op", "aten::copy_", copy))
 
-    def kernel_op(self, name: str, kernel: str, dur: int) -> None:
-        self.op(name, lambda: self.launch("kernel", kernel, dur))
+    # ------------------------------------------------------------------ the model
+    def kernel_op(self, name: str, kernel: str, dur: int, *, api: str = "cudaLaunchKernel", record: dict[str, Any] | None = None,
+                  python: bool = True, flow: tuple[str, int] | None = None) -> None:
+        """An operator that launches one kernel (``api``: Triton's kernels use the driver's)."""
+        self.op(name, lambda: (self.launch("kernel", kernel, dur, api=api), None)[1], record=record, python=python, flow=flow)
 
-    def layer(self, backward: bool) -> None:
+    def shapes(self, kind: str) -> dict[str, Any]:
+        """``Input Dims`` and ``Input type`` of a layer's operator (empty without record_shapes)."""
         loop = self.loop
-        amp = loop.amp
+        if not loop.record_shapes:
+            return {}
+        m, n, k = loop.gemm_mnk
+        dt = "c10::BFloat16" if loop.amp else "float"
+        dims: dict[str, tuple[list[list[int]], list[str]]] = {
+            "mm": ([[m, k], [k, n]], [dt, dt]),
+            "mm_grad_input": ([[m, n], [n, k]], [dt, dt]),
+            "mm_grad_weight": ([[k, m], [m, n]], [dt, dt]),
+            "elementwise": ([[m, n]], [dt]),
+            "elementwise_backward": ([[m, n], [m, n]], [dt, dt]),
+            "cast": ([[k, n]], ["float"]),
+        }
+        shape, types = dims[kind]
+        return {"Input Dims": shape, "Input type": types}
+
+    def _kernels(self) -> tuple[tuple[str, int], int]:
+        """The layer's GEMM kernel (name, duration) and elementwise duration under fp32/TF32/AMP."""
+        loop = self.loop
         gemm = (FP32_GEMM, loop.gemm_ns)
-        if amp:
+        if loop.amp:
             gemm = (AMP_GEMM_NAME, int(loop.gemm_ns / AMP_GEMM))
         elif loop.tf32:
             gemm = (TF32_GEMM_NAME, int(loop.gemm_ns / TF32_GEMM))
-        ew = int(loop.elementwise_ns / AMP_ELEMENTWISE) if amp else loop.elementwise_ns
-        if amp and not backward:
-            self.kernel_op("aten::_to_copy", CAST, max(ew // 4, 2_000))
-        for _ in range(2 if backward else 1):
-            self.kernel_op("aten::mm", gemm[0], gemm[1])
-        for _ in range(loop.elementwise_per_layer * (2 if backward else 1)):
-            self.kernel_op("aten::gelu", ELEMENTWISE, ew)
+        ew = int(loop.elementwise_ns / AMP_ELEMENTWISE) if loop.amp else loop.elementwise_ns
+        return gemm, ew
+
+    def _node_of_forward(self, kind: str) -> tuple[dict[str, Any], tuple[str, int]]:
+        """A forward op that the autograd thread's backward will visit: its sequence number
+        and the start of the ``fwdbwd`` flow to its node (both recorded on the op's row)."""
+        self.sequence_nr += 1
+        self.fwdbwd_id += 1
+        self.fwd_nodes.append((kind, self.sequence_nr, self.fwdbwd_id))
+        return {"Sequence number": self.sequence_nr, "Fwd thread id": 0}, ("s", self.fwdbwd_id)
+
+    def layer(self, backward: bool, python: bool = True) -> None:
+        loop = self.loop
+        gemm, ew = self._kernels()
+        # the forward ops of an eager model whose backward runs on the autograd thread: nodes
+        nodes = loop.backward_thread and not loop.compiled and self.capture is None and not backward
+
+        def model_op(name: str, kernel: str, dur: int, shape: str, node: str) -> None:
+            record, flow = self._node_of_forward(node) if nodes else ({}, None)
+            self.kernel_op(name, kernel, dur, record={**self.shapes(shape), **record}, python=python, flow=flow)
+
+        if loop.amp and not backward:
+            self.kernel_op("aten::_to_copy", CAST, max(ew // 4, 2_000), record=self.shapes("cast"), python=python)
+        for shape in ("mm_grad_input", "mm_grad_weight") if backward else ("mm",):
+            model_op("aten::mm", gemm[0], gemm[1], shape, "mm")
+        count = loop.elementwise_per_layer * (2 if backward else 1)
+        if loop.fused_elementwise and count:
+            fused = FUSED_BACKWARD if backward else FUSED_FORWARD
+            self.kernel_op(fused, fused, int(ew * (1 + FUSED_OP_COST * (count - 1))), api="cuLaunchKernel", python=python)
+            return
+        for _ in range(count):
+            model_op("aten::gelu", ELEMENTWISE, ew, "elementwise", "gelu")
 
     def warmup(self) -> None:
         loop = self.loop
@@ -338,24 +489,154 @@ class _Sim:
         loop = self.loop
         if loop.gc_every and k % loop.gc_every == loop.gc_every - 1:
             self.t += loop.gc_ns  # a collector pause: untraced host time
-        self.next_batch(k)
-        self.copy_in()
+        if loop.batches:
+            self.next_batch(k)
+            self.copy_in()
         if k == 0 and loop.warmup_ns:
             self.warmup()
+        self.fwd_nodes = []
+        if loop.cuda_graphs is not None:
+            # whole-step capture replays bare; torch.compile's forward replays in its CompiledFunction
+            self.region_start("CompiledFunction" if loop.cuda_graphs == "compile" else None)
         for _ in range(loop.layers):
             self.layer(backward=False)
             if loop.item_per_layer:
                 self.item()
+        if loop.cuda_graphs == "compile":
+            self.region_end()
+
+    def backward(self) -> None:
+        """The backward pass: on the host thread (the one-thread model, or inside a whole-step
+        capture, which replays without calling it), or on the autograd thread."""
+        loop = self.loop
+        if loop.backward_thread and self.capture is None:
+            self._autograd_thread()
+        elif loop.compiled and self.capture is None:
+            self._compiled_backward(python=True)
+        else:
+            for _ in range(loop.layers):
+                self.layer(backward=True)
+
+    def _compiled_backward(self, python: bool) -> None:
+        """torch.compile's backward: one CompiledFunctionBackward running every layer's
+        backward, replayed as one graph under mode="reduce-overhead"."""
+        loop = self.loop
+
+        def layers() -> None:
+            for _ in range(loop.layers):
+                self.layer(backward=True, python=python)
+
+        if loop.cuda_graphs == "compile":
+            # on the autograd thread the node's range holds the replay; on one thread, a range of its own
+            self.region_start(None if self.thread == "autograd" else "CompiledFunctionBackward")
+            layers()
+            self.region_end()
+        elif self.thread == "autograd":
+            layers()
+        else:
+            self.rng("cpu_op", "CompiledFunctionBackward", layers)
+
+    def _autograd_thread(self) -> None:
+        """``loss.backward()``: the main thread seeds the gradient and waits while the engine's
+        device thread runs the graph's nodes, newest first, then wakes the main thread."""
+        loop = self.loop
+        nodes, self.fwd_nodes = self.fwd_nodes, []
+
+        def engine() -> None:
+            self.op("aten::ones_like", lambda: self.rng("cpu_op", "aten::fill_", lambda: (self.launch("kernel", FILL, 2_000), None)[1]))
+            self.t += THREAD_WAKE_NS
+            self.thread = "autograd"
+            if loop.compiled:
+                self._node("CompiledFunctionBackward", lambda: self._compiled_backward(python=False))
+                for _ in range(loop.layers):
+                    self._node("torch::autograd::AccumulateGrad", None)
+            else:
+                for kind, seq, flow in reversed(nodes):
+                    self._backward_node(kind, seq, flow)
+            self.thread = "main"
+            self.t += THREAD_WAKE_NS
+
+        if loop.backward_label is None:
+            engine()
+        else:
+            self.rng("user_annotation", loop.backward_label, engine)
+
+    def _backward_node(self, kind: str, seq: int, flow: int) -> None:
+        """The node of one forward op: a GEMM's two gradient GEMMs (then its weight's
+        AccumulateGrad), or an elementwise op's backward and the sum of the gradients of the
+        two uses of its input (the one-thread loop's twice as many elementwise kernels)."""
+        gemm, ew = self._kernels()
+        if kind == "mm":
+            def grads() -> None:
+                for shape in ("mm_grad_input", "mm_grad_weight"):
+                    self.kernel_op("aten::mm", gemm[0], gemm[1], record=self.shapes(shape), python=False)
+
+            self._node("MmBackward0", grads, seq=seq, flow=flow)
+            self._node("torch::autograd::AccumulateGrad", None)
+            return
+
+        def accumulate() -> None:
+            self.kernel_op("aten::add", ELEMENTWISE, ew, record=self.shapes("elementwise_backward"), python=False)
+
+        self._node(
+            "GeluBackward0",
+            lambda: self.kernel_op("aten::gelu_backward", ELEMENTWISE, ew, record=self.shapes("elementwise_backward"), python=False),
+            after=accumulate, seq=seq, flow=flow,
+        )
+
+    def _node(self, name: str, body: Callable[[], None] | None, *, after: Callable[[], None] | None = None,
+              seq: int | None = None, flow: int | None = None) -> None:
+        """One node on the autograd thread: ``evaluate_function`` around the node's range, and
+        the engine's cost: a quarter before the node's range, a quarter inside it before its
+        ops (unpacking what the forward saved), the rest before the next node."""
+        quarter = self.loop.autograd_node_ns // 4
+        record = {} if seq is None else {"Sequence number": seq, "Fwd thread id": 1}
+
+        def node() -> None:
+            self.t += quarter
+            if body is not None:
+                body()
+
+        def evaluate() -> None:
+            self.t += quarter
+            self.rng("cpu_op", name, node, record=record, flow=None if flow is None else ("f", flow))
+            if after is not None:
+                after()
+
+        self.rng("cpu_op", f"autograd::engine::evaluate_function: {name}", evaluate, record=record)
+        self.t += self.loop.autograd_node_ns - 2 * quarter
+
+    def reads(self) -> None:
+        """The element-wise transfer loop, or its fix: one copy, then the loop on the host."""
+        loop = self.loop
+        n = loop.elementwise_reads
+        if n == 0:
+            return
+        if loop.bulk_read:
+            self.to_cpu(4 * n)
+            self.t += n * loop.host_read_ns  # the loop over a host list: untraced Python
+            return
+        for _ in range(n):
+            self.op("aten::select")  # t[i]: a view, no kernel
+            if loop.read_via == "item":
+                self.item()
+            else:
+                self.to_cpu(4)
 
     def step_tail(self) -> None:
-        """The step after its backward pass: the optimizer, the step's sync, the host's tail."""
+        """The step after its backward pass: the optimizer, the element-wise reads, the step's
+        sync, the host's tail."""
         loop = self.loop
 
         def optimizer() -> None:
             for _ in range(loop.optimizer_kernels):
                 self.kernel_op("aten::_fused_sgd_", OPT_KERNEL, loop.optimizer_ns)
 
-        self.rng("user_annotation", "Optimizer.step#SGD.step", optimizer)
+        if loop.train:
+            self.rng("user_annotation", "Optimizer.step#SGD.step", optimizer)
+        if loop.cuda_graphs == "step":
+            self.region_end()
+        self.reads()
         if loop.step_sync == "item":
             self.item()
         elif loop.step_sync == "stream_sync":
@@ -364,18 +645,23 @@ class _Sim:
 
     def step(self, k: int) -> None:
         loop = self.loop
+        # a captured region's allocations come from the graph's pool
+        mallocs = loop.mallocs_per_step if loop.cuda_graphs is None and loop.train else 0
 
         def body() -> None:
             self.forward(k)
-            for _ in range(loop.mallocs_per_step):
+            for _ in range(mallocs):
                 self.op("aten::empty", lambda: (self.api("cudaMalloc", loop.malloc_ns), None)[1])
-            for _ in range(loop.layers):
-                self.layer(backward=True)
-            for _ in range(loop.mallocs_per_step):
+            if loop.train:
+                self.backward()
+            for _ in range(mallocs):
                 self.op("aten::record_stream", lambda: (self.api("cudaFree", loop.malloc_ns), None)[1])
             self.step_tail()
 
-        self.rng("user_annotation", f"ProfilerStep#{k + 1}", body)
+        if loop.step_markers:
+            self.rng("user_annotation", f"ProfilerStep#{k + 1}", body)
+        else:
+            body()
 
 
 def simulate(loop: Loop) -> Run:
@@ -389,151 +675,3 @@ def simulate(loop: Loop) -> Run:
         sim.step(k)
         done.append(sim.step_last_gpu)
     return Run(loop=loop, host=sim.host, gpu=sim.gpu, syncs=sim.syncs, step_starts=starts, gpu_done=done, host_end=sim.t)
-
-
-# --------------------------------------------------------------------------------------------
-# fixes: how each finding's fix changes the program
-
-
-def _fix_data_loading(loop: Loop) -> Loop:
-    # enough workers that the batch is always ready: __next__ is only the hand-off
-    return dataclasses.replace(
-        loop, num_workers=max(loop.num_workers, 8), load_ns=min(loop.load_ns, 1_000), handoff_ns=loop.handoff_ns, stall_ns=0
-    )
-
-
-def _fix_sync(loop: Loop) -> Loop:
-    return dataclasses.replace(loop, item_per_layer=False, step_sync=None)
-
-
-def _fix_pageable(loop: Loop) -> Loop:
-    return dataclasses.replace(loop, pinned=True, non_blocking=True)
-
-
-def _fix_launch(loop: Loop) -> Loop:
-    # CUDA graphs: the host's per-kernel dispatch and launch cost shrink twentyfold
-    return dataclasses.replace(loop, dispatch_ns=loop.dispatch_ns // 20, launch_ns=loop.launch_ns // 20)
-
-
-def _fix_allocator(loop: Loop) -> Loop:
-    return dataclasses.replace(loop, mallocs_per_step=0)
-
-
-def _fix_tensor_cores(loop: Loop) -> Loop:
-    # the smallest change that puts fp32 GEMMs on tensor cores: TF32 (AMP would also halve the
-    # elementwise kernels' bytes, a saving the replay's stated fix does not claim)
-    return dataclasses.replace(loop, tf32=True)
-
-
-def _fix_cpu(loop: Loop) -> Loop:
-    return dataclasses.replace(loop, python_ns=0, host_tail_ns=0, gc_ns=0)
-
-
-#: finding kind → the program edit that fixes it
-FIXES: dict[str, Callable[[Loop], Loop]] = {
-    "data_loading": _fix_data_loading,
-    "host_device_sync": _fix_sync,
-    "pageable_memcpy": _fix_pageable,
-    "launch_bound": _fix_launch,
-    "allocator": _fix_allocator,
-    "no_tensor_cores": _fix_tensor_cores,
-    "cpu_bound": _fix_cpu,
-}
-
-
-def truth(loop: Loop, fix: str) -> float:
-    """The steady-state step time (ns) of ``loop`` re-simulated with ``fix`` applied."""
-    return simulate(FIXES[fix](loop)).steady_step_ns
-
-
-def mean_truth(loop: Loop, fix: str) -> float:
-    """The mean steady-state step (ns) of ``loop`` re-simulated with ``fix`` applied."""
-    return simulate(FIXES[fix](loop)).mean_steady_step_ns
-
-
-#: scenario name → (the loop, the fixes that apply to it)
-SCENARIOS: dict[str, tuple[Loop, tuple[str, ...]]] = {
-    # the host (main-thread loading) is slower than the GPU; a pageable copy blocks a little
-    "host_slower": (
-        Loop("host_slower", load_ns=40_000_000, batch_bytes=48 << 20, layers=6),
-        ("data_loading", "pageable_memcpy"),
-    ),
-    # load on the main thread -> step -> loss.item(): the sync prevents loading the next batch
-    # while the GPU computes
-    "sync_prevents_overlap": (
-        Loop("sync_prevents_overlap", load_ns=30_000_000, layers=10, gemm_ns=3_000_000, elementwise_ns=500_000, step_sync="item"),
-        ("host_device_sync", "data_loading"),
-    ),
-    "stream_sync_overlap": (
-        Loop("stream_sync_overlap", load_ns=25_000_000, layers=10, gemm_ns=3_000_000, elementwise_ns=400_000, step_sync="stream_sync", sync_rows=False),
-        ("host_device_sync", "data_loading"),
-    ),
-    # .item() after every layer: the host waits for the GPU 24 times a step
-    "item_per_layer": (
-        Loop("item_per_layer", layers=24, num_workers=4, load_ns=20_000_000, pinned=True, non_blocking=True, gemm_ns=400_000,
-             elementwise_ns=150_000, dispatch_ns=60_000, python_ns=30_000, item_per_layer=True),
-        ("host_device_sync",),
-    ),
-    # a big pageable copy that blocks the host while the GPU has work queued
-    "pageable": (
-        Loop("pageable", num_workers=4, load_ns=20_000_000, batch_bytes=256 << 20, layers=8, gemm_ns=1_500_000, step_sync="item"),
-        ("pageable_memcpy",),
-    ),
-    # 2,000 tiny kernels per step issued from Python
-    "launch_bound": (
-        Loop("launch_bound", num_workers=4, load_ns=5_000_000, pinned=True, non_blocking=True, batch_bytes=1 << 20, layers=200,
-             elementwise_per_layer=3, gemm_ns=6_000, elementwise_ns=3_000, dispatch_ns=14_000, launch_ns=6_000, python_ns=0,
-             optimizer_kernels=0, steps=8),
-        ("launch_bound",),
-    ),
-    "allocator_churn": (
-        Loop("allocator_churn", num_workers=4, load_ns=10_000_000, pinned=True, non_blocking=True, layers=8, mallocs_per_step=60,
-             malloc_ns=250_000, step_sync="item"),
-        ("allocator",),
-    ),
-    "no_amp": (
-        Loop("no_amp", num_workers=4, load_ns=10_000_000, pinned=True, non_blocking=True, layers=12, gemm_ns=4_000_000, step_sync="item", elementwise_per_layer=1,
-             elementwise_ns=600_000),
-        ("no_tensor_cores",),
-    ),
-    "mixed": (
-        Loop("mixed", load_ns=12_000_000, batch_bytes=96 << 20, layers=10, gemm_ns=1_200_000, item_per_layer=True,
-             mallocs_per_step=20, malloc_ns=200_000, dispatch_ns=30_000, python_ns=10_000),
-        ("data_loading", "host_device_sync", "pageable_memcpy", "allocator"),
-    ),
-    # a healthy loop with one-time costs in its first step
-    "warmup": (
-        Loop("warmup", num_workers=4, load_ns=10_000_000, pinned=True, non_blocking=True, layers=12, gemm_ns=2_000_000, step_sync="item", amp=True,
-             warmup_ns=400_000_000, steps=8),
-        (),
-    ),
-    "healthy": (
-        Loop("healthy", num_workers=4, load_ns=10_000_000, pinned=True, non_blocking=True, layers=12, gemm_ns=2_000_000, step_sync="item",
-             amp=True, elementwise_ns=400_000),
-        (),
-    ),
-}
-
-#: causes present in only some steps (the median step does not see them): scenario name →
-#: (the loop, the fixes that apply); held to the re-simulated *mean* steady-state step
-INTERMITTENT: dict[str, tuple[Loop, tuple[str, ...]]] = {
-    # the main thread builds each batch; every 4th batch stalls 60 ms (a slow shard, a cold cache)
-    "loader_stalls": (
-        Loop("loader_stalls", steps=13, load_ns=2_000_000, stall_every=4, stall_ns=60_000_000, layers=8, gemm_ns=1_500_000,
-             step_sync="item", pinned=True, non_blocking=True, batch_bytes=4 << 20),
-        ("data_loading", "host_device_sync"),
-    ),
-    # workers keep up except every 5th batch, which takes 120 ms: prefetch hides part of it
-    "worker_stalls": (
-        Loop("worker_stalls", steps=16, num_workers=2, prefetch_factor=1, load_ns=15_000_000, stall_every=5, stall_ns=120_000_000,
-             layers=8, gemm_ns=1_500_000, step_sync="item", pinned=True, non_blocking=True, batch_bytes=4 << 20),
-        ("data_loading",),
-    ),
-    # a garbage-collector pause of 40 ms in every 3rd step, on an otherwise GPU-bound loop
-    "gc_pauses": (
-        Loop("gc_pauses", steps=13, num_workers=4, load_ns=5_000_000, pinned=True, non_blocking=True, layers=8, gemm_ns=2_000_000,
-             step_sync="item", gc_every=3, gc_ns=40_000_000, python_ns=0),
-        # without the sync the host runs ahead and the queued GPU work hides the pause
-        ("cpu_bound", "host_device_sync"),
-    ),
-}

@@ -343,7 +343,7 @@ def _data_loading_evidence(x: EvidenceInputs) -> dict[str, Any]:
     top = (
         names.group_by("name")
         .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "name"], descending=[True, False])
         .head(3)
     )
     ev: dict[str, Any] = {"ranges": [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
@@ -359,7 +359,7 @@ def _sync_evidence(x: EvidenceInputs) -> dict[str, Any]:
     top = (
         syncs.group_by("api", "op")
         .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
-        .sort("dur_ns", descending=True)
+        .sort(["dur_ns", "count", "api", "op"], descending=[True, True, False, False], nulls_last=True)
         .head(5)
     )
     ev: dict[str, Any] = {
@@ -369,7 +369,7 @@ def _sync_evidence(x: EvidenceInputs) -> dict[str, Any]:
         syncs.filter(pl.col("python_frame").is_not_null())
         .group_by("python_frame")
         .len()
-        .sort("len", descending=True)
+        .sort(["len", "python_frame"], descending=[True, False])
         .head(3)
     )
     if frames.height:
@@ -411,7 +411,7 @@ def _allocator_evidence(x: EvidenceInputs) -> dict[str, Any]:
     from . import patterns
 
     calls = x.events.select("kind", "name", "dur_ns").filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
-    top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort("dur_ns", descending=True).head(3)
+    top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort(["dur_ns", "name"], descending=[True, False]).head(3)
     return {"calls": [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
 
 

@@ -324,7 +324,7 @@ def matching_summary(matched: pl.DataFrame) -> str | None:
     present on two ranks or more): one phrase, with counts when several were used."""
     if matched.height == 0:
         return None
-    counts = matched.unique(list(MATCH_KEY)).group_by("matched_by").len().sort("len", descending=True)
+    counts = matched.unique(list(MATCH_KEY)).group_by("matched_by").len().sort(["len", "matched_by"], descending=[True, False])
     parts = [(str(b), int(n)) for b, n in counts.iter_rows()]
     if len(parts) == 1:
         return MATCHING.get(parts[0][0], parts[0][0])
@@ -527,7 +527,7 @@ def _findings(m: MultiRank) -> list[Finding]:
     if m.imbalance_ms_per_step is not None and m.imbalance is not None:
         share = m.imbalance_ms_per_step / step
         if share >= MIN_SHARE:
-            by = m.per_rank.filter(pl.col("compute_ms").is_not_null()).sort("compute_ms", descending=True)
+            by = m.per_rank.filter(pl.col("compute_ms").is_not_null()).sort(["compute_ms", "rank"], descending=[True, False])
             found.append(
                 Finding.of(
                     "load_imbalance",

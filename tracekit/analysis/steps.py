@@ -93,7 +93,7 @@ def _numbered(ranges: pl.DataFrame, pattern: str) -> pl.DataFrame | None:
     if numbered.height == 0:
         return None
     # one row per step number: the longest range (a nested duplicate is dropped)
-    numbered = numbered.sort("dur_ns", descending=True).unique("step", keep="first").sort("start_ns")
+    numbered = numbered.sort(["dur_ns", "start_ns"], descending=[True, False]).unique("step", keep="first").sort("start_ns")
     return numbered.select("step", "start_ns", pl.col("end_ns").alias("cpu_end_ns"), pl.lit(True).alias("complete"))
 
 

@@ -205,7 +205,7 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
     if main.height == 0:
         cpu_threads = (
             events.select("rank", "pid", "tid").filter(pl.col("tid").is_not_null()).group_by("rank", "pid", "tid").len()
-            .sort(["rank", "len"], descending=[False, True]).unique("rank", keep="first")
+            .sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False]).unique("rank", keep="first")
             .select("rank", pl.col("pid").alias("_mpid"), pl.col("tid").alias("_mtid"))
         )
         main = cpu_threads

@@ -66,7 +66,7 @@ def step_view(
     both = pl.concat([cpu, gpu])
     dropped = max(0, both.height - max_events)
     if dropped:
-        both = both.sort("dur_ns", descending=True).head(max_events)
+        both = both.sort(["dur_ns", "start_ns", "event_id"], descending=[True, False, False], nulls_last=True).head(max_events)
     both = _with_depth(both.select("track", "event_id", "kind", "name", "start_ns", "end_ns"))
     names = _track_labels(tables)
     tracks = (

@@ -20,7 +20,7 @@ dependency, any other factor scales the wake-up latency.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -32,6 +32,9 @@ from .causes import EDGE_TAGS, FINDING_WHAT_IF, WHAT_IF_CAUSES
 TAGS: tuple[str, ...] = tuple(EDGE_TAGS)
 #: tag → breakdown cause
 TAG_CAUSE: Mapping[str, str] = EDGE_TAGS
+
+#: the what-if questions a caller may ask: ``"cause=factor"``, several of them, or a mapping cause → factor
+WhatIfSpec = str | Mapping[str, float] | Sequence[str]
 
 #: weight given to a removed dependency: far below any real path, so it is never taken
 REMOVED = -(10**15)
@@ -105,6 +108,36 @@ def parse_what_if(spec: str) -> tuple[str, float]:
     except ValueError:
         raise UsageError(f"--what-if {spec!r}: the factor must be a number (0 removes the cause, 0.5 halves it)") from None
     return name, _valid_factor(name, factor)
+
+
+def what_if_questions(spec: WhatIfSpec | None) -> list[dict[str, float]]:
+    """The what-if questions ``spec`` asks, as ``tracekit analyze --what-if`` asks them: each cause
+    scaled on its own and, when there are several, all of them together.
+
+    >>> what_if_questions("data_loading=0")
+    [{'data_loading': 0.0}]
+    >>> what_if_questions({"data_loading": 0, "host_device_sync": 0.5})
+    [{'data_loading': 0.0}, {'host_device_sync': 0.5}, {'data_loading': 0.0, 'host_device_sync': 0.5}]
+    """
+    if spec is None:
+        return []
+    pairs: list[tuple[str, float]] = []
+    if isinstance(spec, str):
+        pairs = [parse_what_if(spec)]
+    elif isinstance(spec, Mapping):
+        for name, factor in spec.items():
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+                raise UsageError(f"what_if={{{name!r}: {factor!r}}}: the factor must be a number (0 removes the cause, 0.5 halves it)")
+            pairs.extend(WhatIf.of({str(name): float(factor)}).factors)
+    else:
+        for item in spec:
+            if not isinstance(item, str):
+                raise UsageError(f"what_if: expected 'cause=factor' strings or a mapping cause → factor, got {item!r}")
+            pairs.append(parse_what_if(item))
+    questions = [{name: factor} for name, factor in pairs]
+    if len(pairs) > 1:
+        questions.append(dict(pairs))
+    return questions
 
 
 def scenario_weights(what_if: WhatIf, tags: Iterable[str] = TAGS) -> pl.Expr:

@@ -1,9 +1,9 @@
 """The per-trace work of a batch: one file in, one small picklable :class:`FileResult` out.
 
-:func:`analyze_file` runs in a worker process (local pool or Ray): it reads the trace with
-:func:`tracekit.read_trace`, diagnoses it with :func:`tracekit.analysis.diagnose`, splits a
-file of several ranks into its ranks (each diagnosed on its own) and condenses everything
-into rows and three small frames.  It never raises for a bad file: the reason becomes the
+:func:`analyze_file` runs in a worker process (local pool or Ray): it reads and diagnoses the
+trace through :mod:`tracekit.pipeline` (as ``tracekit analyze`` does), splits a file of several
+ranks into its ranks (each diagnosed on its own) and condenses everything into rows and three
+small frames.  It never raises for a bad file: the reason becomes the
 result's ``error``.
 """
 
@@ -138,23 +138,21 @@ def analyze_file(task: Task) -> FileResult:
 
 
 def _analyze(task: Task, result: FileResult) -> None:
-    from ..analysis.diagnose import diagnose, diagnose_ranks
-    from ..reading.job import split_ranks
-    from ..reading.trace import read_trace
+    from .. import pipeline
 
-    tables = read_trace(task.path, cache=task.cache)
-    d = diagnose(tables)
+    analysed = pipeline.run(pipeline.load_trace(task.path, cache=task.cache))
+    tables, d = analysed.tables, analysed.diagnosis
     info = tables.info
     meta = FileMeta.from_tables(task.path, tables)
 
-    parts = split_ranks(tables)
-    per_rank, profiles = diagnose_ranks(parts, d, tables, task.path)
-    if len(parts) == 1:
+    split = analysed.split_ranks()
+    profiles = split.profiles
+    if len(split.ranks) == 1:
         tops = {p.rank: (d.findings[0].kind if d.findings else None) for p in profiles}
         if not profiles:  # no steps at all: still one rank
-            tops = {next(iter(parts)): None}
+            tops = {split.ranks[0]: None}
     else:
-        tops = {r: (dr.findings[0].kind if dr.findings else None) for r, dr in per_rank.items()}
+        tops = {r: (dr.findings[0].kind if dr.findings else None) for r, dr in split.diagnoses.items()}
     sources = {p.rank: p.step_source for p in profiles}
     result.ranks = [{"file_rank": r, "step_source": sources.get(r), "top_finding": tops[r]} for r in sorted(tops)]
     steps = [p.steps for p in profiles if p.steps.height]

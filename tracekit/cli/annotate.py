@@ -31,17 +31,13 @@ def annotate_cmd(
     lane shows the path's stretches by cause and a "tracekit: findings" lane the idle gaps
     each finding explains.  Works for PyTorch profiler traces and Nsight Systems exports.
     """
-    from ..analysis import diagnose
-    from ..reading.trace import read_trace
+    from .. import pipeline
     from ..report.annotate import annotated_trace, write_annotated
 
     with progress_line(quiet) as progress:
-        if progress is not None:
-            progress.subject(trace.name)
-        tables = read_trace(trace, cache=not no_cache, progress=progress)
-        diagnosis = diagnose(tables, progress=progress)
+        result = pipeline.run(pipeline.load_trace(trace, cache=not no_cache, progress=progress), progress=progress)
         phase(progress, "annotating")
-        doc = annotated_trace(tables, diagnosis, rank=rank, step=step, critical_only=critical_only)
+        doc = annotated_trace(result.tables, result.diagnosis, rank=rank, step=step, critical_only=critical_only)
         phase(progress, "writing")
         write_annotated(doc, out)
     n_path = sum(1 for e in doc["traceEvents"] if e.get("pid") is not None and e.get("cat") == "critical_path" and e["ph"] == "X")

@@ -1,6 +1,7 @@
 """The ``tracekit`` command group.  Each command lives in its own module of this package
-and exposes ``command`` (or several names in ``COMMANDS``); it parses options, calls the
-headless core and hands the result to a renderer, computing nothing itself."""
+and exposes ``command`` (or several names in ``COMMANDS``); it parses options, gets its result
+from the pipeline (:mod:`tracekit.pipeline`) and has it rendered (:func:`tracekit.report.render`),
+computing nothing itself."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def render_summary(result: Any) -> str:
     if result.ignored:
         lines.append(f"{result.ignored} other file{'s' if result.ignored != 1 else ''} in the folders were not trace files and were skipped")
 
-    wasted = jobs.filter(pl.col("gpu_idle_s").is_not_null()).sort("gpu_idle_s", descending=True).head(5)
+    wasted = jobs.filter(pl.col("gpu_idle_s").is_not_null()).sort(["gpu_idle_s", "job"], descending=[True, False], nulls_last=True).head(5)
     if wasted.height:
         lines += ["", "Jobs with the most idle GPU time (complete steps, all ranks)"]
         for r in wasted.iter_rows(named=True):

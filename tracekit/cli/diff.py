@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -45,33 +44,18 @@ def diff_cmd(
     unreadable inputs; 6 when --fail-if-slower is given but the step times are not
     comparable (a trace has no complete step, or the verdict is not comparable).
     """
-    from ..analysis import diagnose
-    from ..analysis.compare import compare
+    from .. import pipeline
     from ..errors import AnalysisError
-    from ..reading.trace import read_trace
-    from ..report.diff import diff_to_json_dict, render_diff_html, render_diff_markdown, render_diff_text
+    from ..report import render
 
     with progress_line(quiet) as progress:
-        diagnoses = []
-        for label, path in (("before", before), ("after", after)):
-            if progress is not None:
-                progress.subject(f"{label}: {path.name}")
-            diagnoses.append(diagnose(read_trace(path, cache=not no_cache, progress=progress), progress=progress))
-        if progress is not None:
-            progress.subject(None)
+        comparison = pipeline.compare_files(before, after, cache=not no_cache, progress=progress)
         phase(progress, "report")
-        result = compare(diagnoses[0], diagnoses[1])
-        if fmt == "json":
-            text = json.dumps(diff_to_json_dict(result), indent=2) + "\n"
-        elif fmt == "markdown":
-            text = render_diff_markdown(result)
-        elif fmt == "html":
-            text = render_diff_html(result)
-        else:
-            text = render_diff_text(result)
+        text = render(comparison, fmt)
     write_output(text, out)
     if fail_pct is None:
         return 0
+    result = comparison.diff
     step = result.step_ms
     if step.delta_pct is None:
         raise AnalysisError(

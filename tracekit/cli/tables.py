@@ -24,14 +24,12 @@ def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> N
     record_shapes=True also gets efficiency.parquet: FLOPs, TFLOP/s and the roofline
     place of every operator shape (docs/efficiency.md).
     """
+    from .. import pipeline
     from ..analysis.efficiency import OP_EFFICIENCY, efficiency
     from ..analysis.steps import find_steps
-    from ..reading.trace import read_trace
 
     with progress_line(quiet) as progress:
-        if progress is not None:
-            progress.subject(trace.name)
-        tables = read_trace(trace, cache=not no_cache, progress=progress)
+        tables = pipeline.load_trace(trace, cache=not no_cache, progress=progress).tables
         phase(progress, "writing Parquet")
         written = tables.write_parquet(out)
         eff = efficiency(tables.events, tables.links, tables.devices, find_steps(tables.events, tables.links).frame)
@@ -54,9 +52,9 @@ def export_cmd(trace: Path, out: Path, no_cache: bool, quiet: bool = False) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info_cmd(trace: Path, no_cache: bool, as_json: bool) -> None:
     """Summarise what TRACE contains: format, devices, event counts, time span, warnings."""
-    from ..reading.trace import read_trace
+    from .. import pipeline
 
-    tables = read_trace(trace, cache=not no_cache)
+    tables = pipeline.load_trace(trace, cache=not no_cache).tables
     info = tables.info
     span_ms = (info.end_ns - info.start_ns) / 1e6 if info.start_ns is not None and info.end_ns is not None else None
     summary: dict[str, Any] = {

@@ -72,8 +72,13 @@ def annotated_trace(
         )
     segments = cp.segments.join(windows.select("rank", "step"), on=["rank", "step"], how="semi")
     events = _events_in(tables.events, windows)
-    on_path = segments.filter(pl.col("event_id").is_not_null()).group_by("event_id").agg(
-        pl.col("dur_ns").sum().alias("critical_ns"), pl.col("cause").cast(pl.String).mode().first().alias("cause")
+    on = segments.filter(pl.col("event_id").is_not_null()).with_columns(pl.col("cause").cast(pl.String))
+    # an event's cause: the one most of its stretches on the path have (ties: the first by name)
+    cause = on.group_by("event_id", "cause").len().sort(["event_id", "len", "cause"], descending=[False, True, False]).unique(
+        "event_id", keep="first"
+    )
+    on_path = on.group_by("event_id").agg(pl.col("dur_ns").sum().alias("critical_ns")).join(
+        cause.select("event_id", "cause"), on="event_id", how="left"
     )
     events = events.join(on_path, on="event_id", how="left")
     if critical_only:

@@ -14,6 +14,8 @@ from typing import Any
 from .._version import __version__
 from ..analysis.causes import cause_label
 from ..analysis.compare import Change, DiffResult, DiffSide, EfficiencyChange
+from ..pipeline import Comparison
+from .registry import register, register_document
 
 DIFF_SCHEMA_VERSION = "tracekit.diff/1"
 
@@ -369,6 +371,22 @@ def render_diff_html(r: DiffResult) -> str:
     from .html import FOOTER, html_page
 
     return html_page(f"tracekit diff · {r.before.path} → {r.after.path}", [*diff_sections(r), FOOTER])
+
+
+# --------------------------------------------------------------------------- registered renderings
+
+def _diff_fragment(c: Comparison) -> str:
+    from .html import html_fragment
+
+    return html_fragment(diff_sections(c.diff))
+
+
+# a comparison in every format (tracekit.report.registry)
+register_document(Comparison, lambda c: diff_to_json_dict(c.diff))
+register(Comparison, "text", lambda c: render_diff_text(c.diff))
+register(Comparison, "markdown", lambda c: render_diff_markdown(c.diff))
+register(Comparison, "html", lambda c: render_diff_html(c.diff))
+register(Comparison, "fragment", _diff_fragment)
 
 
 __all__ = ["DIFF_SCHEMA_VERSION", "diff_sections", "diff_to_json_dict", "render_diff_html", "render_diff_markdown", "render_diff_text"]

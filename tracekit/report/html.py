@@ -21,6 +21,7 @@ from ..analysis import Diagnosis
 from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_label
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
+from ..pipeline import FolderResult, JobResult, TraceResult
 from . import formatting
 from .formatting import (
     SPLIT_LABELS,
@@ -35,6 +36,7 @@ from .formatting import (
     job_lines,
 )
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
+from .registry import register
 from .svg import breakdown_svg, fmt_ms, lanes_step, rank_lanes_svg, roofline_svg, steps_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -609,6 +611,17 @@ def jobs_sections(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, 
 def render_jobs_html(title: str, jobs: Sequence[Any], skipped: Sequence[tuple[str, str]] = ()) -> str:
     """The HTML page of several jobs (see :func:`jobs_sections`)."""
     return html_page(f"tracekit · {title}", [*jobs_sections(title, jobs, skipped), FOOTER])
+
+
+# --------------------------------------------------------------------------- registered renderings
+
+# the pipeline's results as a page and as the notebook's fragment (tracekit.report.registry)
+register(TraceResult, "html", lambda r: render_html(r.diagnosis, r.view()))
+register(TraceResult, "fragment", lambda r: render_html_fragment(r.diagnosis, r.view()))
+register(JobResult, "html", lambda r: render_job_html(r.job_diagnosis, r.view()))
+register(JobResult, "fragment", lambda r: html_fragment(job_sections(r.job_diagnosis, r.view())))
+register(FolderResult, "html", lambda r: render_jobs_html(r.folder, r.job_diagnoses, list(r.skipped)))
+register(FolderResult, "fragment", lambda r: html_fragment(jobs_sections(r.folder, r.job_diagnoses, list(r.skipped))))
 
 
 __all__ = [

@@ -16,6 +16,8 @@ import polars as pl
 from .._version import __version__
 from ..analysis import CAUSES, CriticalPath, Diagnosis
 from ..analysis.efficiency import to_dict as efficiency_dict
+from ..pipeline import FolderResult, JobResult, TraceResult
+from .registry import register_document
 
 JSON_SCHEMA_VERSION = "tracekit.report/1"
 
@@ -44,7 +46,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
     syncs = d.syncs
     sync_top = (
         syncs.group_by("api", "op", "sync_kind").agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("blocked_ns"))
-        .sort(["blocked_ns", "count", "api"], descending=[True, True, False]).head(10)
+        .sort(["blocked_ns", "count", "api", "op", "sync_kind"], descending=[True, True, False, False, False], nulls_last=True).head(10)
     )
     per_step_syncs = syncs.filter(pl.col("step").is_not_null())
     k = d.kernels
@@ -261,3 +263,11 @@ def job_model_dict(model: Any) -> dict[str, Any] | None:
         ],
         "notes": list(model.notes),
     }
+
+
+# --------------------------------------------------------------------------- registered renderings
+
+# the JSON documents of the pipeline's results (tracekit.report.registry)
+register_document(TraceResult, lambda r: to_json_dict(r.diagnosis))
+register_document(JobResult, lambda r: job_to_json_dict(r.job_diagnosis))
+register_document(FolderResult, lambda r: jobs_to_json_dict(r.folder, r.job_diagnoses, list(r.skipped)))

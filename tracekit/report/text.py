@@ -9,6 +9,7 @@ import polars as pl
 from ..analysis import Diagnosis
 from ..analysis.causes import CAUSE_LABELS, CAUSES, PATH_LABELS
 from ..analysis.view import StepView
+from ..pipeline import FolderResult, JobResult, TraceResult
 from .formatting import (
     SPLIT_LABELS,
     evidence_text,
@@ -23,6 +24,7 @@ from .formatting import (
     job_lines,
 )
 from .json_report import to_json_dict
+from .registry import register
 
 BAR_WIDTH = 30
 
@@ -609,3 +611,13 @@ def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, s
         out += ["", "</details>", ""]
     return "\n".join(out).rstrip() + "\n"
 
+
+# --------------------------------------------------------------------------- registered renderings
+
+# the pipeline's results as text and Markdown (tracekit.report.registry)
+register(TraceResult, "text", lambda r: render_text(r.diagnosis))
+register(TraceResult, "markdown", lambda r, image=None: render_markdown(r.diagnosis, view=r.view(), image=image), options=("image",))
+register(JobResult, "text", lambda r: render_job_text(r.job_diagnosis))
+register(JobResult, "markdown", lambda r: render_job_markdown(r.job_diagnosis))
+register(FolderResult, "text", lambda r: render_jobs_text(r.folder, r.job_diagnoses, list(r.skipped)))
+register(FolderResult, "markdown", lambda r: render_jobs_markdown(r.folder, r.job_diagnoses, list(r.skipped)))

@@ -3,7 +3,7 @@
 The TUI only renders analysis results: it imports the headless core (reader, analyses,
 report helpers) and nothing in the core imports it.  :func:`make_app` builds the
 :class:`~textual.app.App` without running it; :mod:`tracekit.tui.loader` reads a trace file,
-a capture folder or a batch output into a :class:`~tracekit.tui.loader.Session`.
+a capture folder or a batch output into a :class:`~tracekit.tui.session.Session`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :func:`make_app` builds the app without running it (the seam tests and the CLI use).  The
 app only renders analysis results: the input is read and diagnosed by
-:func:`tracekit.tui.loader.load_session` in a thread worker, which posts
+:func:`tracekit.tui.loader.load_session` (on :mod:`tracekit.pipeline`) in a thread worker, which posts
 :class:`~tracekit.tui.messages.LoadProgress` messages for the progress bar; a failure
 becomes an error screen with the :class:`~tracekit.errors.TracekitError` message (or, for
 a bug, its type and text), never a traceback.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -23,10 +23,10 @@ from textual.worker import Worker, WorkerState
 
 from ..errors import TracekitError
 from .bindings import GLOBAL, bindings
-from .loader import LoadedTrace, Session, load_batch_trace, load_session
+from .loader import load_batch_trace, load_session
 from .messages import LoadProgress, OpenTimeline
 from .model import Focus
-from .screens.base import SessionScreen
+from .screens.base import SessionHost, SessionScreen
 from .screens.batch import BatchScreen
 from .screens.help import HelpScreen
 from .screens.job import JobScreen
@@ -34,6 +34,7 @@ from .screens.loading import ErrorScreen, LoadingScreen
 from .screens.overview import OverviewScreen
 from .screens.tables import TablesScreen
 from .screens.timeline import TimelineScreen
+from .session import LoadedTrace, Session
 from .styles import cause_css, cause_variables
 
 #: the app's modes, in the order of their keys (1, 2, 3)
@@ -278,6 +279,11 @@ class TracekitApp(App[int]):
             if spec.action == "app.show_batch" and self.session.catalog is None:
                 continue
             yield SystemCommand(spec.description, f"key: {spec.shown_keys}", partial(self.run_action, spec.action, screen))
+
+
+if TYPE_CHECKING:
+    # the screens reach the app through SessionHost: the type checker holds the app to it
+    _HOST: type[SessionHost] = TracekitApp
 
 
 def make_app(source: str | Path | None = None, *, session: Session | None = None, cache: bool = True) -> TracekitApp:

@@ -1,16 +1,19 @@
 """What ``tracekit tui PATH`` opens: one loader that dispatches on the kind of input.
 
-:func:`load_session` turns a path into a :class:`Session` — one or more traces, each with
-its canonical tables and :class:`~tracekit.analysis.Diagnosis` — and reports progress through a
-callback, so the app can run it in a worker and draw a progress bar.  Nothing here imports
-Textual: the loader is plain Python on top of the headless core, and every failure is a
-:class:`~tracekit.errors.TracekitError` naming the path and the problem.
+:func:`load_session` turns a path into a :class:`~tracekit.tui.session.Session` — one or more
+traces, each a :class:`~tracekit.pipeline.TraceResult` with its display frames — and reports
+progress through a callback, so the app can run it in a worker and draw a progress bar.  Every
+trace file and folder is read and diagnosed by :mod:`tracekit.pipeline`, as ``tracekit analyze``
+reads it.  Nothing here imports Textual: the loader is plain Python on top of the headless core,
+and every failure is a :class:`~tracekit.errors.TracekitError` naming the path and the problem.
 
 Inputs (see :func:`detect_input`):
 
 * a trace file (Kineto ``.json``/``.json.gz``, Nsight ``.sqlite``/``.nsys-rep``);
-* a capture folder (``metadata.json`` beside ``rank{R}.*.pt.trace.json[.gz]`` files), or
-  any folder of one job's traces, read with :func:`tracekit.reading.job.read_job` (one trace per rank);
+* a capture folder (``metadata.json`` beside ``rank{R}.*.pt.trace.json[.gz]`` files), or any
+  folder of one job's traces: every rank of the job.  A folder is read by the pipeline's one rule
+  (:func:`tracekit.pipeline.load`); one whose traces belong to several jobs is refused with the
+  list of its jobs (``tracekit analyze FOLDER`` summarises them);
 * a batch output folder (``traces.parquet``, ``findings.parquet``, ``jobs.parquet``): its
   listing of traces (:attr:`Session.catalog`), with the trace that wasted the most GPU time
   opened first; others open on demand (:func:`load_batch_trace`) from the paths it records.
@@ -18,90 +21,24 @@ Inputs (see :func:`detect_input`):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from ..analysis.diagnose import diagnose, diagnose_job
-from ..analysis.results import Diagnosis
-from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError
+from .. import pipeline
+from ..errors import TraceCorruptError, TraceFormatError, TraceNotFoundError, UsageError
 from ..progress import Progress as PhaseProgress
 from ..progress import ProgressState, describe
 from ..reading.job import is_trace_name
-from ..schema import TraceTables
+from .model import display_frames
+from .session import InputKind, LoadedTrace, Session
 
 #: progress callback: fraction done in [0, 1] and what is happening, in words
 Progress = Callable[[float, str], None]
 
 BATCH_FILES = ("traces.parquet", "findings.parquet", "jobs.parquet")
-
-
-class InputKind(str, Enum):
-    """The kinds of path ``tracekit tui`` opens."""
-
-    TRACE = "trace"
-    CAPTURE = "capture"
-    BATCH = "batch"
-
-
-@dataclass(frozen=True)
-class LoadedTrace:
-    """One trace file, read and diagnosed."""
-
-    #: short name for selectors ("rank 1", or the file name)
-    name: str
-    path: str
-    tables: TraceTables
-    diagnosis: Diagnosis
-    #: the tables screen's frames (gaps, syncs, kernels, steps), computed by the loading worker
-    frames: dict[str, pl.DataFrame] = field(default_factory=dict, compare=False, repr=False)
-
-    def frame(self, name: str) -> pl.DataFrame:
-        """A display frame by name (see :func:`tracekit.tui.model.display_frames`), computed once."""
-        if name not in self.frames:
-            from .model import display_frames
-
-            self.frames.update(display_frames(self.diagnosis))
-        return self.frames[name]
-
-    @property
-    def ranks(self) -> tuple[int, ...]:
-        steps = self.diagnosis.steps
-        if steps.height:
-            return tuple(sorted(int(r) for r in steps["rank"].unique()))
-        return tuple(self.tables.info.ranks) or (0,)
-
-
-@dataclass(frozen=True)
-class Session:
-    """Everything the TUI shows: the traces behind one input path."""
-
-    source: str
-    kind: InputKind
-    traces: tuple[LoadedTrace, ...]
-    #: job-level description (capture metadata.json, batch job row), for the overview
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    #: things the user should know about the input as a whole (skipped files...)
-    notes: tuple[str, ...] = ()
-    #: a batch output's traces.parquet (see :func:`read_catalog`); None for other inputs
-    catalog: pl.DataFrame | None = None
-    #: the job model of a folder of ranks (:class:`tracekit.analysis.job_model.JobModel`)
-    job_model: Any = None
-
-    def with_trace(self, trace: LoadedTrace) -> tuple[Session, int]:
-        """This session with ``trace`` added (or found, when already loaded) and its index."""
-        for i, t in enumerate(self.traces):
-            if t.path == trace.path:
-                return self, i
-        return replace(self, traces=(*self.traces, trace)), len(self.traces)
-
-    def choices(self) -> list[tuple[int, int]]:
-        """Every (trace index, rank) the rank selector cycles through, in order."""
-        return [(i, r) for i, t in enumerate(self.traces) for r in t.ranks]
 
 
 def detect_input(path: str | Path) -> InputKind:
@@ -169,44 +106,52 @@ class _PhaseReport:
 
 
 def _load_file(path: Path, name: str, report: Progress, lo: float, hi: float, cache: bool) -> LoadedTrace:
-    from ..reading.trace import read_trace
-
     span = hi - lo
     report(lo, f"reading {path.name}")
     progress = PhaseProgress(on_update=_PhaseReport(report, lo, hi))
-    progress.subject(path.name)
-    tables = read_trace(path, cache=cache, progress=progress)
-    diagnosis = diagnose(tables, progress=progress)
+    result = pipeline.run(pipeline.load_trace(path, cache=cache, progress=progress), progress=progress)
     report(lo + 0.95 * span, f"preparing the tables of {path.name}")
-    trace = prepare_trace(name, str(path), tables, diagnosis)
+    trace = prepare_trace(name, str(path), result)
     report(hi, f"analysed {path.name}")
     return trace
 
 
-def prepare_trace(name: str, path: str, tables: TraceTables, diagnosis: Diagnosis) -> LoadedTrace:
+def prepare_trace(name: str, path: str, result: pipeline.TraceResult) -> LoadedTrace:
     """A loaded trace with its display frames computed now (in the loading worker), not on first view."""
-    from .model import display_frames
-
-    return LoadedTrace(name=name, path=path, tables=tables, diagnosis=diagnosis, frames=display_frames(diagnosis))
+    return LoadedTrace(name=name, path=path, result=result, frames=display_frames(result.diagnosis))
 
 
 def _load_capture(folder: Path, report: Progress, cache: bool) -> Session:
-    """A capture folder (or any folder of one job's traces), through :func:`tracekit.reading.job.read_job`."""
-    from ..reading.job import read_job
-
+    """A capture folder (or any folder of one job's traces): every rank of its job."""
     report(0.02, f"reading the traces in {folder.name}")
-    job = read_job(folder, cache=cache, progress=PhaseProgress(on_update=_PhaseReport(report, 0.02, 0.5, words_only=True)))
+    loaded = pipeline.load(folder, cache=cache, progress=PhaseProgress(on_update=_PhaseReport(report, 0.02, 0.5, words_only=True)))
+    if not isinstance(loaded, pipeline.JobInput):
+        raise _several_jobs(folder, loaded)
+    job = loaded.job
     n = max(1, len(job.ranks))
-    jd = diagnose_job(
-        job, on_rank=lambda i, r: report(0.5 + 0.5 * i / n, f"analyzing rank {r.rank} ({r.tables.events.height:,} events)")
+    result = pipeline.run(
+        loaded, on_rank=lambda i, r: report(0.5 + 0.5 * i / n, f"analyzing rank {r.rank} ({r.tables.events.height:,} events)")
     )
-    traces = [prepare_trace(f"rank {r.rank}", r.path, r.tables, jd.diagnoses[r.rank]) for r in job.ranks]
+    traces = [prepare_trace(f"rank {r.rank}", r.path, result.ranks[r.rank]) for r in job.ranks]
     report(1.0, "ready")
     notes = list(job.notes) + [f"{Path(p).name}: skipped ({why})" for p, why in job.skipped]
     metadata = {"job": job.name, "world_size": job.world_size, **dict(job.metadata)}
     return Session(
         source=str(folder), kind=InputKind.CAPTURE, traces=tuple(traces), metadata=metadata, notes=tuple(notes),
-        job_model=jd.model,
+        job_model=result.job_diagnosis.model,
+    )
+
+
+def _several_jobs(folder: Path, loaded: pipeline.Loaded) -> UsageError:
+    """The error for a folder whose traces belong to several jobs (the TUI shows one job at a time)."""
+    jobs = loaded.jobs if isinstance(loaded, pipeline.FolderInput) else ()
+    prefix = str(folder).rstrip("/") + "/"
+    listing = ", ".join(f"{j.name.removeprefix(prefix)} ({len(j.ranks)} rank{'s' if len(j.ranks) != 1 else ''})" for j in jobs[:6])
+    return UsageError(
+        f"the folder holds the traces of {len(jobs)} different jobs: {listing}",
+        path=folder,
+        hint="`tracekit analyze FOLDER` summarises every job; to browse one here, move its rank files into a folder of "
+        "their own, or open the output of `tracekit batch FOLDER`",
     )
 
 

@@ -1,6 +1,6 @@
 """Display frames for the TUI: the Diagnosis reshaped into what each screen shows.
 
-Everything here is a pure function of a :class:`~tracekit.tui.loader.Session` (or one of its
+Everything here is a pure function of a :class:`~tracekit.tui.session.Session` (or one of its
 traces) returning polars frames or small values; screens format them, nothing more.  No
 Textual import, so the logic is tested without a terminal.
 
@@ -25,7 +25,7 @@ from ..report.formatting import scale_ns
 from ..schema import EventKind, TraceTables
 
 if TYPE_CHECKING:
-    from .loader import LoadedTrace
+    from .session import LoadedTrace
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def kernels_frame(d: Diagnosis) -> pl.DataFrame:
         (pl.col("mean_ns") / 1e3).alias("mean_us"),
         (pl.col("max_ns") / 1e3).alias("max_us"),
         pl.col("share_of_kernel_time").alias("share"),
-    ).sort("total_ms", descending=True)
+    ).sort(["total_ms", "name"], descending=[True, False], nulls_last=True)
 
 
 def steps_frame(d: Diagnosis) -> pl.DataFrame:

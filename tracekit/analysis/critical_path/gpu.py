@@ -81,7 +81,7 @@ def activities(
         gpu_w.select(*STEP_KEY, pl.col("event_id").alias("dst_id"), pl.col("cs").alias("_ds")), on=[*STEP_KEY, "dst_id"]
     ).filter(pl.col("_x") <= pl.col("_ds"))
     xs = pl.concat([xs.select(*STEP_KEY, "dst_id", "_x", "_x_node", "inferred"), _inferred_cross(acts, gpu_w)])
-    x_best = xs.sort("_x", descending=True).unique([*STEP_KEY, "dst_id"], keep="first").select(
+    x_best = xs.sort(["_x", "_x_node"], descending=[True, False]).unique([*STEP_KEY, "dst_id"], keep="first").select(
         *STEP_KEY, pl.col("dst_id").alias("event_id"), "_x", "_x_node", pl.col("inferred").alias("_x_inferred")
     )
     acts = acts.join(x_best, on=[*STEP_KEY, "event_id"], how="left")
@@ -187,7 +187,7 @@ def sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, 
     cand.append(own.select("call_id", pl.col("event_id").alias("src_id"), pl.col("end_ns").alias("g_end"), pl.lit(False).alias("_explicit")))
     cands = pl.concat(cand, how="diagonal_relaxed").filter(pl.col("src_id").is_not_null())
     cands = cands.join(calls.select("call_id", "rank", "c1", pl.col("_explicit").alias("_call_explicit")).unique("call_id"), on="call_id")
-    cands = cands.filter(pl.col("g_end") <= pl.col("c1")).sort("g_end", descending=True).unique("call_id", keep="first")
+    cands = cands.filter(pl.col("g_end") <= pl.col("c1")).sort(["g_end", "src_id"], descending=[True, False]).unique("call_id", keep="first")
     own_pageable = own.filter(pl.col("tag") == "pageable_memcpy").select("call_id", pl.col("event_id").alias("src_id")).with_columns(pl.lit(True).alias("_pg"))
     cands = cands.join(own_pageable, on=["call_id", "src_id"], how="left")
     queue_ids = calls.filter(pl.col("_queue").fill_null(False)).select("call_id", pl.lit(True).alias("_q")) if "_queue" in calls.columns else None

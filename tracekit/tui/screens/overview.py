@@ -13,8 +13,8 @@ from textual.widgets import Footer, Label, Static
 
 from ...analysis import Diagnosis
 from ..bindings import OVERVIEW, bindings
-from ..loader import InputKind
 from ..model import breakdown_rows, findings_frame, first_occurrence, utilization_per_step
+from ..session import InputKind
 from ..widgets.charts import BreakdownChart, StepBars
 from ..widgets.frame_table import Column, FrameTable, ms, pct
 from .base import SessionScreen

@@ -16,11 +16,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 from textual.worker import Worker, WorkerState
 
-from ...analysis.view import StepView, representative_step, step_view
+from ...analysis.view import StepView
 from ...report.formatting import IDLE_CAUSES, cause_label
 from ..bindings import TIMELINE, bindings
-from ..loader import LoadedTrace
 from ..model import Focus, critical_segments, event_args, event_row, fmt_ns, linked_events
+from ..session import LoadedTrace
 from ..widgets.charts import GapLegend
 from ..widgets.timeline import Lane, TimelineView, build_lanes
 from .base import SessionScreen
@@ -56,7 +56,7 @@ class StepData:
 def build_step(trace: LoadedTrace, focus: Focus) -> StepData:
     """The step view of ``focus`` with its gaps and critical path (pure: runs in worker threads)."""
     d = trace.diagnosis
-    view = step_view(trace.tables, d.steps, d.timeline.gaps, d.syncs, focus.rank, focus.step, max_events=MAX_EVENTS)
+    view = trace.result.step_view(focus.rank, focus.step, max_events=MAX_EVENTS)
     gaps = d.timeline.gaps.filter((pl.col("rank") == focus.rank) & (pl.col("step") == focus.step))
     return StepData(view, gaps, critical_segments(d, focus.rank, focus.step))
 
@@ -109,8 +109,7 @@ class TimelineScreen(SessionScreen):
 
     def _default_focus(self) -> Focus | None:
         tk = self.tk
-        d = tk.trace.diagnosis
-        pick = representative_step(d.steps.filter(pl.col("rank") == tk.rank))
+        pick = tk.trace.result.representative_step(tk.rank)
         return None if pick is None else Focus(tk.current[0], pick[0], pick[1])
 
     def show(self, focus: Focus | None) -> None:
