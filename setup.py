@@ -23,7 +23,6 @@ setup(
         _native("kineto_scan", **_ARROW),  # the Kineto reader's chunk scanner
         _native("inflate", libraries=["dl"]),  # whole-file gunzip with libdeflate, opened at run time
         _native("flowbind", **_ARROW),  # flow endpoints, correlation links, canonical order
-        _native("colmap", **_ARROW),  # the cache's tables memory-mapped for polars
         _native("dag"),  # the critical path's longest paths
         _native("sweep", **_ARROW),  # the replay's sweeps and Kahn's order
     ]

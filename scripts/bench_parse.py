@@ -9,7 +9,7 @@ belongs to that tool alone:
               tracekit keeps: the practical floor for decoding this JSON in Python.
 ``hta``       Holistic Trace Analysis: ``TraceAnalysis(trace_dir=...)`` on a temporary folder
               holding a symlink to the file (the load only, no analysis).
-``cache``     ``tracekit.read_trace(path)`` answered from the Parquet cache, after an untimed
+``cache``     ``tracekit.read_trace(path)`` answered from the cache (Arrow IPC files), after an untimed
               warm-up process filled a fresh temporary cache folder.
 
 Runs are interleaved (run 1 of every tool, then run 2, ...) so background load is spread
@@ -515,7 +515,7 @@ SECTION_TEMPLATE = """<!-- bench_parse:start -->
 
 How fast tracekit turns a PyTorch profiler (Kineto) trace into its canonical tables, next to
 the practical floor (a bare typed decode of the same JSON with msgspec), Holistic Trace
-Analysis' loader, and tracekit's own Parquet cache.  Produced by `scripts/bench_parse.py`
+Analysis' loader, and tracekit's own cache (Arrow IPC files).  Produced by `scripts/bench_parse.py`
 (set up with `scripts/bench_env.sh`); the tables between the markers are rewritten by it.
 
 <!-- bench_parse:table:start -->

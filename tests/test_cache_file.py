@@ -1,6 +1,6 @@
-"""The cache's one-file entries (tracekit/reading/cache.py): read back identical on both readers
-(the memory-mapping native one, tracekit/native/_colmap.c, and the pyarrow fallback), and a damaged
-or hostile file is dropped and parsed again, never trusted and never a crash."""
+"""The cache's entries (tracekit/reading/cache.py): one Arrow IPC file per table, read back
+identical, and a damaged, truncated, foreign or hostile file is dropped and parsed again, never
+trusted and never a crash."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import dataclasses
 import gc
 import json
 import random
+import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import SAMPLE_TRACES
 from polars.testing import assert_frame_equal
@@ -21,26 +25,20 @@ from tracekit.parsers import parse
 from tracekit.reading import cache as tk_cache
 from tracekit.schema import TABLES, TraceTables
 
-NATIVE = tk_cache._native() is not None
-READERS = [pytest.param("native", marks=pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")), "python"]
 TRACES = ["synthetic/healthy.kineto.json", "synthetic/dataloader_stall.nsys.sqlite"]
+#: every sample trace tracekit reads as one file
+EVERY_TRACE = sorted(
+    p.relative_to(SAMPLE_TRACES).as_posix()
+    for pattern in ("synthetic/*.kineto.json", "synthetic/*.nsys.sqlite", "captures/*/*.pt.trace.json.gz")
+    for p in SAMPLE_TRACES.glob(pattern)
+)
 
 
-@pytest.fixture(params=READERS)
-def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "python":
-        monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-    else:
-        monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
-    return str(request.param)
-
-
-def _stored(name: str) -> tuple[Path, TraceTables, Path]:
-    path = SAMPLE_TRACES / name
-    tables = parse(path)
-    key = tk_cache.content_key(path)
+def _entry(tables: TraceTables, name: str = TRACES[0]) -> tuple[str, Path]:
+    """``tables`` stored under the key of sample trace ``name``: (the key, the entry's folder)."""
+    key = tk_cache.content_key(SAMPLE_TRACES / name)
     assert tk_cache.store(key, tables)
-    return path, tables, tk_cache.entry_dir(key) / "tables.tkc"
+    return key, tk_cache.entry_dir(key)
 
 
 def _same(a: TraceTables, b: TraceTables) -> None:
@@ -50,93 +48,91 @@ def _same(a: TraceTables, b: TraceTables) -> None:
     assert a.info == b.info
 
 
-@pytest.mark.parametrize("name", TRACES)
-def test_cached_tables_read_back_identical(name: str, reader: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Written by either writer (the native one stores each distinct string once), read back
-    the same by either reader."""
-    path, tables, _ = _stored(name)
-    for value in ("native", "python"):
-        if value == "native" and not NATIVE:
-            continue
-        if value == "python":
-            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-        else:
-            monkeypatch.delenv("TRACEKIT_PURE_PYTHON", raising=False)
-        back = tk_cache.load(tk_cache.content_key(path), path)
-        assert back is not None, (reader, value)
+@pytest.fixture(scope="module")
+def kineto_tables() -> TraceTables:
+    return parse(SAMPLE_TRACES / TRACES[0])
+
+
+def test_every_sample_trace_reads_back_identical() -> None:
+    """Every table of every sample trace (Kineto, Nsight, captures) and its info: stored, then
+    loaded with the same dtypes (Enums included) and the same values."""
+    assert len(EVERY_TRACE) > 20
+    for name in EVERY_TRACE:
+        path = SAMPLE_TRACES / name
+        tables = parse(path)
+        key = tk_cache.content_key(path)
+        assert tk_cache.store(key, tables), name
+        back = tk_cache.load(key, path)
+        assert back is not None, name
         _same(tables, back)
 
 
-@pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")
-def test_distinct_strings_are_stored_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    path = SAMPLE_TRACES / TRACES[0]
-    parsed = parse(path)
+def test_an_entry_is_one_arrow_file_per_table(kineto_tables: TraceTables) -> None:
+    """Any Arrow reader opens the files: each holds one record batch of its table."""
+    _, entry = _entry(kineto_tables)
+    assert sorted(p.name for p in entry.iterdir()) == sorted([f"{s.name}.arrow" for s in TABLES] + ["complete"])
+    for schema in TABLES:
+        with pa.memory_map(str(entry / f"{schema.name}.arrow")) as source:
+            reader = pa.ipc.open_file(source)
+            assert reader.num_record_batches == 1
+            assert reader.schema.names == schema.names
+            assert reader.read_all().num_rows == kineto_tables.table(schema.name).height
+
+
+def test_distinct_strings_are_stored_once(kineto_tables: TraceTables) -> None:
     # the parser already shares one copy of each name (they are gathered from the distinct
-    # names); rebuilt from Python strings, the column stores a long name once per row, which
-    # is what a writer without de-duplication writes out
-    names = pl.Series("name", parsed.events["name"].to_list(), dtype=pl.String)
-    tables = dataclasses.replace(parsed, events=parsed.events.with_columns(names))
-    long_bytes = names.filter(names.str.len_bytes() > 12).unique().str.len_bytes().sum()
-    sizes = {}
-    for reader in ("native", "python"):
-        if reader == "python":
-            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
-        folder = tk_cache.cache_dir() / reader
-        folder.mkdir(parents=True)
-        tk_cache._write_tables(folder / "tables.tkc", tables)
-        header, _ = tk_cache._read_header(folder / "tables.tkc")
-        sizes[reader] = sum(b[1] for b in _column(header, "events", "name")["buffers"][2:])
-    assert sizes["native"] == long_bytes < sizes["python"]
+    # names); rebuilt from Python strings, the column holds a long name once per row, which
+    # is what the writer must not write out
+    names = pl.Series("name", kineto_tables.events["name"].to_list(), dtype=pl.String)
+    tables = dataclasses.replace(kineto_tables, events=kineto_tables.events.with_columns(names))
+    exported = names.to_arrow(compat_level=pl.CompatLevel.newest())
+    per_row = sum(b.size for b in exported.buffers()[2:] if b is not None)
+    distinct = names.unique().str.len_bytes().sum()
+    key, entry = _entry(tables)
+    stored = sum(size for _, size in _buffers(entry / "events.arrow", "name")[2:])
+    assert stored == distinct < per_row
+    back = tk_cache.load(key, SAMPLE_TRACES / TRACES[0])
+    assert back is not None
+    _same(tables, back)
 
 
-def test_cached_tables_outlive_their_entry(reader: str) -> None:
-    """The native reader maps the file: the tables stay valid after the entry is deleted."""
-    path, tables, _ = _stored(TRACES[0])
-    back = tk_cache.load(tk_cache.content_key(path), path)
+def test_cached_tables_outlive_their_entry(kineto_tables: TraceTables) -> None:
+    """The files are mapped: the tables stay valid after the entry is deleted."""
+    key, _ = _entry(kineto_tables)
+    back = tk_cache.load(key, SAMPLE_TRACES / TRACES[0])
     assert back is not None
     assert tk_cache.clear() == 1
     gc.collect()
-    assert back.events.filter(pl.col("kind") == "kernel").height == tables.events.filter(pl.col("kind") == "kernel").height
-    assert back.events["name"].to_list() == tables.events["name"].to_list()
+    kernels = pl.col("kind") == "kernel"
+    assert back.events.filter(kernels).height == kineto_tables.events.filter(kernels).height
+    assert back.events["name"].to_list() == kineto_tables.events["name"].to_list()
 
 
-def _cache_file(name: str, tables: TraceTables) -> Path:
-    """``tables`` written to the cache file ``name`` in the cache folder (no entry around it)."""
-    file = tk_cache.cache_dir() / name
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tk_cache._write_tables(file, tables)
-    return file
+# --------------------------------------------------------------------------- damage
 
 
-def _read_or_refused(file: Path) -> dict[str, pl.DataFrame] | None:
-    """The tables ``file`` reads back as, or None when the reader refuses it (ValueError)."""
+#: how the reader refuses a file: its own checks, pyarrow's, a missing file, bad JSON or info
+_REFUSED = (tk_cache._Damaged, pa.ArrowException, OSError, ValueError, TypeError)
+
+
+def _read_or_refused(key: str, entry: Path) -> dict[str, pl.DataFrame] | None:
+    """The tables the entry reads back as, or None when the reader refuses it."""
     try:
-        _, frames = tk_cache._read_tables(file)
-    except ValueError:
+        _, frames = tk_cache._read_tables(entry, key)
+    except _REFUSED:
         return None
     return frames
 
 
-def _header(file: Path) -> tuple[dict[str, Any], int]:
-    return tk_cache._read_header(file)
-
-
-def _rewrite_header(file: Path, change: Any) -> None:
-    """Apply ``change`` to the file's header, keeping the buffers where they are."""
-    raw = file.read_bytes()
-    header, start = _header(file)
-    change(header)
-    size = int.from_bytes(raw[8:16], "little")
-    text = json.dumps(header).encode()
-    text += b" " * (size - len(text))  # JSON may end in blanks: the buffers stay where they are
-    assert tk_cache._align(16 + len(text)) == start, "the edit must keep the header's padded size"
-    file.write_bytes(raw[:8] + len(text).to_bytes(8, "little") + text + b"\0" * (start - 16 - len(text)) + raw[start:])
-
-
-def _column(header: dict[str, Any], table: str, name: str) -> dict[str, Any]:
-    (t,) = [t for t in header["tables"] if t["name"] == table]
-    (c,) = [c for c in t["columns"] if c["name"] == name]
-    return c
+def _buffers(file: Path, column: str, part: str = "") -> list[tuple[int, int]]:
+    """(offset in the file, size) of each buffer of ``column`` of the table in ``file`` (of its
+    dictionary's, or its codes', with ``part``); (-1, 0) for a buffer that is absent."""
+    with pa.memory_map(str(file)) as source:
+        base = source.read_buffer().address  # the whole mapping; the batch's buffers lie in it
+        array = pa.ipc.open_file(source).get_batch(0).column(column)
+    if part:
+        array = getattr(array, part)
+    return [(-1, 0) if b is None else (b.address - base, b.size) for b in array.buffers()]
 
 
 def _poke(file: Path, offset: int, data: bytes) -> None:
@@ -145,164 +141,283 @@ def _poke(file: Path, offset: int, data: bytes) -> None:
         fh.write(data)
 
 
-def _damage_cases() -> dict[str, Any]:
-    def header_edit(fn: Any) -> Any:
-        return lambda file: _rewrite_header(file, fn)
+def _rewrite(file: Path, change: Callable[[list[pa.Field], list[pa.Array], dict[bytes, bytes]], Any]) -> None:
+    """Write ``file`` again after ``change`` edited its fields, arrays and schema metadata in
+    place (an Arrow writer writes what it is given: arrays are not validated)."""
+    reader = pa.ipc.open_file(pa.py_buffer(file.read_bytes()))  # a copy: the file is written over
+    batch = reader.get_batch(0)
+    fields, arrays, metadata = list(batch.schema), list(batch.columns), dict(reader.schema.metadata or {})
+    change(fields, arrays, metadata)
+    schema = pa.schema(fields, metadata=metadata)
+    rebuilt = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    with pa.OSFile(str(file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(rebuilt)
 
-    def buffer_far(h: dict[str, Any]) -> None:
-        _column(h, "events", "start_ns")["buffers"][1][0] = 10**12
 
-    def buffer_long(h: dict[str, Any]) -> None:
-        _column(h, "events", "start_ns")["buffers"][1][1] = 10**12
+def _column(name: str, make: Callable[[pa.Field, pa.Array], tuple[pa.Field, pa.Array]]) -> Callable[..., None]:
+    """A :func:`_rewrite` change that replaces the events column ``name`` by ``make(field, array)``."""
 
-    def nulls_wrong(h: dict[str, Any]) -> None:
-        c = _column(h, "events", "event_id")
-        c["null_count"] = 1  # no validity bitmap, or one that counts no null
+    def change(fields: list[pa.Field], arrays: list[pa.Array], metadata: dict[bytes, bytes]) -> None:
+        i = [f.name for f in fields].index(name)
+        fields[i], arrays[i] = make(fields[i], arrays[i])
 
-    def rows_wrong(h: dict[str, Any]) -> None:
-        for c in h["tables"][0]["columns"]:
-            c["length"] += 1
+    return change
 
-    def views_bad(file: Path) -> None:
-        header, start = _header(file)
-        views = _column(header, "events", "name")["buffers"][1]
-        # first view: a 200-byte string in data buffer 7 (there is no such buffer)
-        _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (7).to_bytes(4, "little") + (0).to_bytes(4, "little"))
 
-    def view_past_end(file: Path) -> None:
-        header, start = _header(file)
-        views = _column(header, "events", "name")["buffers"][1]
-        _poke(file, start + views[0], (200).to_bytes(4, "little") + b"abcd" + (0).to_bytes(4, "little") + (2**31 - 300).to_bytes(4, "little"))
+def _cast(name: str, typ: pa.DataType) -> Callable[..., None]:
+    return _column(name, lambda f, a: (pa.field(f.name, typ), pc.cast(a, typ, safe=False)))
 
-    def _long_view(file: Path) -> tuple[int, int, int, int]:
-        """(view's file offset, string length, its data's file offset, row) of the first long name."""
-        header, start = _header(file)
-        col = _column(header, "events", "name")
-        views = start + col["buffers"][1][0]
-        raw = file.read_bytes()
-        for i in range(col["length"]):
-            size, _, index, offset = struct.unpack_from("<i4sii", raw, views + 16 * i)
-            if size > 12:
-                return views + 16 * i, size, start + col["buffers"][2 + index][0] + offset, i
-        raise AssertionError("no long name in the sample")
 
-    def not_utf8(file: Path) -> None:
-        _, _, data, _ = _long_view(file)
-        _poke(file, data + 5, b"\xff\xfe")
+def _text(array: pa.Array) -> pa.Array:
+    """An Enum's dictionary-encoded ``array`` as string views (Arrow cannot take views)."""
+    return pl.Series(array).cast(pl.String).to_arrow(compat_level=pl.CompatLevel.newest())
 
-    def split_character(file: Path) -> None:
-        _, size, data, _ = _long_view(file)
-        # the buffer stays UTF-8, but the string now ends on the first byte of "é"
-        _poke(file, data + size - 1, "é".encode())
 
-    def prefix_bad(file: Path) -> None:
-        view, _, _, _ = _long_view(file)
-        _poke(file, view + 4, b"\x00\x01\x02\x03")
+def _views(array: pa.Array, row: int, view: bytes) -> pa.Array:
+    """A string-view ``array`` whose row ``row`` has the 16-byte ``view`` (not validated)."""
+    validity, views, *data = array.buffers()
+    raw = bytearray(views.to_pybytes())
+    raw[16 * row : 16 * row + 16] = view
+    return pa.Array.from_buffers(pa.string_view(), len(array), [validity, pa.py_buffer(bytes(raw)), *data], array.null_count)
 
-    def inline_not_utf8(file: Path) -> None:
-        view, _, _, _ = _long_view(file)
-        _poke(file, view, (4).to_bytes(4, "little") + b"a\xffbc")
 
-    def index_bad(file: Path) -> None:
-        header, start = _header(file)
-        indices = _column(header, "events", "kind")["buffers"][1]
-        _poke(file, start + indices[0], b"\xff")
+def _long_name(file: Path) -> tuple[int, int, int]:
+    """(file offset of the view, string length, file offset of the data) of the first long name."""
+    views = _buffers(file, "name")
+    raw = file.read_bytes()
+    for i in range(views[1][1] // 16):
+        size, _, index, offset = struct.unpack_from("<i4sii", raw, views[1][0] + 16 * i)
+        if size > 12:
+            return views[1][0] + 16 * i, size, views[2 + index][0] + offset
+    raise AssertionError("no long name in the sample")
 
-    def index_at_the_end(file: Path) -> None:
-        # the last row's code equals the dictionary's length: one past its last category
-        header, start = _header(file)
-        col = _column(header, "events", "kind")
-        _poke(file, start + col["buffers"][1][0] + col["length"] - 1, bytes([col["dictionary"]["length"]]))
 
-    def nulls_with_values(h: dict[str, Any]) -> None:
-        c = _column(h, "events", "domain")  # a column of nulls only: no buffers
-        assert c["buffers"] is None
-        c["null_count"] -= 1
+def _nodes(file: Path, rows: int) -> int:
+    """File offset of the events batch's field nodes (length and null count of each column)."""
+    raw = file.read_bytes()
+    at = raw.find(struct.pack("<qq", rows, 0) * 3)  # event_id, kind and name: no nulls
+    # a flatbuffer vector follows its length: one node per column
+    assert at > 0
+    assert struct.unpack_from("<I", raw, at - 4)[0] == len(TABLES[0].columns)
+    return at
 
-    def first_not_stored(h: dict[str, Any]) -> None:
-        c = _column(h, "events", "event_id")
-        c.update(buffers=None, null_count=c["length"])
 
-    def columns_swapped(h: dict[str, Any]) -> None:
-        cols = h["tables"][0]["columns"]
-        cols[1], cols[2] = cols[2], cols[1]
+def _metadata(key: bytes, value: bytes | None) -> Callable[..., None]:
+    def change(fields: list[pa.Field], arrays: list[pa.Array], metadata: dict[bytes, bytes]) -> None:
+        if value is None:
+            del metadata[key]
+        else:
+            metadata[key] = value
 
-    def truncated(file: Path) -> None:
+    return change
+
+
+def _stamp_with(**changes: Any) -> Callable[..., None]:
+    def change(fields: list[pa.Field], arrays: list[pa.Array], metadata: dict[bytes, bytes]) -> None:
+        metadata[tk_cache._STAMP] = json.dumps({**json.loads(metadata[tk_cache._STAMP]), **changes}, sort_keys=True).encode()
+
+    return change
+
+
+def _damage_cases() -> dict[str, Callable[[Path, int], None]]:
+    """Each case damages an entry's events file (or the entry), given its row count."""
+
+    def rewrite(change: Callable[..., None]) -> Callable[[Path, int], None]:
+        return lambda file, rows: _rewrite(file, change)
+
+    def truncated(file: Path, rows: int) -> None:
         with open(file, "r+b") as fh:
             fh.truncate(file.stat().st_size // 2)
 
+    def footer_cut(file: Path, rows: int) -> None:
+        with open(file, "r+b") as fh:
+            fh.truncate(file.stat().st_size - 6)
+
+    def two_batches(file: Path, rows: int) -> None:
+        reader = pa.ipc.open_file(pa.py_buffer(file.read_bytes()))
+        batch, schema = reader.get_batch(0), reader.schema
+        with pa.OSFile(str(file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            writer.write_batch(batch)
+            writer.write_batch(batch)
+
+    def plain_arrow(file: Path, rows: int) -> None:
+        pl.read_ipc(file).write_ipc(file)  # polars' own file of the same table, without the stamp
+
+    def another_table(file: Path, rows: int) -> None:
+        shutil.copy(file.parent / "links.arrow", file)
+
+    def missing_table(file: Path, rows: int) -> None:
+        (file.parent / "memory.arrow").unlink()
+
+    def views_into_no_buffer(file: Path, rows: int) -> None:
+        # a 200-byte string in data buffer 7 (there is no such buffer)
+        view = struct.pack("<i4sii", 200, b"abcd", 7, 0)
+        _rewrite(file, _column("name", lambda f, a: (f, _views(a, 0, view))))
+
+    def view_past_its_buffer(file: Path, rows: int) -> None:
+        view = struct.pack("<i4sii", 200, b"abcd", 0, 2**31 - 300)
+        _rewrite(file, _column("name", lambda f, a: (f, _views(a, 0, view))))
+
+    def not_utf8(file: Path, rows: int) -> None:
+        _, _, data = _long_name(file)
+        _poke(file, data + 5, b"\xff\xfe")
+
+    def split_character(file: Path, rows: int) -> None:
+        _, size, data = _long_name(file)
+        # the string now ends on the first byte of a two-byte character
+        _poke(file, data + size - 1, "é".encode()[:1])
+
+    def prefix_bad(file: Path, rows: int) -> None:
+        view, _, _ = _long_name(file)
+        _poke(file, view + 4, b"\x00\x01\x02\x03")
+
+    def inline_not_utf8(file: Path, rows: int) -> None:
+        view, _, _ = _long_name(file)
+        _poke(file, view, struct.pack("<i", 4) + b"a\xffbc" + bytes(8))
+
+    def code_bad(file: Path, rows: int) -> None:
+        _poke(file, _buffers(file, "kind", "indices")[1][0], b"\xff")
+
+    def code_one_past_the_end(file: Path, rows: int) -> None:
+        # the last row's code equals the dictionary's length: one past its last category
+        with pa.memory_map(str(file)) as source:
+            categories = len(pa.ipc.open_file(source).get_batch(0).column("kind").dictionary)
+        _poke(file, _buffers(file, "kind", "indices")[1][0] + rows - 1, bytes([categories]))
+
+    def null_count(file: Path, rows: int) -> None:
+        _poke(file, _nodes(file, rows) + 8, struct.pack("<q", 1))  # event_id: one null, no bitmap
+
+    def nulls_miscounted(file: Path, rows: int) -> None:
+        # tid has a validity bitmap and nulls: one more than it holds
+        at = _nodes(file, rows) + 16 * TABLES[0].names.index("tid")
+        (length, nulls) = struct.unpack_from("<qq", file.read_bytes(), at)
+        assert length == rows
+        assert 0 < nulls < rows
+        _poke(file, at + 8, struct.pack("<q", nulls + 1))
+
+    def one_length(file: Path, rows: int) -> None:
+        _poke(file, _nodes(file, rows), struct.pack("<q", rows + 1))
+
+    def every_length(file: Path, rows: int) -> None:
+        # the batch's length and every column's: the buffers are then a row short
+        raw = bytearray(file.read_bytes())
+        body = min(offset for offset, _ in _buffers(file, "event_id") if offset >= 0)
+        old, new = struct.pack("<q", rows), struct.pack("<q", rows + 1)
+        assert raw[:body].count(old) > 10
+        file.write_bytes(bytes(raw[:body].replace(old, new) + raw[body:]))
+
+    def field_of(name: str, make: Callable[[pa.Field], pa.Field]) -> Callable[[Path, int], None]:
+        return rewrite(_column(name, lambda f, a: (make(f), a)))
+
+    def swapped(fields: list[pa.Field], arrays: list[pa.Array], metadata: dict[bytes, bytes]) -> None:
+        fields[1], fields[2] = fields[2], fields[1]
+        arrays[1], arrays[2] = arrays[2], arrays[1]
+
+    def dropped(fields: list[pa.Field], arrays: list[pa.Array], metadata: dict[bytes, bytes]) -> None:
+        del fields[-1], arrays[-1]
+
+    def added(fields: list[pa.Field], arrays: list[pa.Array], metadata: dict[bytes, bytes]) -> None:
+        fields.append(pa.field("extra", pa.int64()))
+        arrays.append(arrays[0])
+
+    enum_values = tk_cache._ENUM_VALUES
     return {
-        "garbage": lambda file: file.write_bytes(b"not a cache file at all"),
-        "empty": lambda file: file.write_bytes(b""),
-        "header cut": lambda file: file.write_bytes(file.read_bytes()[:40]),
+        "garbage": lambda file, rows: file.write_bytes(b"not a cache file at all"),
+        "empty": lambda file, rows: file.write_bytes(b""),
+        "cut in the schema": lambda file, rows: file.write_bytes(file.read_bytes()[:40]),
         "truncated": truncated,
-        "buffer outside the file": header_edit(buffer_far),
-        "buffer longer than the file": header_edit(buffer_long),
-        "null count": header_edit(nulls_wrong),
-        "row count": header_edit(rows_wrong),
-        "format": header_edit(lambda h: _column(h, "events", "start_ns").update(format="+l")),
-        "another dtype": header_edit(lambda h: _column(h, "events", "start_ns").update(format="L")),
-        "enum categories": header_edit(lambda h: _column(h, "events", "kind").update(metadata=[["_PL_ENUM_VALUES2", "x;y"]])),
-        "column name": header_edit(lambda h: _column(h, "events", "start_ns").update(name="end_ns")),
-        "views into no buffer": views_bad,
-        "view past its buffer": view_past_end,
-        "dictionary index": index_bad,
+        "footer cut": footer_cut,
+        "two record batches": two_batches,
+        "a plain Arrow file of the table": plain_arrow,
+        "another table's file": another_table,
+        "a table file missing": missing_table,
+        "another entry's file": rewrite(_stamp_with(key="0" * 40)),
+        "another tracekit": rewrite(_stamp_with(tracekit="0.0.0")),
+        "another schema version": rewrite(_stamp_with(schema=-1)),
+        "another layout": rewrite(_stamp_with(cache=-1)),
+        "no trace info": rewrite(_metadata(tk_cache._INFO, None)),
+        "trace info not JSON": rewrite(_metadata(tk_cache._INFO, b"{")),
+        "trace info not UTF-8": rewrite(_metadata(tk_cache._INFO, b'{"path": "\xac"}')),
+        "trace info of another shape": rewrite(_metadata(tk_cache._INFO, b'{"path": 1, "nope": 2}')),
+        "another dtype": rewrite(_cast("start_ns", pa.uint64())),
+        "floats for integers": rewrite(_cast("start_ns", pa.float64())),
+        "enum codes as text": rewrite(_column("kind", lambda f, a: (pa.field(f.name, pa.string_view()), _text(a)))),
+        "enum categories": field_of("kind", lambda f: f.with_metadata({enum_values: b"1;x1;y"})),
+        "enum without categories": field_of("kind", lambda f: f.with_metadata({})),
+        "metadata on a number": field_of("start_ns", lambda f: f.with_metadata({enum_values: b"1;x"})),
+        "column name": field_of("start_ns", lambda f: f.with_name("end_ns")),
+        "columns out of order": rewrite(swapped),
+        "a column missing": rewrite(dropped),
+        "an extra column": rewrite(added),
+        "first column not stored": rewrite(_column("event_id", lambda f, a: (pa.field(f.name, pa.null()), pa.nulls(len(a))))),
+        "views into no buffer": views_into_no_buffer,
+        "view past its buffer": view_past_its_buffer,
         "string not UTF-8": not_utf8,
         "inline string not UTF-8": inline_not_utf8,
         "view prefix": prefix_bad,
         "string ends inside a character": split_character,
-        "dictionary index one past the end": index_at_the_end,
-        "nulls only, but a value": header_edit(nulls_with_values),
-        "first column not stored": header_edit(first_not_stored),
-        "columns out of order": header_edit(columns_swapped),
-        "enum codes as text": header_edit(lambda h: _column(h, "events", "kind").update(format="vu")),
+        "dictionary code": code_bad,
+        "dictionary code one past the end": code_one_past_the_end,
+        "null count without a bitmap": null_count,
+        "null count against its bitmap": nulls_miscounted,
+        "one column's length": one_length,
+        "every length": every_length,
     }
 
 
-@pytest.fixture(scope="module")
-def kineto_tables() -> TraceTables:
-    return parse(SAMPLE_TRACES / TRACES[0])
-
-
 @pytest.mark.parametrize("case", list(_damage_cases()))
-def test_a_damaged_cache_file_is_dropped(case: str, reader: str, kineto_tables: TraceTables) -> None:
-    path = SAMPLE_TRACES / TRACES[0]
-    key = tk_cache.content_key(path)
-    assert tk_cache.store(key, kineto_tables)
-    file = tk_cache.entry_dir(key) / "tables.tkc"
-    _damage_cases()[case](file)
-    assert tk_cache.load(key, path) is None
-    assert not file.parent.exists()  # dropped: the next read_trace parses and stores again
+def test_a_damaged_cache_file_is_dropped(case: str, kineto_tables: TraceTables) -> None:
+    key, entry = _entry(kineto_tables)
+    _damage_cases()[case](entry / "events.arrow", kineto_tables.events.height)
+    with pytest.raises(_REFUSED):  # refused by a check: never a panic (polars' are no Exception)
+        tk_cache._read_tables(entry, key)
+    assert tk_cache.load(key, SAMPLE_TRACES / TRACES[0]) is None
+    assert not entry.exists()  # dropped: the next read_trace parses and stores again
     # (tests/test_cli_and_cache.py::test_damaged_cache_entry_is_rebuilt reads it through)
 
 
+def test_a_file_cut_anywhere_is_refused(kineto_tables: TraceTables) -> None:
+    """A file cut short at any point (a full disk, a crash without the rename's guarantee) is
+    refused: the footer and every buffer's place are checked against the file's size."""
+    key, entry = _entry(kineto_tables)
+    for name in ("events", "flows"):
+        file = entry / f"{name}.arrow"
+        whole = file.read_bytes()
+        for size in sorted({*range(0, len(whole), max(1, len(whole) // 23)), len(whole) - 1}):
+            file.write_bytes(whole[:size])
+            assert _read_or_refused(key, entry) is None, (name, size)
+        file.write_bytes(whole)
+    assert _read_or_refused(key, entry) is not None
+
+
 def test_the_layout_version_is_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An entry of another layout (the Parquet folders before this one) is never read."""
+    """An entry of another layout (the one-file entries before this one) is never read."""
     path = SAMPLE_TRACES / TRACES[0]
     key = tk_cache.content_key(path)
     monkeypatch.setattr(tk_cache, "CACHE_FORMAT", tk_cache.CACHE_FORMAT + 1)
     assert tk_cache.content_key(path) != key
 
 
-def test_random_damage_never_crashes(reader: str) -> None:
-    """Bytes changed at random (mostly in the buffers, some in the header): each file is
-    either refused or read into tables that polars can use whole (numbers may differ, as in
-    any uncompressed format), never a crash or a panic."""
+def test_random_damage_never_crashes() -> None:
+    """Bytes changed at random (mostly in the buffers, some in the schema and footer): each
+    entry is either refused or read into tables that polars can use whole (numbers may
+    differ, as in any uncompressed format), never a crash or a panic."""
     path = SAMPLE_TRACES / TRACES[1]
     tables = parse(path)
-    file = _cache_file("fuzz.tkc", tables)
+    key, entry = _entry(tables, TRACES[1])
+    file = entry / "events.arrow"
     raw = file.read_bytes()
-    _, start = _header(file)
+    body = min(offset for offset, _ in _buffers(file, "event_id") if offset >= 0)
     rng = random.Random(17)
     outcomes = {"refused": 0, "read": 0}
-    for _ in range(40):
+    for _ in range(60):
         data = bytearray(raw)
         for _ in range(rng.choice([1, 2, 8])):
-            data[rng.randrange(start, len(data)) if rng.random() < 0.7 else rng.randrange(16, start)] = rng.randrange(256)
+            data[rng.randrange(body, len(data)) if rng.random() < 0.7 else rng.randrange(0, body)] = rng.randrange(256)
         file.write_bytes(bytes(data))
         try:
-            _, frames = tk_cache._read_tables(file)
-        except Exception:
+            _, frames = tk_cache._read_tables(entry, key)
+        except Exception:  # refused (a panic is no Exception: it fails the test)
             outcomes["refused"] += 1
             continue
         outcomes["read"] += 1
@@ -320,23 +435,24 @@ def _null_kinds(tables: TraceTables) -> TraceTables:
     return dataclasses.replace(tables, events=tables.events.with_columns(nulls))
 
 
-def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables) -> None:
-    """A column that holds only nulls has no buffers in the file (an Enum keeps its small
-    dictionary); both readers give it back with its dtype, and polars can compute on it and
-    copy it (the native reader backs it with a read-only zero mapping: nothing may write it)."""
+def test_columns_of_nulls_are_not_stored(kineto_tables: TraceTables) -> None:
+    """A column that holds only nulls (but a table's first) is written as Arrow's null type,
+    with no buffers; it reads back with its dtype, and polars can compute on it and copy it."""
     tables = _null_kinds(kineto_tables)
-    file = _cache_file("nulls.tkc", tables)
-    header, _ = _header(file)
-    stored = {c["name"]: c["buffers"] is not None for c in header["tables"][0]["columns"]}
+    key, entry = _entry(tables)
+    with pa.memory_map(str(entry / "events.arrow")) as source:
+        schema = pa.ipc.open_file(source).schema
+    typed = {f.name: not pa.types.is_null(f.type) for f in schema}
     nulls = [c for c in tables.events.columns if tables.events.get_column(c).null_count() == tables.events.height]
-    assert nulls
     assert "memcpy_kind" in nulls
-    assert stored == {c: c not in nulls for c in tables.events.columns}
-    assert _column(header, "events", "memcpy_kind")["dictionary"]["buffers"] is not None
-    # an empty table stores every column (no buffer holds anything)
-    assert all(c["buffers"] is not None for t in header["tables"] if not t["rows"] for c in t["columns"])
-    _, frames = tk_cache._read_tables(file)
-    back = dataclasses.replace(tables, **frames)
+    assert typed == {c: c not in nulls for c in tables.events.columns}
+    # an empty table stores every column with its type (no buffer holds anything)
+    for table in TABLES:
+        if not tables.table(table.name).height:
+            with pa.memory_map(str(entry / f"{table.name}.arrow")) as source:
+                assert not any(pa.types.is_null(f.type) for f in pa.ipc.open_file(source).schema), table.name
+    back = tk_cache.load(key, SAMPLE_TRACES / TRACES[0])
+    assert back is not None
     _same(tables, back)
     events = back.events
     for name in nulls:
@@ -353,63 +469,78 @@ def test_columns_of_nulls_are_not_stored(reader: str, kineto_tables: TraceTables
     assert events.select(pl.col("memcpy_kind").cast(pl.String).is_null().all()).item()
     assert events.group_by("memcpy_kind").len().height == 1
     assert events.vstack(events).height == 2 * events.height
-    # an Enum of nulls whose header claims a value, or another length, is refused
-    for change in ({"null_count": events.height - 1}, {"length": events.height + 1, "null_count": events.height + 1}):
-        _rewrite_header(file, lambda h, change=change: _column(h, "events", "memcpy_kind").update(change))
-        with pytest.raises((tk_cache._Damaged, ValueError)):
-            tk_cache._read_tables(file)
-        tk_cache._write_tables(file, tables)
 
 
-@pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")
 @pytest.mark.parametrize("row", [0, 5, 7, 8, 9, 15, 16, -9, -8, -2, -1])
 def test_every_dictionary_code_is_checked(row: int, kineto_tables: TraceTables) -> None:
-    """The one-byte codes are checked eight at a time, then the rest one by one: a code
-    past the dictionary is refused wherever it sits; the largest valid code is read."""
-    file = _cache_file("codes.tkc", kineto_tables)
-    header, start = _header(file)
-    col = _column(header, "events", "kind")
-    n = col["dictionary"]["length"]
-    at = start + col["buffers"][1][0] + (row % col["length"])
+    """A code past the dictionary is refused wherever it sits; the largest valid code is read."""
+    key, entry = _entry(kineto_tables)
+    file = entry / "events.arrow"
+    n = len(kineto_tables.events.schema["kind"].categories)  # type: ignore[attr-defined]
+    at = _buffers(file, "kind", "indices")[1][0] + (row % kineto_tables.events.height)
+    whole = file.read_bytes()
     for code, good in [(n - 1, True), (n, False), (127, False), (128, False), (255, False)]:
+        file.write_bytes(whole)
         _poke(file, at, bytes([code]))
-        frames = _read_or_refused(file)
+        frames = _read_or_refused(key, entry)
         assert (frames is not None) == good, code
         if frames is not None:
             assert frames["events"]["kind"][row] == kineto_tables.events.schema["kind"].categories[n - 1]  # type: ignore[attr-defined]
 
 
-@pytest.mark.skipif(not NATIVE, reason="tracekit.native._colmap not built")
 def test_inline_strings_are_read_as_utf8(kineto_tables: TraceTables) -> None:
-    """A short (inline) string: ASCII, multi-byte UTF-8 and bytes past its length (which
-    polars never reads) are taken; a byte that is not UTF-8 is refused."""
-    file = _cache_file("inline.tkc", kineto_tables)
-    header, start = _header(file)
-    view = start + _column(header, "events", "name")["buffers"][1][0]
+    """A short (inline) string: ASCII and multi-byte UTF-8 are taken; a byte that is not
+    UTF-8 is refused, and so are bytes past its length that are not zeros (Arrow's
+    validation asks for zero padding, which polars writes)."""
+    key, entry = _entry(kineto_tables)
+    file = entry / "events.arrow"
+    view = _buffers(file, "name")[1][0]
     for text, padding, good in [
-        (b"abc", b"", True), ("héllo".encode(), b"", True), (b"ab", b"\xff\xfe", True),
+        (b"abc", b"", True), ("héllo".encode(), b"", True), (b"ab", b"\xff\xfe", False),
         (b"twelve bytes", b"", True), (b"a\xffb", b"", False), (b"ab\xc3", b"", False),
     ]:  # fmt: skip
         _poke(file, view, len(text).to_bytes(4, "little") + (text + padding).ljust(12, b"\0"))
-        frames = _read_or_refused(file)
+        frames = _read_or_refused(key, entry)
         assert (frames is not None) == good, text
         if frames is not None:
             assert frames["events"]["name"][0] == text.decode()
 
 
-def test_any_other_format_is_refused_or_reads_back_as_the_schema(reader: str, kineto_tables: TraceTables) -> None:
-    """The dtypes are matched from the header (polars' schema is not read back): a column
-    described with any other Arrow format is refused, never read as another dtype."""
-    file = _cache_file("formats.tkc", kineto_tables)
-    raw = file.read_bytes()
-    columns = {"event_id": "l", "rank": "i", "name": "vu", "kind": "C", "tid": "l"}
-    for name, own in columns.items():
-        for fmt in ["c", "C", "s", "S", "i", "I", "l", "L", "f", "g", "b", "vu", "vz", "u", "U", "n"]:
-            file.write_bytes(raw)
-            _rewrite_header(file, lambda h, name=name, fmt=fmt: _column(h, "events", name).update(format=fmt))
-            try:
-                _, frames = tk_cache._read_tables(file)
-            except Exception:
-                assert fmt != own, (name, fmt)
-                continue
-            assert frames["events"].schema == TABLES[0].polars_schema, (name, fmt)
+_OTHER_TYPES = [
+    pa.int8(), pa.uint8(), pa.int16(), pa.uint16(), pa.int32(), pa.uint32(), pa.int64(), pa.uint64(),
+    pa.float32(), pa.float64(), pa.bool_(), pa.string_view(), pa.string(), pa.large_string(), pa.binary_view(),
+    pa.null(), pa.dictionary(pa.uint8(), pa.string_view()), pa.dictionary(pa.int32(), pa.string()), pa.timestamp("ns"),
+]  # fmt: skip
+
+
+def test_a_file_of_another_schema_is_refused_or_reads_back_as_the_schema(kineto_tables: TraceTables) -> None:
+    """A column written with any other Arrow type is refused, never read as another dtype: only
+    its own type is taken (an Enum: any integer codes into string views), or Arrow's null type
+    for a column of nulls (not the first)."""
+    key, entry = _entry(kineto_tables)
+    file = entry / "events.arrow"
+    whole = file.read_bytes()
+    own = {"event_id": pa.int64(), "rank": pa.int32(), "name": pa.string_view(), "tid": pa.int64()}
+
+    def taken(name: str, typ: pa.DataType) -> bool:
+        if name == "kind":
+            return pa.types.is_dictionary(typ) and typ.value_type == pa.string_view() and typ.index_type == pa.uint8()
+        return typ == own[name] or (pa.types.is_null(typ) and name != "event_id")
+
+    for name in [*own, "kind"]:
+        for typ in _OTHER_TYPES:
+            file.write_bytes(whole)
+
+            def make(field: pa.Field, array: pa.Array, typ: pa.DataType = typ) -> tuple[pa.Field, pa.Array]:
+                try:
+                    return pa.field(field.name, typ, metadata=field.metadata), pc.cast(array, typ)
+                except (pa.ArrowException, ValueError):
+                    return pa.field(field.name, typ, metadata=field.metadata), pa.nulls(len(array), typ)
+
+            _rewrite(file, _column(name, make))
+            frames = _read_or_refused(key, entry)
+            assert (frames is not None) == taken(name, typ), (name, typ)
+            if frames is not None:
+                assert frames["events"].schema == TABLES[0].polars_schema, (name, typ)
+                if pa.types.is_null(typ):
+                    assert frames["events"][name].null_count() == kineto_tables.events.height

@@ -4,6 +4,7 @@ stylesheet, the CLI help and the docs; and the declarations agree with each othe
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tracekit.analysis.causes import (
     EDGE_TAGS,
     FINDINGS,
     IDLE_CAUSES,
+    IDLE_LIKE,
     KNOBS,
     PATH,
 )
@@ -37,8 +39,13 @@ def test_declarations_agree() -> None:
     assert len(set(names)) == len(names)
     assert len({c.color for c in BREAKDOWN}) == len(BREAKDOWN), "two causes share an HTML colour"
     assert len({c.term_color for c in BREAKDOWN}) == len(BREAKDOWN), "two causes share a TUI colour"
-    priorities = [c.idle_priority for c in BREAKDOWN if c.idle_priority is not None]
-    assert sorted(priorities) == list(range(len(priorities))), "idle priorities must be 0..n-1"
+    # one order: the idle causes' precedence is the entries' order, the causes that mark host
+    # intervals of their own before those that take any other host work, unattributed last
+    idle = [c for c in BREAKDOWN if c.idle]
+    assert list(IDLE_CAUSES) == [c.name for c in idle]
+    first_catch_all = next(i for i, c in enumerate(idle) if c.detector is None)
+    assert all(c.detector is None for c in idle[first_catch_all:]), "a detector after a catch-all claims nothing"
+    assert idle[-1].name == "unattributed"
     for p in PATH:
         assert p.colour_of in BY_NAME, p
     assert set(EDGE_TAGS.values()) == set(CP_CAUSES), "every path cause is made of some tag"
@@ -53,7 +60,7 @@ def test_declarations_agree() -> None:
         if f.measured:
             assert f.name in CAUSES, f"{f.name}: a measured finding reads the breakdown column of its name"
             assert f.what_if_doc or f.what_if == {f.name: 0.0}, f"{f.name}: its docs row says 'that cause at 0'"
-        if f.idle_like:
+        if f.name in IDLE_LIKE:
             assert f.name in IDLE_CAUSES, f.name
 
 
@@ -100,12 +107,12 @@ def test_text_formatting_has_every_cause_and_finding() -> None:
 
 
 def test_every_kind_names_its_evidence_builder_and_wording() -> None:
-    from tracekit.analysis.findings import EVIDENCE_BUILDERS
+    from tracekit.analysis.causes import evidence
 
     for f in FINDINGS:
         if f.measured:
             # a measured cause's evidence is built from the breakdown (its own builder or the common facts)
-            assert f.evidence == causes.GENERIC or f.evidence in EVIDENCE_BUILDERS, f.name
+            assert f.evidence == causes.GENERIC or callable(f.evidence), f.name
         else:
             # any other kind's detector writes its evidence: no builder would ever be called for it
             assert f.evidence == causes.DETECTOR, f.name
@@ -114,8 +121,9 @@ def test_every_kind_names_its_evidence_builder_and_wording() -> None:
             assert f.job_wording in formatting.JOB_WORDING, f.name
         else:
             assert f.job_wording == causes.GENERIC or f.job_wording in formatting.JOB_WORDING, f.name
-    # nothing is registered that no kind names (dead wording would hide a misspelt declaration)
-    assert set(EVIDENCE_BUILDERS) == {f.evidence for f in FINDINGS} - {causes.GENERIC, causes.DETECTOR}
+    # nothing is written that no kind names (dead wording would hide a misspelt declaration)
+    builders = {fn for name, fn in vars(evidence).items() if name.endswith("_evidence") and callable(fn)}
+    assert builders == {f.evidence for f in FINDINGS if callable(f.evidence)}
     assert set(formatting.EVIDENCE_WORDING) == {f.wording for f in FINDINGS} - {causes.GENERIC}
     assert set(formatting.JOB_WORDING) == {f.job_wording for f in FINDINGS} - {causes.GENERIC}
 
@@ -168,7 +176,7 @@ def test_tui_stylesheet_styles_every_component_class() -> None:
     for selector in wanted:
         assert selector + " {" in css, selector
     # the widgets declare the classes the rules style
-    declared = BreakdownChart.COMPONENT_CLASSES | GapLegend.COMPONENT_CLASSES | TimelineView.COMPONENT_CLASSES
+    declared = BreakdownChart.component_classes() | GapLegend.component_classes() | TimelineView.component_classes()
     for selector in wanted:
         assert selector.split(" > .")[1] in declared, selector
     # and it parses, with the theme's variables and ours
@@ -221,3 +229,85 @@ def test_job_findings_use_the_registry() -> None:
             assert JOB_TITLES[f.name] == f.title
             assert JOB_FIXES[f.name] == f.fix
     assert pl.Series(list(JOB_TITLES)).is_unique().all()
+
+
+
+def test_gpu_time_two_causes_share_is_the_first_path_categorys(tmp_path: Path) -> None:
+    # a communication kernel [10, 20) µs and a pageable copy [15, 30) µs, nothing else on the GPU:
+    # the overlap is communication's (the critical path lists communication before copies)
+    def gpu(name: str, cat: str, ts: float, dur: float, stream: int, corr: int) -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"device": 0, "stream": stream, "correlation": corr}}
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 40.0},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 40.0, "dur": 40.0},
+        gpu("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kernel", 10.0, 10.0, 7, 1),
+        gpu("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 15.0, 15.0, 8, 2),
+    ]
+    path = tmp_path / "overlap.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    per_step = diagnose(read_trace(path, cache=False)).timeline.per_step.filter(pl.col("step") == 1)
+    assert per_step["busy_ns"].item() == 20_000
+    assert per_step["compute_ns"].item() == 0
+    # communication [10, 20), the copy only where it runs alone [20, 30) (not [15, 30))
+    assert per_step["exposed_communication_ns"].item() == 10_000
+    assert per_step["pageable_memcpy_ns"].item() == 10_000
+    assert [c.name for c in causes.gpu_claimants()][:2] == ["exposed_communication", "pageable_memcpy"]
+
+
+def test_registration_is_checked_and_undone() -> None:
+    from tracekit.analysis.causes import ON_LIGHT, Cause, Knob, register, registered, unregister
+
+    before = (list(CAUSES), list(IDLE_CAUSES), [k.name for k in KNOBS], causes.REGISTRY.version)
+    extra = Cause("gc_pause", "garbage collection", "gc", "#123456", "#654321", ON_LIGHT, "collector pauses",
+                  rule=causes.LongHostWork(), knobs=(Knob("gc_pause", frozenset({"cpu"}), "collector pauses"),))
+    with registered(extra, before="unattributed"):
+        assert list(CAUSES)[-2:] == ["gc_pause", "unattributed"]
+        assert list(IDLE_CAUSES)[-3:] == ["cpu_bound", "gc_pause", "unattributed"]
+        assert "gc_pause" in causes.WHAT_IF_CAUSES
+        assert "gc_pause" in causes.knobs_markdown()
+        with pytest.raises(ValueError, match="already registered"):
+            register(extra)
+    assert (list(CAUSES), list(IDLE_CAUSES), [k.name for k in KNOBS]) == before[:3]
+    assert causes.REGISTRY.version > before[3], "every change is a new version of the derived tables"
+    with pytest.raises(ValueError, match="no such entry"):
+        register(extra, before="not_a_cause")
+    with pytest.raises(ValueError, match="edge tag"):
+        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", host_tag="no_such_tag",
+                       detector=lambda h: h.host))
+    with pytest.raises(ValueError, match="knob"):
+        register(Cause("odd", "odd", "odd", "#010101", "#020202", ON_LIGHT, "odd", rule=causes.Untraced(),
+                       knobs=(Knob("data_loading", frozenset({"cpu"}), "a knob that exists"),)))
+    with pytest.raises(ValueError, match="not registered"):
+        unregister("gc_pause")
+    assert list(CAUSES) == before[0]
+
+
+def test_live_views_read_the_registry_now() -> None:
+    from tracekit.analysis.causes import LiveMapping, LiveSequence
+
+    table = ["a", "b"]
+    view = LiveSequence(lambda: tuple(table))
+    assert list(view) == ["a", "b"]
+    assert view == ("a", "b")
+    assert "a" in view
+    assert view[1] == "b"
+    assert len(view) == 2
+    table.append("c")
+    assert list(view) == ["a", "b", "c"]
+    assert view[-1] == "c"
+    mapping = LiveMapping(lambda: {t: t.upper() for t in table})
+    assert dict(mapping) == {"a": "A", "b": "B", "c": "C"}
+    assert mapping.get("z") is None
+    # a table is computed once per registry version
+    calls: list[int] = []
+
+    @causes.registry.derived
+    def counted() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert counted() == counted() == 1
+    causes.REGISTRY.version += 1
+    assert counted() == 2

@@ -157,9 +157,41 @@ def test_damaged_cache_entry_is_rebuilt(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.json", _events(2))
     tracekit.read_trace(path)
     entry = tk_cache.entry_dir(tk_cache.content_key(path))
-    (entry / "tables.tkc").write_bytes(b"not a cache file")
+    (entry / "events.arrow").write_bytes(b"not a cache file")
     assert tracekit.read_trace(path).events.height == 2
     assert tracekit.read_trace(path).events.height == 2
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache folder that cannot be made (a file stands in its way, so even root cannot):
+    the trace is parsed on every read, with no error and nothing written."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(blocker / "cache"))
+    path = write_trace(tmp_path / "t.json", _events(3))
+    parsed = _counting_parses(monkeypatch)
+    assert tracekit.read_trace(path).events.height == 3
+    assert tracekit.read_trace(path).events.height == 3
+    assert parsed == [path, path]
+    assert tk_cache.store(tk_cache.content_key(path), tracekit.read_trace(path, cache=False)) is False
+    assert blocker.read_text() == "a file, not a folder"
+
+
+def test_a_read_only_cache_is_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading an entry needs no write access: its files are mapped read-only."""
+    path = write_trace(tmp_path / "t.json", _events(3))
+    first = tracekit.read_trace(path)
+    top = tk_cache.cache_dir()
+    everything = [top, *top.rglob("*")]
+    for p in everything:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        parsed = _counting_parses(monkeypatch)
+        assert tracekit.read_trace(path).events.equals(first.events)
+        assert parsed == []
+    finally:
+        for p in everything:
+            p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 def test_no_cache_flag_skips_the_cache(tmp_path: Path) -> None:

@@ -114,8 +114,9 @@ def test_cache_entry_written_atomically(tmp_path: Path, monkeypatch: pytest.Monk
 
     real_write = tk_cache._write_tables
 
-    def crash(file: Path, tables: object) -> None:
-        real_write(file, tables)  # type: ignore[arg-type]
+    def crash(entry: Path, tables: object, key: str) -> None:
+        real_write(entry, tables, key)  # type: ignore[arg-type]
+        file = tk_cache.table_file(entry, "events")
         with open(file, "r+b") as fh:  # half written when the disk filled up
             fh.truncate(file.stat().st_size // 2)
         raise OSError("disk full")
@@ -124,7 +125,8 @@ def test_cache_entry_written_atomically(tmp_path: Path, monkeypatch: pytest.Monk
         m.setattr(tk_cache, "_write_tables", crash)
         assert tk_cache.store(key, tables) is False
     assert tk_cache.load(key, path) is None
-    assert not list((tk_cache.cache_dir() / "traces").rglob("tables.tkc"))
+    assert not list((tk_cache.cache_dir() / "traces").rglob("*.arrow"))
+    assert not list((tk_cache.cache_dir() / "traces").rglob("complete"))
 
 
 def test_no_code_execution_from_trace_content() -> None:
@@ -249,7 +251,8 @@ def test_export_and_annotate_write_only_what_was_asked(tmp_path: Path, monkeypat
     assert sorted(p.name for p in (out / "tables").iterdir()) == sorted([f"{n}.parquet" for n in TABLE_NAMES] + ["info.json"])
     cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file()]
     assert cached
-    pattern = r"traces/[0-9a-f]{2}/[0-9a-f]{40}/(tables\.tkc|complete)|stat/[0-9a-f]{2}/[0-9a-f]{40}"
+    tables = "|".join(f"{name}\\.arrow" for name in TABLE_NAMES)
+    pattern = rf"traces/[0-9a-f]{{2}}/[0-9a-f]{{40}}/({tables}|complete)|stat/[0-9a-f]{{2}}/[0-9a-f]{{40}}"
     assert all(re.fullmatch(pattern, c) for c in cached), cached
 
 

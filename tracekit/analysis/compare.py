@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from .causes import CAUSES
+from .causes import CAUSES, SUPERSEDES, LiveMapping
 from .efficiency import Efficiency, efficiency_findings
 from .results import Diagnosis
 
@@ -51,9 +51,10 @@ FINDING_UNCHANGED_MS = 0.05
 TOP_KERNELS = 15
 #: findings measured from operator shapes (analysis/efficiency.py), and what each needs beyond shapes
 EFFICIENCY_KINDS = {"fp32_gemm": "peaks", "small_gemm": "peaks", "unfused_elementwise": "shapes"}
-#: the kernel-name finding that ``fp32_gemm`` replaces when shapes are recorded (the same cause,
-#: measured another way: a side reporting one is not compared with the other's cost)
-SAME_CAUSE = {"no_tensor_cores": "fp32_gemm"}
+#: a finding kind → the kind that replaces it when both can be measured (the registry's
+#: ``FindingKind.supersedes``: ``no_tensor_cores`` → ``fp32_gemm`` when shapes are recorded; the
+#: same cause measured another way: a side reporting one is not compared with the other's cost)
+SAME_CAUSE = LiveMapping(lambda: {old: new for new, old in SUPERSEDES.items()})
 
 
 @dataclass(frozen=True)

@@ -16,32 +16,23 @@ import polars as pl
 
 from ..progress import Progress
 from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceTables
-from .causes import CAUSES
-from .critical_path import CriticalPath, critical_path
-from .efficiency import Efficiency, efficiency, efficiency_findings
-from .findings import (
-    HEALTHY_UTILIZATION,
-    MIN_SHARE,
-    REPLAY_FOUND,
-    Finding,
-    build_findings,
-    found_by_replay,
-    price_by_replay,
-    rank_by_saving,
-)
+from .causes import CAUSES, SUPERSEDES
+from .efficiency import efficiency, efficiency_findings
+from .findings import MIN_SHARE, Finding, build_findings
 from .host import host_breakdown
 from .job_model import JobModel
 from .job_replay import from_profiles, rank_job_findings
 from .job_results import JobDiagnosis
-from .kernels import KernelStats, kernel_stats
+from .kernels import kernel_stats
 from .memory import memory_headroom
 from .multirank import RankProfile, analyze_ranks, rank_profiles
+from .pricing import PricingInputs, answer
 from .results import Diagnosis
-from .steady import WarmUp, find_warmup, per_median_step, restate
+from .steady import WarmUp, find_warmup, per_median_step
 from .steps import Steps, find_steps
 from .syncs import find_syncs
 from .timeline import analyze_timeline, gpu_activity
-from .whatif import WhatIf, finding_what_if
+from .whatif import WhatIf
 
 if TYPE_CHECKING:
     from ..reading.job import Job, RankTrace
@@ -50,8 +41,9 @@ if TYPE_CHECKING:
 def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = (), progress: Progress | None = None) -> Diagnosis:
     """Run every analysis on one trace.
 
-    ``what_if`` lists extra questions for the critical path (each a mapping cause → factor,
-    see :mod:`tracekit.analysis.whatif`); every finding gets its own what-if regardless.
+    ``what_if`` lists extra questions (each a mapping cause → factor, see
+    :mod:`tracekit.analysis.whatif`); every finding's fix is priced regardless, and the what-if
+    engine (:mod:`tracekit.analysis.pricing`) decides which model answers each.
     ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``).
 
     Example (from the repository root): a loop whose single-process DataLoader stalls the GPU,
@@ -117,35 +109,19 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     )
     # busy but not efficient: FLOPs, roofline and MFU from recorded shapes
     eff = efficiency(events, links, tables.devices, step_table)
-    busy_findings = efficiency_findings(eff, step_ms_median, MIN_SHARE)
-    if any(f.kind == "fp32_gemm" for f in busy_findings):
-        # the same cause, measured from the operators' dtypes rather than kernel names
-        findings = [f for f in findings if f.kind != "no_tensor_cores"]
-    findings = [*findings, *busy_findings]
-    # the critical path predicts each finding's step time once fixed; findings are then
-    # ranked by what fixing them would save, not by the time they take
+    findings = _without_superseded([*findings, *efficiency_findings(eff, step_ms_median, MIN_SHARE)])
+    # the what-if engine prices each finding's fix and the asked what-ifs: the replay where it
+    # reproduces the trace, the critical path otherwise; findings are then ranked by what fixing
+    # them would save, not by the time they take (the critical path stays the explanation)
     asked = tuple(WhatIf.of(w) for w in what_if)
-    per_finding = {f.kind: wi for f in findings if (wi := finding_what_if(f.kind)) is not None}
-    per_finding.update(_efficiency_what_ifs(busy_findings, eff))
-    cpath = None
-    if steps.frame.height:
-        scenarios = list(dict.fromkeys([*per_finding.values(), *asked]))
-        phase("critical path")
-        cpath = critical_path(events, links, steps.frame, what_ifs=scenarios)
-        cpath = dataclasses.replace(
-            cpath, what_ifs=tuple(restate(r, step_ms_median) for r in cpath.what_ifs), stated_step_ms=step_ms_median
-        )
-        answers = {r.what_if: r for r in cpath.what_ifs}
-        findings = rank_by_saving(findings, {kind: answers[wi] for kind, wi in per_finding.items()})
-    # the replay of the steady state prices each finding's fix and the asked what-ifs (the
-    # critical path above stays as the explanation, and as the fallback where the replay is not trusted)
-    replay_notes: tuple[str, ...] = ()
-    if cpath is not None and step_ms_median is not None and not host_only:
-        phase("replay")
-        cpath, findings, replay_notes = _price_by_replay(
-            cpath, findings, asked, events=events, links=links, steps=steps.frame, step_ms=step_ms_median,
-            utilization=utilization, per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats,
-        )
+    priced = answer(
+        PricingInputs(
+            events=events, links=links, steps=steps.frame, step_ms=step_ms_median, utilization=utilization, host_only=host_only,
+            per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats,
+        ),
+        findings, asked, eff, phase=phase,
+    )
+    cpath, findings, replay_notes = priced.critical_path, list(priced.findings), priced.notes
     return Diagnosis(
         info=tables.info,
         steps=step_table,
@@ -169,61 +145,11 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     )
 
 
-def _price_by_replay(
-    cpath: CriticalPath,
-    findings: list[Finding],
-    asked: Sequence[WhatIf],
-    *,
-    events: pl.DataFrame,
-    links: pl.DataFrame,
-    steps: pl.DataFrame,
-    step_ms: float,
-    utilization: float | None,
-    per_step: pl.DataFrame,
-    gaps: pl.DataFrame,
-    syncs: pl.DataFrame,
-    kernels: KernelStats,
-) -> tuple[CriticalPath, list[Finding], tuple[str, ...]]:
-    """Each finding's cost becomes the saving of its fix in the replay (:mod:`.replay`), causes
-    the replay finds on its own (a sync that prevents overlap) are added, and the asked what-ifs
-    are answered by the replay; unchanged where the replay does not reproduce the trace."""
-    from .replay import FIX_MODELS, price
-
-    healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
-    candidates = [f.kind for f in findings] + ([] if healthy else list(REPLAY_FOUND))
-    pricing = price(candidates, events, links, steps, step_ms, tuple(asked))
-    if not pricing.trusted:
-        return cpath, findings, pricing.notes
-    raised = {f.kind for f in findings}
-    extra = [
-        found_by_replay(
-            kind, saving, predicted, step_ms, FIX_MODELS.get(kind), per_step=per_step, gaps=gaps, syncs=syncs,
-            kernels=kernels, events=events,
-        )
-        for kind, (saving, predicted) in pricing.fixes.items()
-        if kind not in raised and saving >= MIN_SHARE * step_ms
-    ]
-    findings = price_by_replay([*findings, *extra], pricing.fixes, step_ms, FIX_MODELS, pricing.intermittent)
-    answers = {r.what_if: r for r in cpath.what_ifs}
-    for wi in asked:
-        if wi.label in pricing.what_ifs and wi in answers:
-            answers[wi] = dataclasses.replace(answers[wi], baseline_step_ms=step_ms, predicted_step_ms=pricing.what_ifs[wi.label])
-    return dataclasses.replace(cpath, what_ifs=tuple(answers[r.what_if] for r in cpath.what_ifs)), findings, pricing.notes
-
-
-def _efficiency_what_ifs(found: Sequence[Finding], eff: Efficiency) -> dict[str, WhatIf]:
-    """Price efficiency findings with the critical path: all compute kernels are scaled so
-    that they lose the finding's cost per step (overlap with host work is honoured)."""
-    steps = eff.per_step
-    if steps.height == 0 or "kernel_ns" not in steps.columns:
-        return {}
-    counted = steps.filter(pl.col("complete")) if steps.filter(pl.col("complete")).height else steps
-    kernel_ms = float(counted["kernel_ns"].sum()) / max(counted.height, 1) / 1e6
-    out = {}
-    for f in found:
-        if kernel_ms > 0:
-            out[f.kind] = WhatIf.of({"kernels": max(0.0, 1.0 - f.ms_per_step / kernel_ms)})
-    return out
+def _without_superseded(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings without the kinds another found kind supersedes (``FindingKind.supersedes``:
+    the same cause measured another way, fp32 GEMMs from dtypes over fp32 kernels by name)."""
+    gone = {SUPERSEDES[f.kind] for f in findings if f.kind in SUPERSEDES}
+    return [f for f in findings if f.kind not in gone]
 
 
 def _no_phase(name: str, total: int | None = None) -> None:

@@ -10,14 +10,13 @@ would save according to the critical path's what-if (``predicted_step_ms``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..schema import LAUNCH_KINDS, EventKind
+from . import causes
 from .causes import (
     FINDING_BY_NAME,
     FINDING_KINDS,
@@ -29,6 +28,7 @@ from .causes import (
     JOB_TITLES,
     MEASURED_FINDINGS,
     TITLES,
+    EvidenceInputs,
 )
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
@@ -40,12 +40,6 @@ if TYPE_CHECKING:
 MIN_SHARE = 0.05
 #: GPU busy share from which idle-time causes are not reported
 HEALTHY_UTILIZATION = 0.95
-#: device memory unused at the peak from which a larger batch is recommended
-LARGE_HEADROOM = 0.4
-#: a median GEMM/convolution kernel shorter than this does too little work per launch
-SMALL_GEMM_NS = 20_000
-
-
 
 
 @dataclass(frozen=True)
@@ -134,6 +128,7 @@ def build_findings(
     if step_ms is None:
         step_ms = total_ms / n_steps
     healthy = utilization is not None and utilization >= HEALTHY_UTILIZATION
+    inputs = EvidenceInputs(per_step, gaps, syncs, kernels, events, memory=tuple(memory), windows_ns=windows_ns)
     found: list[Finding] = []
     for kind in MEASURED_FINDINGS:
         col = f"{kind}_ns"
@@ -145,67 +140,42 @@ def build_findings(
         worst = affected.sort(col, descending=True).head(3)["step"].to_list()
         found.append(
             Finding.of(
-                kind, ms_per_step=ms, share_of_step=share, evidence=_evidence(kind, per_step, gaps, syncs, kernels, events),
+                kind, ms_per_step=ms, share_of_step=share, evidence=_evidence(kind, inputs),
                 steps_affected=affected.height, worst_steps=tuple(int(s) for s in worst), host_only=host_only,
             )
         )
-    # fp32 matrix multiplies on a tensor-core GPU
-    if kernels.fp32_matmul_time_ns:
-        span = windows_ns or int(per_step["dur_ns"].sum())
-        share = min(kernels.fp32_matmul_time_ns / span, 1.0) if span else 0.0
-        ms = share * step_ms
-        if share >= MIN_SHARE:
-            found.append(
-                Finding(
-                    kind="no_tensor_cores",
-                    title=TITLES["no_tensor_cores"],
-                    ms_per_step=ms,
-                    share_of_step=share,
-                    evidence={
-                        "fp32_matmul_kernels": list(kernels.fp32_matmul_names),
-                        "fp32_matmul_ms_total": round(kernels.fp32_matmul_time_ns / 1e6, 3),
-                    },
-                    fix=FIXES["no_tensor_cores"],
-                    steps_affected=n_steps,
-                )
-            )
-    # launch-bound with evidence of a small batch of its own: one finding, not two with the same ms
-    found = _launch_or_small_batch(found, kernels, memory)
+    # the kinds measured otherwise (fp32 matrix multiplies from kernel names)
+    for spec in causes.findings():
+        if spec.detect is None or spec.refines or spec.job:
+            continue
+        hit = spec.detect(inputs)
+        if hit is not None and hit.share >= MIN_SHARE:
+            found.append(Finding.of(
+                spec.name, ms_per_step=hit.share * step_ms, share_of_step=hit.share, evidence=hit.evidence,
+                steps_affected=n_steps if hit.steps_affected is None else hit.steps_affected, host_only=host_only,
+            ))
+    # a finding refined by evidence of its own (launch-bound with a demonstrably small batch):
+    # one finding, not two with the same ms
+    found = _refined(found, inputs)
     order = {k: i for i, k in enumerate(FINDING_KINDS)}
     return sorted(found, key=lambda f: (-round(f.ms_per_step, 6), order[f.kind]))
 
 
-def _launch_or_small_batch(found: list[Finding], kernels: KernelStats, memory: Sequence[MemoryHeadroom]) -> list[Finding]:
-    """A launch-bound step whose batch is demonstrably small becomes one ``small_batch`` finding.
-
-    The evidence must be the batch's own: most device memory unused at the peak
-    (:data:`LARGE_HEADROOM`) *and* matrix multiplies too small to fill the GPU (median
-    GEMM/convolution kernel under :data:`SMALL_GEMM_NS`, or fewer thread blocks than the GPU
-    has SMs).  Without it the launch-bound finding stands alone; its fix names both remedies
-    (a larger batch, CUDA graphs / compile), so nothing is reported twice with the same cost.
-    """
-    launch = next((f for f in found if f.kind == "launch_bound"), None)
-    if launch is None:
-        return found
-    headroom = [m.headroom for m in memory if m.headroom is not None]
-    roomy = bool(headroom) and min(headroom) >= LARGE_HEADROOM
-    short_gemm = kernels.gemm_median_ns is not None and kernels.gemm_median_ns < SMALL_GEMM_NS
-    narrow_gemm = (
-        kernels.gemm_median_blocks is not None and kernels.sm_count is not None and kernels.gemm_median_blocks < kernels.sm_count
-    )
-    if not (roomy and kernels.gemm_count and (short_gemm or narrow_gemm)):
-        return found
-    evidence = {
-        **launch.evidence,
-        "memory_headroom": round(min(headroom), 3),
-        "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
-        "gemm_kernels": kernels.gemm_count,
-        "median_gemm_us": None if kernels.gemm_median_ns is None else round(kernels.gemm_median_ns / 1e3, 2),
-        "median_gemm_blocks": None if kernels.gemm_median_blocks is None else round(kernels.gemm_median_blocks, 1),
-        "sm_count": kernels.sm_count,
-    }
-    small = dataclasses.replace(launch, kind="small_batch", title=TITLES["small_batch"], evidence=evidence, fix=FIXES["small_batch"])
-    return [small if f is launch else f for f in found]
+def _refined(found: list[Finding], inputs: EvidenceInputs) -> list[Finding]:
+    """Each finding whose kind another kind refines (``FindingKind.refines``) becomes that kind
+    when its detector finds the evidence: the same cost, its evidence added, its title and fix."""
+    for spec in causes.findings():
+        if not spec.refines or spec.detect is None:
+            continue
+        refined = next((f for f in found if f.kind == spec.refines), None)
+        hit = spec.detect(inputs) if refined is not None else None
+        if refined is None or hit is None:
+            continue
+        better = dataclasses.replace(
+            refined, kind=spec.name, title=TITLES[spec.name], evidence={**refined.evidence, **hit.evidence}, fix=FIXES[spec.name]
+        )
+        found = [better if f is refined else f for f in found]
+    return found
 
 
 def rank_by_saving(found: Sequence[Finding], predictions: Mapping[str, WhatIfResult]) -> list[Finding]:
@@ -272,20 +242,15 @@ def price_by_replay(
     return [*priced, *rest]
 
 
-#: causes the replay may find on its own: a fix whose replayed saving reaches MIN_SHARE of the
-#: step is a finding even when the idle-gap breakdown charges its time elsewhere (a sync that
-#: prevents loading the next batch while the GPU computes leaves gaps charged to data loading)
-REPLAY_FOUND = ("host_device_sync", "pageable_memcpy", "allocator", "data_loading")
-
-
 def found_by_replay(
     kind: str, saving: float, predicted: float, step_ms: float, model: str | None, *, per_step: pl.DataFrame, gaps: pl.DataFrame,
     syncs: pl.DataFrame, kernels: KernelStats, events: pl.DataFrame,
 ) -> Finding:
-    """A finding the replay found (see :data:`REPLAY_FOUND`), costed by its fix's saving."""
+    """A finding the replay found (a kind the registry lets it find, ``FindingKind.replay_finds``),
+    costed by its fix's saving."""
     col = f"{kind}_ns"
     affected = per_step.filter(pl.col(col) > 0) if col in per_step.columns else per_step.clear()
-    evidence = _evidence(kind, per_step, gaps, syncs, kernels, events) if col in per_step.columns else {}
+    evidence = _evidence(kind, EvidenceInputs(per_step, gaps, syncs, kernels, events)) if col in per_step.columns else {}
     evidence["found_by"] = "replay"
     return Finding(
         kind=kind, title=TITLES[kind], ms_per_step=saving, share_of_step=saving / step_ms if step_ms else 0.0, evidence=evidence,
@@ -294,36 +259,13 @@ def found_by_replay(
     )
 
 
-@dataclass(frozen=True)
-class EvidenceInputs:
-    """What an evidence builder may read: the primary device's per-step accounting and gaps, the
-    sync calls, the kernel statistics and the events."""
-
-    per_step: pl.DataFrame
-    gaps: pl.DataFrame
-    syncs: pl.DataFrame
-    kernels: KernelStats
-    events: pl.DataFrame
-
-
-#: evidence of a measured cause's own, next to its common facts: input → evidence entries
-EvidenceBuilder = Callable[[EvidenceInputs], dict[str, Any]]
-
-
-def _evidence(
-    kind: str,
-    per_step: pl.DataFrame,
-    gaps: pl.DataFrame,
-    syncs: pl.DataFrame,
-    kernels: KernelStats,
-    events: pl.DataFrame,
-) -> dict[str, Any]:
+def _evidence(kind: str, x: EvidenceInputs) -> dict[str, Any]:
     """A measured cause's evidence: its common facts (total, gaps, largest gap) and the entries of
     the builder the registry names for it (``FindingKind.evidence``)."""
     col = f"{kind}_ns"
-    ev: dict[str, Any] = {"total_ms": round(float(per_step[col].sum()) / 1e6, 3)}
-    if col in gaps.columns:
-        g = gaps.filter(pl.col(col) > 0).sort(col, descending=True)
+    ev: dict[str, Any] = {"total_ms": round(float(x.per_step[col].sum()) / 1e6, 3)}
+    if col in x.gaps.columns:
+        g = x.gaps.filter(pl.col(col) > 0).sort(col, descending=True)
         ev["gaps"] = g.height
         if g.height:
             ev["largest_gap"] = {
@@ -332,140 +274,7 @@ def _evidence(
                 "dur_ms": round(g["dur_ns"][0] / 1e6, 3),
                 "attributed_ms": round(g[col][0] / 1e6, 3),
             }
-    builder = EVIDENCE_BUILDERS.get(FINDING_BY_NAME[kind].evidence)
-    if builder is not None:
-        ev.update(builder(EvidenceInputs(per_step, gaps, syncs, kernels, events)))
+    builder = FINDING_BY_NAME[kind].evidence
+    if callable(builder):
+        ev.update(builder(x))
     return ev
-
-
-def _data_loading_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    names = x.events.select("name", "dur_ns").filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
-    top = (
-        names.group_by("name")
-        .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
-        .sort(["dur_ns", "name"], descending=[True, False])
-        .head(3)
-    )
-    ev: dict[str, Any] = {"ranges": [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
-    if names.filter(pl.col("name").str.contains("SingleProcessDataLoaderIter")).height:
-        ev["single_process_dataloader"] = True
-    return ev
-
-
-def _sync_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    syncs = x.syncs
-    if not syncs.height:
-        return {}
-    top = (
-        syncs.group_by("api", "op")
-        .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
-        .sort(["dur_ns", "count", "api", "op"], descending=[True, True, False, False], nulls_last=True)
-        .head(5)
-    )
-    ev: dict[str, Any] = {
-        "sync_calls": [{"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()]
-    }
-    frames = (
-        syncs.filter(pl.col("python_frame").is_not_null())
-        .group_by("python_frame")
-        .len()
-        .sort(["len", "python_frame"], descending=[True, False])
-        .head(3)
-    )
-    if frames.height:
-        ev["python_frames"] = frames["python_frame"].to_list()
-    steps_with = syncs.filter(pl.col("step").is_not_null())
-    if steps_with.height:
-        ev["syncs_per_step"] = round(steps_with.height / max(steps_with["step"].n_unique(), 1), 2)
-    return ev
-
-
-def _pageable_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    copies = x.events.select("kind", "src_memory", "dst_memory", "bytes", "memcpy_kind").filter(
-        (pl.col("kind") == EventKind.MEMCPY.value)
-        & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
-    )
-    ev: dict[str, Any] = {"pageable_copies": copies.height, "pageable_bytes": int(copies["bytes"].sum() or 0)}
-    if copies.height:
-        ev["directions"] = sorted({str(k) for k in copies["memcpy_kind"].drop_nulls().to_list()})
-    return ev
-
-
-def _launch_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    k = x.kernels
-    return {
-        "median_kernel_us": None if k.median_kernel_ns is None else round(k.median_kernel_ns / 1e3, 2),
-        "short_kernels": k.short_kernel_count,
-        "kernels": k.kernel_count,
-        "kernels_per_step": round(k.kernel_count / max(x.per_step.height, 1), 1),
-        "launch_delay_p50_us": None if k.launch_delay_ns["p50"] is None else round(k.launch_delay_ns["p50"] / 1e3, 2),
-    }
-
-
-def _communication_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    comm = x.kernels.top.filter(pl.col("category") == "communication").head(3)
-    return {"communication_kernels": comm["name"].to_list()}
-
-
-def _allocator_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    from . import patterns
-
-    calls = x.events.select("kind", "name", "dur_ns").filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
-    top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort(["dur_ns", "name"], descending=[True, False]).head(3)
-    return {"calls": [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
-
-
-def _host_work_evidence(x: EvidenceInputs) -> dict[str, Any]:
-    return {"top_host_ops": _ops_in_gaps(x.gaps.filter(pl.col("cpu_bound_ns") > 0), x.events)}
-
-
-#: the evidence builders the registry names (``FindingKind.evidence``), by name
-EVIDENCE_BUILDERS: Mapping[str, EvidenceBuilder] = MappingProxyType({
-    "data_loading": _data_loading_evidence,
-    "host_device_sync": _sync_evidence,
-    "pageable_memcpy": _pageable_evidence,
-    "launch_bound": _launch_evidence,
-    "exposed_communication": _communication_evidence,
-    "allocator": _allocator_evidence,
-    "cpu_bound": _host_work_evidence,
-})
-
-
-def _ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list[dict[str, Any]]:
-    """The host operations that overlap the given gaps most (per-thread inequality joins)."""
-    if gaps.height == 0:
-        return []
-    from . import patterns
-
-    # only the columns read below: the operators are a narrow copy, not every column of the events
-    ops = events.select("kind", "name", "pid", "tid", "start_ns", "end_ns").filter(
-        pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value])
-        & ~pl.col("name").str.contains(patterns.PROFILER_STEP)
-        & ~pl.col("name").str.contains(patterns.USER_STEP)
-    )
-    parts = []
-    op_groups = ops.partition_by(["pid", "tid"], as_dict=True)
-    for (pid, tid), g in gaps.partition_by(["host_pid", "host_tid"], as_dict=True).items():
-        o = op_groups.get((pid, tid))
-        if o is None:
-            continue
-        j = g.select(pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")).join_where(
-            o.select("name", "start_ns", "end_ns"), pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs")
-        )
-        # summed per thread (integer sums: the same totals), so the pairs of one thread at a time are alive
-        parts.append(
-            j.select(
-                "name", (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")).alias("overlap")
-            ).group_by("name").agg(pl.col("overlap").sum())
-        )
-        del j
-    if not parts:
-        return []
-    agg = (
-        pl.concat(parts)
-        .group_by("name")
-        .agg(pl.col("overlap").sum())
-        .sort(["overlap", "name"], descending=[True, False])
-        .head(top)
-    )
-    return [{"name": n, "ms_in_gaps": round(v / 1e6, 3)} for n, v in agg.iter_rows()]

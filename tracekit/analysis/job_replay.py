@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..schema import EventKind
-from .causes import IDLE_CAUSES
+from .causes import LiveSequence, rank_fixable
 from .findings import Finding
 from .job_chain import ChainResult, CollectiveChain
 from .job_model import COLLECTIVE_LATENCY_NS, JOB_FIX_MODELS, JobModel, JobWhatIf, empty_model, with_clocks
@@ -112,10 +112,11 @@ MIN_CAUSE_SHARE = 0.01
 MAX_CAUSE_WHAT_IFS = 12
 
 
-#: causes a rank-level fix can remove from the work between collectives
-FIXABLE = tuple(c for c in IDLE_CAUSES if c not in ("unattributed", "exposed_communication"))
-
-_GAP_COLS = [f"{c}_ns" for c in FIXABLE]
+#: causes a rank-level fix can remove from the work between collectives (the idle causes with a
+#: single-trace finding; communication is the job model's own)
+FIXABLE = LiveSequence(rank_fixable)
+#: their gap columns
+_GAP_COLS = LiveSequence(lambda: [f"{c}_ns" for c in rank_fixable()])
 
 
 def model_job(
@@ -487,7 +488,7 @@ def _what_ifs(r: _Replayed, ranks: tuple[int, ...]) -> list[JobWhatIf]:
             "straggler_at_median", "straggler_at_median", f"rank {slow} (the slowest) at the median rank's speed",
             chain.run(median_rank=slow), rank=slow,
         )
-    per_cause = m.filter(pl.col("j").is_in(periods)).group_by("rank").agg(pl.col(_GAP_COLS).sum())
+    per_cause = m.filter(pl.col("j").is_in(periods)).group_by("rank").agg(pl.col(list(_GAP_COLS)).sum())
     candidates: list[tuple[int, int, str]] = []
     for row in per_cause.rows(named=True):
         for col in _GAP_COLS:

@@ -22,15 +22,17 @@ sweep).  A step ends when the host starts the next step and the GPU finished the
 launched, whichever is later; replaying the graph unchanged reproduces the measured steps,
 and :attr:`Replay.error` says how closely.
 
-A fix edits the graph the way the real fix edits the program (:data:`FIX_MODELS`), the
-edited graph is replayed, and the fix's saving is the drop of the median replayed step.
+A fix edits the graph the way the real fix edits the program (each finding kind's
+:attr:`~tracekit.analysis.causes.FindingKind.replay` in the cause registry; its sentences are
+:data:`FIX_MODELS`), the edited graph is replayed, and the fix's saving is the drop of the
+median replayed step.
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +41,7 @@ import networkx as nx
 import polars as pl
 
 from ..schema import EventKind
-from .causes import WHAT_IF_CAUSES
+from .causes import FIX_MODELS, WHAT_IF_CAUSES, Edit, fix_edit
 from .critical_path import EdgeKind, build_graph
 from .critical_path.longest import acyclic_order
 from .sweep import longest, native_available, topological
@@ -50,10 +52,6 @@ GROUP_STEPS = 12
 #: groups replayed side by side (threads: the graph builder's polars queries and the native
 #: sweeps release the GIL)
 REPLAY_THREADS = 2
-#: CUDA graphs / torch.compile: per-kernel host dispatch and launch cost is divided by this
-LAUNCH_SPEEDUP = 20.0
-#: AMP / TF32: fp32 GEMM and convolution kernels are divided by this
-TENSOR_CORE_SPEEDUP = 2.5
 #: host→device bandwidth from pinned memory (bytes/ns = GB/s) when the trace has no pinned copy
 PINNED_BW = 24.0
 #: host memory-copy bandwidth (GB/s): pinning a batch on the main thread costs bytes / this
@@ -63,70 +61,16 @@ STREAM_GAP_NS = 2_000
 #: a copy this small says nothing about the link's bandwidth
 _BW_MIN_BYTES = 1 << 20
 
-#: finding kind → the fix the replay models (the report states it)
-FIX_MODELS: dict[str, str] = {
-    "data_loading": "the DataLoader's __next__ costs only a hand-off (workers keep up)",
-    "host_device_sync": "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)",
-    "pageable_memcpy": (
-        "pin_memory=True + non_blocking=True: copies no longer block the host and run at pinned bandwidth; "
-        "with num_workers=0 the main thread pins each batch (a host copy at memory bandwidth)"
-    ),
-    "launch_bound": f"CUDA graphs / torch.compile: per-kernel host dispatch and launch cost ÷ {LAUNCH_SPEEDUP:g}",
-    "small_batch": f"CUDA graphs / torch.compile: per-kernel host dispatch and launch cost ÷ {LAUNCH_SPEEDUP:g}",
-    "allocator": "caching allocator: no cudaMalloc/cudaFree in the steady state",
-    "no_tensor_cores": f"AMP/TF32: fp32 GEMM and convolution kernels ÷ {TENSOR_CORE_SPEEDUP:g}",
-    "exposed_communication": "communication fully overlapped with compute (its kernels and host calls take no time)",
-    "cpu_bound": "other host work (Python between operators, untraced time) removed",
-}
-
-
-@dataclass(frozen=True)
-class Edit:
-    """How one question edits the graph: tag → weight factor, and the GPU → host waits removed."""
-
-    label: str
-    #: tag → factor on host-side edges (cpu / data_loading / wake)
-    host: Mapping[str, float] = field(default_factory=dict)
-    #: tag → factor on GPU activities
-    gpu: Mapping[str, float] = field(default_factory=dict)
-    #: sync edges whose tag is in here are removed
-    drop_sync: frozenset[str] = frozenset()
-    #: pageable copies run at pinned bandwidth (and the main thread pins without workers)
-    pin: bool = False
-    #: factor on launch edges (call → GPU start)
-    launch_factor: float = 1.0
-
-
-def fix_edit(kind: str) -> Edit | None:
-    """The graph edit that models fixing a finding of this kind (None: not modelled)."""
-    if kind == "data_loading":
-        return Edit(kind, host={"data_loading": 0.0})
-    if kind == "host_device_sync":
-        return Edit(kind, host={"sync": 0.0}, drop_sync=frozenset({"sync"}))
-    if kind == "pageable_memcpy":
-        return Edit(kind, drop_sync=frozenset({"pageable_memcpy"}), pin=True)
-    if kind in ("launch_bound", "small_batch"):
-        return Edit(kind, host={"launch": 1.0 / LAUNCH_SPEEDUP}, launch_factor=1.0 / LAUNCH_SPEEDUP)
-    if kind == "allocator":
-        return Edit(kind, host={"allocator": 0.0})
-    if kind == "no_tensor_cores":
-        return Edit(kind, gpu={"fp32_matmul": 1.0 / TENSOR_CORE_SPEEDUP})
-    if kind == "exposed_communication":
-        return Edit(kind, host={"collective": 0.0}, gpu={"comm_kernel": 0.0})
-    if kind == "cpu_bound":
-        return Edit(kind, host={"cpu": 0.0})
-    return None
-
-
 def what_if_edit(what_if: WhatIf) -> Edit:
     """A ``--what-if CAUSE=FACTOR`` question as a graph edit: the cause's tags are scaled on the
-    host and the GPU alike; factor 0 on a cause whose tags carry waits removes the waits."""
+    host and the GPU alike; factor 0 removes the removable waits (GPU → host sync edges) its
+    tags carry, as on the critical path."""
     factors: dict[str, float] = {}
     drop: set[str] = set()
     for name, factor in what_if.factors:
         for tag in WHAT_IF_CAUSES[name]:
             factors[tag] = factor
-            if factor == 0.0 and tag in ("sync", "pageable_memcpy"):
+            if factor == 0.0:
                 drop.add(tag)
     return Edit(what_if.label, host=dict(factors), gpu=dict(factors), drop_sync=frozenset(drop))
 
@@ -333,7 +277,7 @@ def _replay_group(
             out.setdefault(col, [None] * group.height)
         return pl.DataFrame(out, schema=schema)
     markers, owner = _step_nodes(nodes, edges, starts, group["end_ns"].to_list())
-    base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
+    base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "removable", "event_id", "start_ns", "end_ns")
     t_node = 1  # one window: its source S is node 0 and its sink T node 1
     w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
     ends = nodes["t"]
@@ -366,7 +310,9 @@ def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFra
         graph = build_graph(events.filter(pl.col("rank") == rank), links, win)
         if graph.edges.height == 0:
             continue
-        base = graph.edges.select("src", "dst", _stream_floor(graph.edges).alias("w"), "kind", "tag", "event_id", "start_ns", "end_ns")
+        base = graph.edges.select(
+            "src", "dst", _stream_floor(graph.edges).alias("w"), "kind", "tag", "removable", "event_id", "start_ns", "end_ns"
+        )
         if edit is not None:
             base = base.with_columns(_edited(edit, base, _pinned_bandwidth(events), False, _copy_bytes(events, links)).alias("w"))
         base = base.drop_nulls("w")
@@ -420,7 +366,8 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
             last = pl.col("end_ns") == pl.col("end_ns").max().over("event_id")
             expr = pl.when(pl.col("kind").is_in(host_kinds) & host_copy.is_not_null() & last).then(expr + host_copy).otherwise(expr)
     if e.drop_sync:
-        expr = pl.when((pl.col("kind") == EdgeKind.SYNC.value) & pl.col("tag").is_in(list(e.drop_sync))).then(None).otherwise(expr)
+        dropped = (pl.col("kind") == EdgeKind.SYNC.value) & pl.col("removable") & pl.col("tag").is_in(sorted(e.drop_sync))
+        expr = pl.when(dropped).then(None).otherwise(expr)
     return expr.round(0).cast(pl.Int64)
 
 
@@ -692,3 +639,8 @@ def price(
     return Pricing(
         replay=r, fixes=fixes, what_ifs=answers, mean_shares=means, trusted=trusted, notes=tuple(notes), intermittent=intermittent
     )
+
+
+__all__ = [
+    "FIX_MODELS", "GROUP_STEPS", "Edit", "Pricing", "Replay", "fix_edit", "median", "price", "replay", "replay_schedule", "what_if_edit",
+]

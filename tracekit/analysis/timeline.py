@@ -2,17 +2,21 @@
 
 The GPU timeline of each (rank, device) is split, inside each step window, into:
 
-* busy time (the union of kernels, copies and memsets), labelled ``compute``, or
-  ``exposed_communication`` when only communication kernels run, or ``pageable_memcpy``
-  when only a copy from/to pageable host memory runs;
+* busy time (the union of kernels, copies and memsets), labelled by the causes whose GPU
+  activities run (:attr:`~tracekit.analysis.causes.Cause.gpu`): ``compute`` when any activity no
+  other cause marks runs, else the first of the others (:func:`~tracekit.analysis.causes.gpu_claimants`:
+  ``exposed_communication`` when communication kernels run, else ``pageable_memcpy`` when a
+  copy from/to pageable host memory runs);
 * idle gaps, each attributed by what the host thread that launched the *next* GPU work
   was doing while the GPU waited: the idle causes of :mod:`tracekit.analysis.causes`
-  (``IDLE_CAUSES``, in priority order; what each means is in docs/analysis.md, generated from
-  the registry).  Host work in gaps up to :data:`LAUNCH_GAP_NS` is ``launch_bound``, longer
-  host work ``cpu_bound``; time nothing recorded explains stays ``unattributed``.
+  (``IDLE_CAUSES``, in precedence order; what each means is in docs/analysis.md, generated from
+  the registry).  Each cause's detector marks host intervals, and its attribution rule
+  (:mod:`tracekit.analysis.causes.attribution`) takes its part of the gap: host work in gaps up
+  to :data:`LAUNCH_GAP_NS` is ``launch_bound``, longer host work ``cpu_bound``; time nothing
+  recorded explains stays ``unattributed``.
 
 Every computation is a polars join or group-by; Python only loops over the few groups
-(devices, threads) the inequality joins are run for.
+(devices, threads) the inequality joins are run for, and over the causes.
 """
 
 from __future__ import annotations
@@ -21,26 +25,21 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
-from . import patterns
-from .causes import CAUSES, IDLE_CAUSES
-from .classify import is_api_call, is_data_dependent_op, is_host_sync
-from .intervals import complement, coverage_at, covered_in, enclosing, union
+from ..schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS
+from . import causes
+from .causes import CAUSES, HOST_CATEGORY_COLUMNS, IDLE_CAUSES, LAUNCH_GAP_NS, LAUNCH_LATENCY_NS, GapParts, HostEvents
+from .causes.attribution import OWN_TIME, where
+from .causes.detectors import other_host_work
+from .classify import is_host_sync
+from .intervals import complement, coverage_at, covered_in, union
 
-#: idle gaps up to this long, filled by op dispatch and launch calls, are launch overhead
-LAUNCH_GAP_NS = 100_000
-#: queued work that starts within this long after the GPU went idle: launch latency
-LAUNCH_LATENCY_NS = 50_000
+__all__ = [
+    "HOST_CATEGORY_COLUMNS", "LAUNCH_GAP_NS", "LAUNCH_LATENCY_NS", "OTHER_HOST_WORK", "SYNC_SLACK_NS", "Timeline",
+    "analyze_timeline", "gpu_activity", "host_categories", "sync_calls",
+]
+
 #: a sync call that returned this close before the GPU went idle caused the idle time after it
 SYNC_SLACK_NS = 20_000
-
-_CPU_WORK = [
-    EventKind.CPU_OP.value,
-    EventKind.ANNOTATION.value,
-    EventKind.PYTHON.value,
-    EventKind.RUNTIME.value,
-    EventKind.DRIVER.value,
-]
 
 
 @dataclass(frozen=True)
@@ -73,25 +72,25 @@ def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFr
     if windows.height == 0:
         return Timeline(per_step=_empty_per_step(), gaps=_empty_gaps(), primary_device={})
 
-    # --- busy time, labelled by priority: compute > communication-only > pageable copy
-    is_comm = (pl.col("kind") == EventKind.KERNEL.value) & pl.col("name").str.contains(patterns.COMM_KERNEL)
-    is_pageable = (pl.col("kind") == EventKind.MEMCPY.value) & (
-        (pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable")
-    )
-    compute_rows = gpu.filter(~is_comm & ~is_pageable)
-    comm_rows = gpu.filter(is_comm)
-    v_compute = union(compute_rows, key)
-    v_comm = union(pl.concat([compute_rows, comm_rows]), key)
+    # --- busy time, labelled by the causes whose activities run: the activities no other cause
+    # marks (compute), then each other cause's where no earlier one's run (gpu_claimants' order)
+    claimants = causes.gpu_claimants()
+    others = [(c.name, pl.any_horizontal([m.where() for m in c.gpu])) for c in claimants if not c.rest_of_gpu]
+    marked = pl.any_horizontal([m for _name, m in others]) if others else pl.lit(False)
     v_all = union(gpu, key)
-    cov_compute = covered_in(windows, v_compute, key)
-    cov_comm = covered_in(windows, v_comm, key)
-    cov_all = covered_in(windows, v_all, key)
+    pool = [gpu.filter(~marked)]
+    covered = covered_in(windows, union(pool[0], key), key)
+    busy = {c.name: covered for c in claimants if c.rest_of_gpu}
+    for i, (name, mark) in enumerate(others):
+        pool.append(gpu.filter(mark))
+        # with the last cause's activities the pool holds every activity
+        now = covered_in(windows, v_all if i == len(others) - 1 else union(pl.concat(pool), key), key)
+        busy[name] = now - covered
+        covered = now
     per_step = windows.with_columns(
         (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
-        cov_all.alias("busy_ns"),
-        cov_compute.alias("compute_ns"),
-        (cov_comm - cov_compute).alias("_comm_busy_ns"),
-        (cov_all - cov_comm).alias("_pageable_busy_ns"),
+        covered_in(windows, v_all, key).alias("busy_ns"),
+        *[v.alias(f"_busy_{name}") for name, v in busy.items()],
     )
 
     # --- idle gaps and their causes
@@ -103,10 +102,10 @@ def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFr
     per_step = per_step.join(idle, on=[*key, "step"], how="left").with_columns(
         [pl.col(f"{c}_ns").fill_null(0) for c in IDLE_CAUSES]
     )
+    # a cause both busy and idle (communication, pageable copies) has both times
     per_step = per_step.with_columns(
-        (pl.col("exposed_communication_ns") + pl.col("_comm_busy_ns")).alias("exposed_communication_ns"),
-        (pl.col("pageable_memcpy_ns") + pl.col("_pageable_busy_ns")).alias("pageable_memcpy_ns"),
-    ).drop("_comm_busy_ns", "_pageable_busy_ns")
+        [(pl.col(f"{n}_ns") + pl.col(f"_busy_{n}") if n in IDLE_CAUSES else pl.col(f"_busy_{n}")).alias(f"{n}_ns") for n in busy]
+    ).drop([f"_busy_{n}" for n in busy])
     per_step = per_step.select(
         *key, "step", "start_ns", "end_ns", "dur_ns", "busy_ns", *[f"{c}_ns" for c in CAUSES]
     ).sort([*key, "step"])
@@ -116,61 +115,20 @@ def analyze_timeline(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFr
     return Timeline(per_step=per_step, gaps=gaps, primary_device=primary)
 
 
-#: the columns of the events table that :func:`host_categories` reads (its frames carry only
-#: these: a copy of every host event's other columns would cost more memory than the analysis)
-HOST_CATEGORY_COLUMNS = ["event_id", "kind", "name", "rank", "pid", "tid", "start_ns", "dur_ns", "end_ns", "sync_kind"]
+#: the categories :func:`host_categories` adds after the causes' own: any other host work
+OTHER_HOST_WORK = "cpu"
 
 
 def host_categories(events: pl.DataFrame, links: pl.DataFrame, *, cpu: bool = True) -> dict[str, pl.DataFrame]:
-    """Host-thread intervals per category, in priority order (first match wins): the idle
-    causes a host thread can be seen doing, then ``cpu`` (any other host work; left out
-    when ``cpu`` is False).  Each frame has the columns :data:`HOST_CATEGORY_COLUMNS`."""
-    host = events.select(HOST_CATEGORY_COLUMNS).filter(pl.col("tid").is_not_null() & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0))
-    name = pl.col("name")
-    not_step = ~name.str.contains(patterns.PROFILER_STEP) & ~name.str.contains(patterns.USER_STEP)
-    data = host.filter(pl.col("kind").is_in([EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value]) & name.str.contains(patterns.DATALOADER) & not_step)
-    # copy calls whose GPU copy touches pageable memory
-    pageable_copies = events.select("event_id", "kind", "src_memory", "dst_memory").filter(
-        (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
-    )
-    pageable_calls = links.join(pageable_copies.select(pl.col("event_id").alias("gpu_event_id")), on="gpu_event_id", how="semi")
-    pageable = host.join(pageable_calls.select(pl.col("launch_event_id").alias("event_id")).unique(), on="event_id", how="semi")
-    pageable = _without_data_dependent(pageable, host)
-    # the user-level operator around the copy call (.to(device) → aten::to) is part of the copy's cost
-    if pageable.height:
-        ops = host.filter(pl.col("kind") == EventKind.CPU_OP.value)
-        outer = enclosing(pageable, ops, "_outer", outermost=True)
-        if outer.height:
-            ids = pageable.with_row_index("_p").join(outer, on="_p").select(pl.col("_outer").alias("event_id")).unique()
-            pageable = pl.concat([pageable, host.join(ids, on="event_id", how="semi")]).unique("event_id")
-    sync = host.filter(is_host_sync())
-    alloc = host.filter(is_api_call() & name.str.contains(patterns.ALLOCATOR_API))
-    comm = host.filter(pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value]) & name.str.contains(patterns.COMM_OP))
-    found = {
-        "data_loading": data,
-        "pageable_memcpy": pageable,
-        "host_device_sync": sync,
-        "allocator": alloc,
-        "exposed_communication": comm,
-    }
+    """Host-thread intervals per category, in precedence order (first match wins): each idle
+    cause with a detector (:mod:`tracekit.analysis.causes`), then :data:`OTHER_HOST_WORK` (any
+    other host work; left out when ``cpu`` is False).  Each frame has the columns
+    :data:`HOST_CATEGORY_COLUMNS`."""
+    h = HostEvents.of(events, links)
+    found = {c.name: c.detector(h) for c in causes.detected() if c.detector is not None}
     if cpu:
-        found["cpu"] = host.filter(pl.col("kind").is_in(_CPU_WORK) & not_step)
+        found[OTHER_HOST_WORK] = other_host_work(h)
     return found
-
-
-def _without_data_dependent(copies: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
-    """Drop copy calls made inside a data-dependent operator (``.item()``, ``.tolist()``,
-    ``nonzero``): the host asked for a value and waits for it, which is a host-device sync,
-    not a pinning problem; pinned memory would not remove the wait."""
-    if copies.height == 0:
-        return copies
-    dependent = host.filter(is_data_dependent_op())
-    if dependent.height == 0:
-        return copies
-    inside = enclosing(copies, dependent, "_dd", outermost=True)
-    if inside.height == 0:
-        return copies
-    return copies.with_row_index("_p").join(inside.select("_p"), on="_p", how="anti").drop("_p")
 
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
@@ -235,62 +193,33 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
     # A sync explains the idle time after it only until the host turns to something with
     # its own name (a data-loading range): split the host-late part at that point.
     categories = host_categories(events, links)
-    data_starts = categories["data_loading"].select(
-        pl.col("pid").alias("host_pid"), pl.col("tid").alias("host_tid"), pl.col("start_ns").alias("_ds")
-    ).sort("_ds")
-    gaps = gaps.sort("start_ns").join_asof(
-        data_starts, left_on="start_ns", right_on="_ds", by=["host_pid", "host_tid"], strategy="forward", check_sortedness=False
-    )
+    own_names = [c.name for c in causes.detected() if c.ends_sync_wait]
+    if own_names:
+        named_starts = pl.concat([categories[n].select("pid", "tid", "start_ns") for n in own_names]).select(
+            pl.col("pid").alias("host_pid"), pl.col("tid").alias("host_tid"), pl.col("start_ns").alias("_ds")
+        ).sort("_ds")
+        gaps = gaps.sort("start_ns").join_asof(
+            named_starts, left_on="start_ns", right_on="_ds", by=["host_pid", "host_tid"], strategy="forward", check_sortedness=False
+        )
+    else:
+        gaps = gaps.with_columns(pl.lit(None, dtype=pl.Int64).alias("_ds"))
     sync_end = pl.when(pl.col("_after_sync")).then(pl.min_horizontal(pl.col("_h_end"), pl.col("_ds").fill_null(pl.col("_h_end")))).otherwise(pl.col("start_ns"))
     gaps = gaps.with_columns(sync_end.clip(lower_bound=pl.col("start_ns")).alias("_s_end"))
+    parts = _gap_parts(gaps, categories)
 
-    # what the host thread did: exclusive time per category, in the sync-induced part
-    # [start, _s_end) and in the rest [_s_end, _h_end)
-    marks = gaps.select(pl.col("host_pid").alias("pid"), pl.col("host_tid").alias("tid"), "start_ns", "_s_end", "_h_end")
-    prev_a = prev_b = pl.Series([0] * gaps.height, dtype=pl.Int64)
-    pool: list[pl.DataFrame] = []
-    exclusive: dict[str, pl.Series] = {}
-    in_sync_part: dict[str, pl.Series] = {}
-    for name, rows in categories.items():
-        pool.append(rows.select("pid", "tid", "start_ns", "end_ns"))
-        u = union(pl.concat(pool), ["pid", "tid"])
-        c0 = coverage_at(marks, u, ["pid", "tid"], "start_ns")
-        c1 = coverage_at(marks, u, ["pid", "tid"], "_s_end")
-        c2 = coverage_at(marks, u, ["pid", "tid"], "_h_end")
-        cov_a = (c1 - c0).clip(lower_bound=0)
-        cov_b = (c2 - c1).clip(lower_bound=0)
-        in_sync_part[name] = (cov_a - prev_a).clip(lower_bound=0)
-        exclusive[name] = (cov_b - prev_b).clip(lower_bound=0)
-        prev_a, prev_b = cov_a, cov_b
-    sync_len = (gaps["_s_end"] - gaps["start_ns"]).clip(lower_bound=0)
-    rest_len = (gaps["_h_end"] - gaps["_s_end"]).clip(lower_bound=0)
-    uncovered_sync = (sync_len - prev_a).clip(lower_bound=0)
-    uncovered_rest = (rest_len - prev_b).clip(lower_bound=0)
-
-    def both(name: str) -> pl.Series:
-        total: pl.Series = in_sync_part[name] + exclusive[name]
-        return total
-
-    cpu = exclusive["cpu"]
-    short = cpu <= LAUNCH_GAP_NS
-    queued = gaps["_queued_ns"]
-    # the wait between a call and the GPU starting its work belongs to the call's own cause
-    queued_pageable = gaps["launch_event_id"].is_in(categories["pageable_memcpy"]["event_id"].implode()).fill_null(False)
-    queued_short = (queued <= LAUNCH_LATENCY_NS) & ~queued_pageable
-
-    def where(mask: pl.Series, value: pl.Series) -> pl.Series:
-        return pl.select(pl.when(pl.lit(mask)).then(pl.lit(value)).otherwise(0)).to_series()
-
-    out = gaps.with_columns(
-        both("data_loading").alias("data_loading_ns"),
-        (both("pageable_memcpy") + where(queued_pageable, queued)).alias("pageable_memcpy_ns"),
-        (both("host_device_sync") + in_sync_part["cpu"] + uncovered_sync).alias("host_device_sync_ns"),
-        both("allocator").alias("allocator_ns"),
-        both("exposed_communication").alias("exposed_communication_ns"),
-        (where(short, cpu) + where(queued_short, queued)).alias("launch_bound_ns"),
-        where(~short, cpu).alias("cpu_bound_ns"),
-        (uncovered_rest + where(~queued_short & ~queued_pageable, queued)).alias("unattributed_ns"),
-    )
+    # each idle cause takes its part (precedence order: the first to claim a gap's queued part has it)
+    cols: dict[str, pl.Series] = {}
+    unclaimed = pl.Series([True] * gaps.height, dtype=pl.Boolean)
+    for cause in causes.idle_causes():
+        rule = cause.rule if cause.rule is not None else OWN_TIME
+        value = rule.host_time(parts, cause.name)
+        claim = rule.queue(parts, cause.name)
+        if claim is not None:
+            mine = claim & unclaimed
+            unclaimed = unclaimed & ~mine
+            value = value + where(mine, parts.queued)
+        cols[f"{cause.name}_ns"] = value
+    out = gaps.with_columns(value.alias(name) for name, value in cols.items())
     cause_cols = [f"{c}_ns" for c in IDLE_CAUSES]
     out = out.with_columns(
         pl.concat_list(cause_cols).list.arg_max().alias("_top"),
@@ -299,6 +228,35 @@ def _attribute(gaps: pl.DataFrame, events: pl.DataFrame, links: pl.DataFrame, gp
         "gap_id", *key, "step", "start_ns", "end_ns", "dur_ns", "cause", "host_pid", "host_tid",
         "next_event_id", "launch_event_id", "sync_event_id", *cause_cols,
     ).sort([*key, "start_ns"])
+
+
+def _gap_parts(gaps: pl.DataFrame, categories: dict[str, pl.DataFrame]) -> GapParts:
+    """What the host thread did in every gap: exclusive time per category (precedence order: the
+    first category covering an instant has it) in the sync-induced part [start, _s_end) and in
+    the rest of the host-late part [_s_end, _h_end), and the time no category covers."""
+    marks = gaps.select(pl.col("host_pid").alias("pid"), pl.col("host_tid").alias("tid"), "start_ns", "_s_end", "_h_end")
+    prev_a = prev_b = pl.Series([0] * gaps.height, dtype=pl.Int64)
+    pool: list[pl.DataFrame] = []
+    in_sync: dict[str, pl.Series] = {}
+    rest: dict[str, pl.Series] = {}
+    for name, rows in categories.items():
+        pool.append(rows.select("pid", "tid", "start_ns", "end_ns"))
+        u = union(pl.concat(pool), ["pid", "tid"])
+        c0 = coverage_at(marks, u, ["pid", "tid"], "start_ns")
+        c1 = coverage_at(marks, u, ["pid", "tid"], "_s_end")
+        c2 = coverage_at(marks, u, ["pid", "tid"], "_h_end")
+        cov_a = (c1 - c0).clip(lower_bound=0)
+        cov_b = (c2 - c1).clip(lower_bound=0)
+        in_sync[name] = (cov_a - prev_a).clip(lower_bound=0)
+        rest[name] = (cov_b - prev_b).clip(lower_bound=0)
+        prev_a, prev_b = cov_a, cov_b
+    sync_len = (gaps["_s_end"] - gaps["start_ns"]).clip(lower_bound=0)
+    rest_len = (gaps["_h_end"] - gaps["_s_end"]).clip(lower_bound=0)
+    return GapParts(
+        in_sync=in_sync, rest=rest, other_in_sync=in_sync.pop(OTHER_HOST_WORK), other_rest=rest.pop(OTHER_HOST_WORK),
+        untraced_in_sync=(sync_len - prev_a).clip(lower_bound=0), untraced_rest=(rest_len - prev_b).clip(lower_bound=0),
+        queued=gaps["_queued_ns"], launch_event_id=gaps["launch_event_id"], marked=categories,
+    )
 
 
 def _empty_per_step() -> pl.DataFrame:

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..errors import UsageError
-from .causes import EDGE_TAGS, FINDING_WHAT_IF, WHAT_IF_CAUSES
+from .causes import EDGE_TAGS, FINDING_WHAT_IF, WHAT_IF_CAUSES, LiveSequence
 
-#: what every edge's time is made of (one tag per edge)
-TAGS: tuple[str, ...] = tuple(EDGE_TAGS)
-#: tag → breakdown cause
+#: what every edge's time is made of (one tag per edge; a view of the registry)
+TAGS = LiveSequence(lambda: tuple(EDGE_TAGS))
+#: tag → critical-path cause
 TAG_CAUSE: Mapping[str, str] = EDGE_TAGS
 
 #: the what-if questions a caller may ask: ``"cause=factor"``, several of them, or a mapping cause → factor

@@ -17,9 +17,15 @@ class _WhatIfOption(click.Option):
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         from ..analysis.causes import WHAT_IF_CAUSES
 
-        if self.help is not None and "{causes}" in self.help:
-            self.help = self.help.replace("{causes}", ", ".join(WHAT_IF_CAUSES))
-        return super().get_help_record(ctx)
+        template = self.help
+        if template is None or "{causes}" not in template:
+            return super().get_help_record(ctx)
+        # the knobs registered now (the template stays for the next time help is shown)
+        self.help = template.replace("{causes}", ", ".join(WHAT_IF_CAUSES))
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.help = template
 
 
 @click.command("analyze")

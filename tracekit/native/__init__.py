@@ -7,7 +7,6 @@ The modules (each ``_<name>.c`` here, with its type stub ``_<name>.pyi``):
 * ``flowbind``: the Kineto reader's flow endpoints bound to their slices, correlation links and
   the events' canonical order;
 * ``inflate``: a whole-file gunzip through the system's libdeflate, opened at run time;
-* ``colmap``: the parse cache's tables memory-mapped and handed to polars without a copy;
 * ``dag``: the critical path's longest paths of every step graph;
 * ``sweep``: the replay's longest-path sweeps and Kahn's order.
 
@@ -32,7 +31,7 @@ from types import ModuleType
 #: ``1``: the pure-Python paths everywhere; a comma-separated list of module names: for those
 PURE_PYTHON_ENV = "TRACEKIT_PURE_PYTHON"
 #: every native module, by the name :func:`load` takes (the extension is ``_<name>``)
-MODULES = ("kineto_scan", "flowbind", "inflate", "colmap", "dag", "sweep")
+MODULES = ("kineto_scan", "flowbind", "inflate", "dag", "sweep")
 
 
 def _requested() -> frozenset[str]:

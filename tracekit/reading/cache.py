@@ -1,11 +1,10 @@
 """The content-keyed cache of parsed traces.
 
-A parsed trace is stored as one file, ``tables.tkc``, in a folder named after a hash of the
-file's *content* (plus the schema, tracekit and cache-layout versions), so a changed file
-can never be served from a stale entry, and a copied or renamed file is still a hit.
-Entries are written to a temporary folder and renamed into place, so a crash or a
-concurrent run never leaves a half-written entry; the cache can be deleted at any time and
-is rebuilt on demand.
+A parsed trace is stored in a folder named after a hash of the file's *content* (plus the
+schema, tracekit and cache-layout versions), so a changed file can never be served from a
+stale entry, and a copied or renamed file is still a hit.  Entries are written to a
+temporary folder and renamed into place, so a crash or a concurrent run never leaves a
+half-written entry; the cache can be deleted at any time and is rebuilt on demand.
 
 Hashing a large file costs about a second per GB, so a second open of the same file at the
 same path does not hash it again: ``stat/`` remembers, for each path, the file's identity
@@ -19,28 +18,31 @@ modification time.  An identity is only remembered for a file whose last change 
 :data:`SETTLE_NS` old when it is hashed, and only when the file did not change while it was
 being hashed, so a change in the same clock tick as the remembered one cannot go unseen.
 
-The file holds every table's columns as uncompressed Arrow buffers (64-byte aligned) behind
-a JSON header that gives each column's Arrow format, length, null count and buffer
-offsets, and the trace's :class:`TraceInfo`.  Reading maps the file and hands the buffers
-to polars through the Arrow C Data Interface without decoding or copying them
-(``tracekit.native._colmap``, a small C extension): a second open costs a few milliseconds (3-4 ms
-for the 26-87 MB shared traces in a fresh process; more for a 300 MB trace: the checks
-below read bitmaps, string views and codes), and a page of a column is read from the page
-cache only when an analysis first touches it.
-Entries are never rewritten in place (a new entry is a new file renamed into place, and
-clearing the cache unlinks files), so a mapped file does not change under its reader.  Every buffer is checked first (it lies inside the file and
-is long enough for its column, validity bitmaps count the stated nulls, string views stay
-inside their data, strings are UTF-8, dictionary codes are in range), so a damaged or
-hostile file is dropped and parsed again, never trusted.  The header must list each
-table's schema columns in order, each with the Arrow format the writer gives its dtype, so
-the tables read back with the schema's dtypes.  Without the extension (no compiler, or
-``TRACEKIT_PURE_PYTHON=1``) pyarrow reads the same file, fully validated, into the same
-tables.  A column that holds only nulls (but a table's first, whose buffers bound the
-rows) stores no buffers: the native reader points it at one read-only anonymous mapping
-that is never written (it costs no memory), and an Enum of nulls comes back as a constant
-column.  The native writer stores each distinct long string once.
-The files are larger than Parquet (0.4-0.5x the trace's JSON; the uncompressed Parquet
-entries were about 0.12x), the price of reading without decoding.
+An entry holds one uncompressed Arrow IPC file per canonical table (``events.arrow``, ...,
+each one record batch of polars' own Arrow export: string views, and Enums as dictionaries
+with polars' field metadata) and the marker ``complete``.  The IPC format needs one schema
+per file, and the seven tables have seven, hence seven files; the events file also carries
+the trace's :class:`TraceInfo` in its schema metadata.  Reading maps each file with pyarrow
+and hands its buffers to polars through the Arrow C Data Interface without decoding or
+copying them, so a page of a column is read from the page cache only when an analysis first
+touches it.  Entries are never rewritten in place (a new entry is a new folder renamed into
+place, and clearing the cache unlinks files), so a mapped file does not change under its
+reader.
+
+Nothing in a file is trusted before it is checked, so a damaged, truncated, foreign or
+hostile file is dropped and parsed again, never a crash and never wrong tables: pyarrow's
+reader checks the file's structure (magic, footer, flatbuffers, every buffer inside the
+file); the schema must carry this entry's stamp (layout, versions, content key and table
+name) and list the table's schema columns in order, each with the Arrow type polars gives
+its dtype (an Enum: integer codes into a string dictionary, its categories in the field
+metadata exactly as polars writes them, since polars parses them); and the batch is
+validated in full (``validate(full=True)``: lengths, null counts, string views inside their
+buffers, UTF-8, dictionary codes in range), because polars trusts what it imports.
+
+Two things make a file smaller at no cost to the reader: a column that holds only nulls
+(but a table's first, whose buffers bound its rows) is written as Arrow's null type, with no
+buffers, and cast back to its dtype on reading; a string column stores each distinct string
+once (a column built row by row holds a copy of a long string per row).
 
 Location: ``$TRACEKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/tracekit``, else
 ``~/.cache/tracekit``.
@@ -49,29 +51,30 @@ Location: ``$TRACEKIT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/tracekit``, els
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from .._version import __version__
 from ..native import ArrowCapsules
-from ..native import load as load_native
 from ..progress import Progress
 from ..schema import SCHEMA_VERSION, TABLES, TableSchema, TraceInfo, TraceTables
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 _MARKER = "complete"
 #: the layout of an entry; part of every key, so an entry of another layout is never read
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: a file's identity is remembered only when its last change is older than this (ns)
 SETTLE_NS = 2_000_000_000
 #: the stat fields that make up a file's identity
@@ -169,264 +172,180 @@ def remember(path: str | Path, before: os.stat_result, key: str, root: Path | No
     return True
 
 
-#: the one file of an entry: every table's Arrow buffers behind a JSON header
-_TABLES_FILE = "tables.tkc"
-_MAGIC = b"TKCOLS1\n"
-_ALIGN = 64
-_MAX_HEADER = 64 * 1024 * 1024
+#: the schema metadata keys of an entry's files: every file's stamp, and the events file's
+#: TraceInfo (JSON); and the field metadata in which polars keeps an Enum's categories
+_STAMP = b"tracekit.cache"
+_INFO = b"tracekit.info"
+_ENUM_VALUES = b"_PL_ENUM_VALUES2"
 
 
 class _Damaged(Exception):
-    """A cache file that cannot be read back (the entry is dropped and rebuilt), or tables
-    that cannot be written as one (the trace is then not cached)."""
+    """A cache file that cannot be read back (the entry is dropped and rebuilt)."""
 
 
-def _align(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+def table_file(entry: Path, name: str) -> Path:
+    """The Arrow IPC file that holds table ``name`` in the entry folder ``entry``."""
+    return entry / f"{name}.arrow"
 
 
-def _native() -> ModuleType | None:
-    """The memory-mapping reader (tracekit/native/_colmap.c), or None: not built, or
-    ``TRACEKIT_PURE_PYTHON`` asks for the pyarrow path (same tables)."""
-    return load_native("colmap")
+def _stamp(key: str, table: str) -> bytes:
+    """What each file of an entry says about itself: the layout and versions, its entry's
+    content key and its table, so a file of another entry, another table or another
+    tracekit is refused even where its bytes are a valid Arrow file."""
+    mark = {"cache": CACHE_FORMAT, "schema": SCHEMA_VERSION, "tracekit": __version__, "key": key, "table": table}
+    return json.dumps(mark, sort_keys=True).encode("utf-8")
 
 
-# Arrow C Data Interface format strings of the column types the canonical tables use
-_FORMATS = {
-    "int8": "c", "uint8": "C", "int16": "s", "uint16": "S", "int32": "i", "uint32": "I",
-    "int64": "l", "uint64": "L", "float": "f", "double": "g", "bool": "b", "string_view": "vu", "string": "u", "large_string": "U",
-}  # fmt: skip
-
-
-def _write_tables(path: Path, tables: TraceTables) -> None:
-    """Write every table of ``tables`` (and its info) as one cache file: a JSON header naming
-    each column's Arrow format, length, null count and buffers, then the buffers, aligned.
-    The buffers of a column that holds only nulls (but the first) are not stored: its
-    ``buffers`` are null and the reader backs it with zeros (an Enum's dictionary is stored)."""
+def _write_tables(entry: Path, tables: TraceTables, key: str) -> None:
+    """Write every table of ``tables`` into the folder ``entry`` as ``<table>.arrow`` (one
+    uncompressed record batch); the events file also holds the trace's info."""
     import pyarrow as pa  # only when storing: a parse costs far more than this import
 
-    buffers: list[Any] = []
-    at = 0
-
-    native = _native()
-
-    def place(buf: Any) -> list[int] | None:
-        nonlocal at
-        if buf is None:
-            return None
-        size = memoryview(buf).nbytes
-        spot = [at, size]
-        buffers.append((at, buf))
-        at = _align(at + size)
-        return spot
-
-    def column(name: str, arr: Any, field: Any, stored: bool = True) -> dict[str, Any]:
-        if arr.offset != 0:
-            raise _Damaged(f"column {name} is a slice")
-        typ = arr.type
-        meta = [[k.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape")] for k, v in (field.metadata or {}).items()] if field is not None else []
-        flags = (2 if field is None or field.nullable else 0)
-        dictionary = None
-        if pa.types.is_dictionary(typ):
-            fmt = _FORMATS.get(str(typ.index_type))
-            flags |= 1 if typ.ordered else 0
-            dictionary = column("", arr.dictionary, None)
-            bufs = arr.buffers()[:2]
-        else:
-            fmt = _FORMATS.get(str(typ))
-            bufs = arr.buffers()
-            if fmt == "vu" and native is not None and len(bufs) > 2 and stored:
-                # each distinct long string once (a parsed column holds a copy per row):
-                # a smaller file, and fewer bytes for the reader to check
-                views, data = native.compact_views(memoryview(bufs[1])[: 16 * len(arr)], bufs[2:])
-                bufs = [bufs[0], views, *data]
-        if fmt is None:
-            raise _Damaged(f"column {name}: no cache layout for Arrow type {typ}")
-        return {
-            "name": name, "format": fmt, "metadata": meta, "flags": flags, "length": len(arr),
-            # a missing value buffer (an empty array may have none) is stored as an empty one;
-            # a column of nulls only stores none (null: the reader backs it with zeros)
-            "null_count": arr.null_count,
-            "buffers": [place(b if b is not None or i == 0 else b"") for i, b in enumerate(bufs)] if stored else None,
-            "dictionary": dictionary,
-        }  # fmt: skip
-
-    described = []
     for schema in TABLES:
-        frame = schema.conform(tables.table(schema.name))
-        arrow = frame.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
-        cols = []
-        for i, name in enumerate(arrow.column_names):
-            chunks = arrow.column(i).chunks
-            arr = chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-            # the first column is always stored: its buffers bound the table's rows by the file's size
-            stored = i == 0 or arr.null_count < len(arr) or len(arr) == 0
-            cols.append(column(name, arr, arrow.schema.field(i), stored))
-        described.append({"name": schema.name, "rows": frame.height, "columns": cols})
-    header = json.dumps({"byteorder": sys.byteorder, "info": tables.info.to_json(), "tables": described}).encode("utf-8")
-    start = _align(16 + len(header))
-    with open(path, "wb") as fh:
-        fh.write(_MAGIC + len(header).to_bytes(8, "little") + header)
-        fh.write(b"\0" * (start - 16 - len(header)))
-        written = 0
-        for offset, buf in buffers:
-            fh.write(b"\0" * (offset - written))
-            fh.write(buf)
-            written = offset + memoryview(buf).nbytes
-        fh.write(b"\0" * (_align(written) - written))
+        metadata = {_STAMP: _stamp(key, schema.name)}
+        if schema.name == "events":
+            metadata[_INFO] = tables.info.to_json().encode("utf-8")
+        batch = _record_batch(schema.conform(tables.table(schema.name)), metadata)
+        with pa.OSFile(str(table_file(entry, schema.name)), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
 
 
-def _read_header(path: Path) -> tuple[dict[str, Any], int]:
-    with open(path, "rb") as fh:
-        head = fh.read(16)
-        if len(head) != 16 or head[:8] != _MAGIC:
-            raise _Damaged("not a tracekit cache file")
-        size = int.from_bytes(head[8:], "little")
-        if size > _MAX_HEADER:
-            raise _Damaged("header too large")
-        raw = fh.read(size)
-    if len(raw) != size:
-        raise _Damaged("header cut short")
-    header = json.loads(raw)
-    if not isinstance(header, dict) or not isinstance(header.get("tables"), list):
-        raise _Damaged("header without tables")
-    if header.get("byteorder") != sys.byteorder:
-        raise _Damaged("written on a machine of the other byte order")
-    return header, _align(16 + size)
-
-
-def _arrow_array(col: dict[str, Any], whole: Any, start: int) -> Any:
-    """The pure-Python reader's column: a pyarrow array over the mapped file, fully validated."""
+def _record_batch(frame: pl.DataFrame, metadata: dict[bytes, bytes]) -> pa.RecordBatch:
+    """``frame`` as one record batch of polars' Arrow export, a column of nulls only (but the
+    first) as Arrow's null type and each string column with its distinct strings once."""
     import pyarrow as pa
 
-    types = {
-        "c": pa.int8(), "C": pa.uint8(), "s": pa.int16(), "S": pa.uint16(), "i": pa.int32(), "I": pa.uint32(),
-        "l": pa.int64(), "L": pa.uint64(), "f": pa.float32(), "g": pa.float64(), "b": pa.bool_(),
-        "vu": pa.string_view(), "u": pa.string(), "U": pa.large_string(),
+    arrow = frame.rechunk().to_arrow(compat_level=pl.CompatLevel.newest())
+    arrays = []
+    fields = []
+    for i, (field, column) in enumerate(zip(arrow.schema, arrow.columns, strict=True)):
+        array = column.combine_chunks()
+        if i and len(array) and array.null_count == len(array):
+            array, field = pa.nulls(len(array)), pa.field(field.name, pa.null())
+        elif array.type == pa.string_view():
+            array = _distinct_once(array)
+        arrays.append(array)
+        fields.append(field)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata))
+
+
+def _distinct_once(array: pa.Array) -> pa.Array:
+    """A string-view column whose distinct strings are stored once, in one buffer, each row's
+    view pointing into it; the column as it is when that would not make it smaller."""
+    import pyarrow as pa
+
+    stored = sum(b.size for b in array.buffers()[2:] if b is not None)  # long strings' bytes
+    if not stored:
+        return array
+    values = pl.Series("v", array)
+    distinct = values.unique(maintain_order=True).drop_nulls()
+    if stored <= distinct.str.len_bytes().sum():
+        return array
+    # a contiguous copy of the distinct strings (Arrow's cast to views keeps that buffer), then
+    # each row's view into it; polars' gather copies views and shares their buffers
+    packed = distinct.to_arrow(compat_level=pl.CompatLevel.newest()).cast(pa.large_string()).cast(pa.string_view())
+    codes = values.to_frame().join(distinct.to_frame().with_row_index("code"), on="v", how="left", maintain_order="left")
+    return pl.Series("v", packed).gather(codes.get_column("code")).to_arrow(compat_level=pl.CompatLevel.newest())
+
+
+@functools.cache
+def _arrow_types() -> dict[type[pl.DataType], pa.DataType]:
+    """The Arrow type polars exports for each dtype of the canonical tables but Enum."""
+    import pyarrow as pa
+
+    return {
+        pl.Int8: pa.int8(), pl.UInt8: pa.uint8(), pl.Int16: pa.int16(), pl.UInt16: pa.uint16(),
+        pl.Int32: pa.int32(), pl.UInt32: pa.uint32(), pl.Int64: pa.int64(), pl.UInt64: pa.uint64(),
+        pl.Float32: pa.float32(), pl.Float64: pa.float64(), pl.Boolean: pa.bool_(), pl.String: pa.string_view(),
     }  # fmt: skip
-    typ = types.get(str(col["format"]))
-    if typ is None:
-        raise _Damaged(f"unknown column format {col['format']!r}")
-    if col["buffers"] is None:  # nulls only, nothing stored
-        if int(col["null_count"]) != int(col["length"]):
-            raise _Damaged("a column without buffers must hold only nulls")
-        if col["dictionary"] is None:
-            return pa.nulls(int(col["length"]), typ)
-        values = _arrow_array(col["dictionary"], whole, start)
-        if col["length"] and not len(values):
-            raise _Damaged("dictionary index out of range")
-        return pa.DictionaryArray.from_arrays(pa.nulls(int(col["length"]), typ), values, ordered=bool(int(col["flags"]) & 1))
-    bufs = [None if b is None else whole.slice(start + int(b[0]), int(b[1])) for b in col["buffers"]]
-    if any(b is not None and int(v[0]) + start + int(v[1]) > whole.size for b, v in zip(bufs, col["buffers"], strict=True)):
-        raise _Damaged("a buffer lies outside the file")
-    arr = pa.Array.from_buffers(typ, int(col["length"]), bufs, null_count=int(col["null_count"]))
-    arr.validate(full=True)
-    if col["dictionary"] is not None:
-        arr = pa.DictionaryArray.from_arrays(arr, _arrow_array(col["dictionary"], whole, start), ordered=bool(int(col["flags"]) & 1))
-        arr.validate(full=True)
-    return arr
 
 
-def _null_enum(col: dict[str, Any]) -> bool:
-    """A header's column is an Enum of nulls only (no buffers; a dictionary)."""
-    return col["buffers"] is None and col["dictionary"] is not None
+def _enum_values(dtype: pl.Enum) -> bytes:
+    """An Enum's categories as polars writes them into the field metadata (``length;text``
+    each, the length in bytes); polars reads them back to rebuild the Enum."""
+    return b"".join(b"%d;%s" % (len(c), c) for c in (v.encode("utf-8") for v in dtype.categories.to_list()))
 
 
-def _read_tables(path: Path) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
-    header, start = _read_header(path)
-    info = TraceInfo.from_json(header["info"])
-    described = {t["name"]: t for t in header["tables"]}
-    if set(described) != {s.name for s in TABLES}:
-        raise _Damaged("the tables are not the canonical ones")
-    # the tables whose every column's Arrow type was matched to its dtype from the header
-    typed = {schema.name for schema in TABLES if _check_columns(schema, described[schema.name].get("columns"))}
-    native = _native()
-    frames: dict[str, pl.DataFrame] = {}
-    if native is not None:
-        # the native reader takes the header's column descriptions as they are; it hands an
-        # Enum column of nulls only over as a column of Arrow's null type, cast here (polars
-        # converts an imported Enum row by row: 0.3 ms for 140 k nulls)
-        specs = [(int(described[s.name]["rows"]), described[s.name]["columns"]) for s in TABLES]
-        for schema, pair in zip(TABLES, native.map_tables(str(path), start, specs), strict=True):
-            frame = pl.DataFrame(ArrowCapsules(pair))
-            for i, c in enumerate(described[schema.name]["columns"]):
-                if _null_enum(c):
-                    frame.replace_column(i, frame.to_series(i).cast(schema.columns[i].dtype))
-            frames[schema.name] = frame
-    else:
-        import pyarrow as pa
+def _stored_as(field: pa.Field, dtype: pl.DataType) -> bool | None:
+    """Whether ``field`` is how polars exports a column of ``dtype``; None when the dtype has
+    no known Arrow type (the caller then compares the imported column's dtype)."""
+    import pyarrow as pa
 
-        whole = pa.memory_map(str(path)).read_buffer()
-        for schema in TABLES:
-            table = described[schema.name]
-            cols = table["columns"]
-            arrays = [_arrow_array(c, whole, start) for c in cols]
-            fields = [
-                pa.field(str(c["name"]), a.type, nullable=bool(int(c["flags"]) & 2), metadata=dict(c["metadata"]) or None)
-                for c, a in zip(cols, arrays, strict=True)
-            ]
-            frames[schema.name] = pl.DataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)))
-    for schema in TABLES:
-        rows = int(described[schema.name]["rows"])
-        frame = frames[schema.name]
-        if frame.height != rows:
-            raise _Damaged(f"table {schema.name}: {frame.height} rows, the header says {rows}")
-        if schema.name not in typed and list(frame.schema.items()) != [(c.name, c.dtype) for c in schema.columns]:
-            raise _Damaged(f"table {schema.name}: the columns read back as {frame.schema}, not as the schema's")
-    return info, frames
-
-
-def _field_metadata(dtype: pl.DataType) -> list[list[str]]:
-    """The Arrow field metadata polars exports for a column of ``dtype``: for an Enum its
-    categories (``length;text`` each), which polars reads back to rebuild the Enum."""
+    typ = field.type
     if isinstance(dtype, pl.Enum):
-        return [["_PL_ENUM_VALUES2", "".join(f"{len(c)};{c}" for c in dtype.categories.to_list())]]
-    return []
+        return (
+            pa.types.is_dictionary(typ)
+            and typ.index_type in (pa.uint8(), pa.uint16(), pa.uint32())
+            and typ.value_type == pa.string_view()
+            and field.metadata == {_ENUM_VALUES: _enum_values(dtype)}
+        )
+    expected = _arrow_types().get(type(dtype))
+    if expected is None:
+        return None
+    return typ == expected and not field.metadata
 
 
-#: the Arrow format the writer gives each dtype (polars' own export): a column of one of
-#: these dtypes described with that format reads back with that dtype
-_DTYPE_FORMATS: dict[type[pl.DataType], str] = {
-    pl.Int8: "c", pl.UInt8: "C", pl.Int16: "s", pl.UInt16: "S", pl.Int32: "i", pl.UInt32: "I",
-    pl.Int64: "l", pl.UInt64: "L", pl.Float32: "f", pl.Float64: "g", pl.Boolean: "b", pl.String: "vu",
-}  # fmt: skip
+def _check_schema(schema: TableSchema, arrow: pa.Schema) -> tuple[list[int], list[int]]:
+    """Check that a file's schema is ``schema``'s columns in order, each as polars exports its
+    dtype or as Arrow's null type (not the first: its buffers bound the rows).  Returns the
+    positions of the null-typed columns, and of those whose dtype has no known Arrow type."""
+    import pyarrow as pa
 
-
-def _check_columns(schema: TableSchema, cols: Any) -> bool:
-    """The header's columns of one table are its schema's columns, in order, described as
-    the writer describes each dtype: polars parses some of this (an Enum's categories) and
-    must never be handed a damaged description.  True when each column's Arrow type was
-    matched to its dtype (an Enum: integer codes, a string dictionary and the Enum's
-    categories), so polars reads the table back with the schema's dtypes; False when a dtype
-    has no known format (the caller then compares the frame's schema)."""
-    if not isinstance(cols, list) or len(cols) != len(schema.columns):
+    if arrow.names != schema.names:
         raise _Damaged(f"table {schema.name}: not its schema's columns")
-    if not isinstance(cols[0], dict) or cols[0].get("buffers") is None:  # its buffers bound the rows by the file's size
-        raise _Damaged(f"table {schema.name}: the first column is not stored")
-    known = True
-    for col, want in zip(cols, schema.columns, strict=True):
-        if not isinstance(col, dict) or col.get("name") != want.name:
-            raise _Damaged(f"table {schema.name}: column {want.name} is not where the schema has it")
-        dtype = want.dtype
-        if col["flags"] not in (0, 1, 2, 3):
-            raise _Damaged(f"table {schema.name}: column {want.name} has unknown flags")
-        dictionary = col["dictionary"]
-        if isinstance(dtype, pl.Enum):  # integer codes into a dictionary of its categories
-            if (
-                dictionary is None
-                or col["format"] not in ("C", "S", "I")
-                or dictionary["format"] != "vu"
-                or dictionary["metadata"] != []
-                or col["metadata"] != _field_metadata(dtype)
-            ):
-                raise _Damaged(f"table {schema.name}: column {want.name} is not stored as a {dtype}")
-        elif dictionary is not None or col["metadata"] != []:
-            raise _Damaged(f"table {schema.name}: column {want.name} is not stored as a {dtype}")
-        elif (expected := _DTYPE_FORMATS.get(type(dtype))) is None:
-            known = False  # the caller compares the frame's schema
-        elif col["format"] != expected:
-            raise _Damaged(f"table {schema.name}: column {want.name} is not stored as a {dtype}")
-    return known
+    nulls: list[int] = []
+    unknown: list[int] = []
+    for i, (field, column) in enumerate(zip(arrow, schema.columns, strict=True)):
+        if pa.types.is_null(field.type) and i and not field.metadata:
+            nulls.append(i)
+            continue
+        stored = _stored_as(field, column.dtype)
+        if stored is None:
+            unknown.append(i)
+        elif not stored:
+            raise _Damaged(f"table {schema.name}: column {column.name} is not stored as {column.dtype} ({field})")
+    return nulls, unknown
+
+
+def _read_table(path: Path, schema: TableSchema, key: str) -> tuple[pl.DataFrame, dict[bytes, bytes]]:
+    """One table of an entry, mapped, checked and imported by polars without a copy, and
+    its file's schema metadata."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:  # the buffers keep the mapping; the file is closed
+        reader = pa.ipc.open_file(source)
+        arrow = reader.schema
+        metadata = arrow.metadata or {}
+        if metadata.get(_STAMP) != _stamp(key, schema.name):
+            raise _Damaged(f"{path.name}: not this entry's {schema.name} table")
+        nulls, unknown = _check_schema(schema, arrow)
+        if reader.num_record_batches != 1:
+            raise _Damaged(f"{path.name}: {reader.num_record_batches} record batches")
+        batch = reader.get_batch(0)
+    batch.validate(full=True)
+    # polars gets the columns without the file's own metadata, which it would decode unchecked
+    # (the trace info is read by the caller)
+    frame = pl.DataFrame(ArrowCapsules(batch.replace_schema_metadata(None).__arrow_c_array__()))
+    for i in nulls:  # in place: a query (``with_columns``) would cost 10x more than the casts
+        frame.replace_column(i, frame.to_series(i).cast(schema.columns[i].dtype))
+    for i in unknown:
+        if frame.dtypes[i] != schema.columns[i].dtype:
+            raise _Damaged(f"table {schema.name}: column {schema.columns[i].name} reads back as {frame.dtypes[i]}")
+    return frame, metadata
+
+
+def _read_tables(entry: Path, key: str) -> tuple[TraceInfo, dict[str, pl.DataFrame]]:
+    frames: dict[str, pl.DataFrame] = {}
+    info: TraceInfo | None = None
+    for schema in TABLES:
+        frames[schema.name], metadata = _read_table(table_file(entry, schema.name), schema, key)
+        if schema.name == "events":
+            if _INFO not in metadata:
+                raise _Damaged("the events file holds no trace info")
+            info = TraceInfo.from_json(metadata[_INFO].decode("utf-8"))
+    if not isinstance(info, TraceInfo):
+        raise _Damaged("no trace info")
+    return info, frames
 
 
 def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | None:
@@ -435,7 +354,7 @@ def load(key: str, path: str | Path, root: Path | None = None) -> TraceTables | 
     if not (entry / _MARKER).exists():
         return None
     try:
-        info, frames = _read_tables(entry / _TABLES_FILE)
+        info, frames = _read_tables(entry, key)
     except (Exception, pl.exceptions.PanicException):  # polars' import panics on what it cannot take
         shutil.rmtree(entry, ignore_errors=True)
         return None
@@ -468,11 +387,13 @@ def store(key: str, tables: TraceTables, root: Path | None = None) -> bool:
     if (entry / _MARKER).exists():
         return True
 
+    import pyarrow as pa  # the writer's errors (a parse costs far more than this import)
+
     def write(tmp: Path) -> None:
-        _write_tables(tmp / _TABLES_FILE, tables)
+        _write_tables(tmp, tables, key)
         (tmp / _MARKER).write_text(__version__ + "\n", encoding="utf-8")
 
-    return write_entry(entry, write, (OSError, _Damaged))
+    return write_entry(entry, write, (OSError, pa.ArrowException))
 
 
 def clear(root: Path | None = None) -> int:

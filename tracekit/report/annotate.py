@@ -29,7 +29,7 @@ import msgspec
 import polars as pl
 
 from ..analysis import Diagnosis
-from ..analysis.causes import PATH
+from ..analysis.causes import PATH, LiveMapping
 from ..errors import UsageError
 from ..schema import GPU_KINDS, HOST_KINDS, EventKind, TraceTables
 
@@ -45,8 +45,8 @@ _CATEGORY = {
     "driver": "cuda_driver", "sync": "cuda_sync", "os_call": "os_call", "kernel": "kernel", "memcpy": "gpu_memcpy",
     "memset": "gpu_memset", "gpu_annotation": "gpu_user_annotation",
 }
-#: Chrome colour name of each critical-path cause
-_CAUSE_COLOURS = {c.name: c.chrome_color for c in PATH}
+#: Chrome colour name of each critical-path cause (a view of the cause registry)
+_CAUSE_COLOURS = LiveMapping(lambda: {c.name: c.chrome_color for c in PATH})
 
 
 def annotated_trace(

@@ -18,7 +18,7 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis import Diagnosis
-from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_label
+from ..analysis.causes import CAUSE_LABELS, CAUSES, cause_label, finding_color
 from ..analysis.findings import Finding
 from ..analysis.view import StepView
 from ..pipeline import FolderResult, JobResult, TraceResult
@@ -358,7 +358,7 @@ def _findings_section(d: Diagnosis, data: dict[str, Any]) -> str:
 
 
 def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evidence_text) -> str:
-    color = CAUSE_COLORS.get(f.kind, CAUSE_COLORS["launch_bound"] if f.kind == "small_batch" else "#999999")
+    color = finding_color(f.kind)
     cost = finding_cost(f)
     parts = [
         f'<div class="finding" style="border-left-color: {color}">',

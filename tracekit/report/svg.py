@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape
 
 import polars as pl
 
-from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, cause_color, cause_label
+from ..analysis.causes import CAUSE_COLORS, CAUSE_LABELS, CAUSES, INK, cause_color, cause_label, cause_text_color
 from ..analysis.job_replay import lanes_step
 from ..analysis.view import StepView
 
@@ -53,7 +53,6 @@ KIND_LABELS: dict[str, str] = {
 
 SYNC_COLOR = "#c1121f"
 CRITICAL_COLOR = "#d6006f"
-INK = "#222222"
 MUTED = "#666666"
 GRID = "#e6e6e6"
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
@@ -193,7 +192,7 @@ def breakdown_svg(breakdown: Mapping[str, float], breakdown_ms: Mapping[str, flo
         svg.rect(x, bar_y, w, bar_h, CAUSE_COLORS[cause], title=f"{CAUSE_LABELS[cause]}: {fmt_ms(ms)} per step ({100 * share:.1f}%)")
         label = f"{CAUSE_LABELS[cause]} {100 * share:.0f}%"
         if w > 7 * len(label) + 8:
-            fill = "#ffffff" if cause in ("compute", "host_device_sync", "pageable_memcpy", "allocator") else INK
+            fill = cause_text_color(cause)
             svg.text(x + 6, bar_y + 22, label, size=12, fill=fill, weight="600")
         x += w
     items = [(CAUSE_COLORS[c], f"{CAUSE_LABELS[c]} {fmt_ms(breakdown_ms.get(c, 0.0))} ({100 * breakdown.get(c, 0.0):.1f}%)")

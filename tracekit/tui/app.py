@@ -49,12 +49,12 @@ class TracekitApp(App[int]):
     """Browse the diagnosis of a trace, a capture folder or a batch output."""
 
     CSS_PATH = "app.tcss"
-    #: the rules that colour each cause, generated from the cause registry
-    CSS = cause_css()
     TITLE = "tracekit"
     BINDINGS: ClassVar[list[BindingType]] = bindings(GLOBAL)  # type: ignore[assignment]
 
     def __init__(self, source: str, *, session: Session | None = None, cache: bool = True) -> None:
+        # the rules that colour each cause, generated from the cause registry as it is now
+        TracekitApp.CSS = cause_css()
         super().__init__()
         self.source = source
         self.session_data = session

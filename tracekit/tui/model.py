@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ..analysis import Diagnosis
-from ..analysis.causes import CAUSES, IDLE_CAUSES
+from ..analysis.causes import CAUSES, FINDING_BY_NAME, IDLE_CAUSES, finding_cause
 from ..analysis.findings import Finding
 from ..report.formatting import scale_ns
 from ..schema import EventKind, TraceTables
@@ -206,12 +206,11 @@ def step_of(d: Diagnosis, rank: int, at_ns: int) -> int | None:
 
 def first_occurrence(trace_index: int, trace: LoadedTrace, finding: Finding) -> Focus | None:
     """Where a finding first shows on the timeline: its first idle gap (in a complete step when
-    there is one), its first kernel (``no_tensor_cores``), or its worst step."""
+    there is one), the first kernel its evidence lists (``FindingKind.focus_kernels``:
+    ``no_tensor_cores``), or its worst step."""
     d = trace.diagnosis
     gaps = d.timeline.gaps
-    col = f"{finding.kind}_ns"
-    if finding.kind == "small_batch":
-        col = "launch_bound_ns"
+    col = f"{finding_cause(finding.kind)}_ns"
     if col in gaps.columns:
         # the first gap in a complete step (a partial window at the trace's edge is a poor example)
         complete = d.steps.filter(pl.col("complete")).select("rank", "step")
@@ -221,9 +220,9 @@ def first_occurrence(trace_index: int, trace: LoadedTrace, finding: Finding) -> 
         if hits.height:
             g = hits.row(0, named=True)
             return Focus(trace_index, int(g["rank"]), int(g["step"]), int(g["start_ns"]), int(g["end_ns"]), gap_id=int(g["gap_id"]))
-    if finding.kind == "no_tensor_cores":
-        names = list(finding.evidence.get("fp32_matmul_kernels", [])) or list(d.kernels.fp32_matmul_names)
-        for name in names[:1]:
+    kind = FINDING_BY_NAME.get(finding.kind)
+    if kind is not None and kind.focus_kernels:
+        for name in list(finding.evidence.get(kind.focus_kernels, []))[:1]:
             found = kernel_occurrence(trace_index, trace, name)
             if found is not None:
                 return found

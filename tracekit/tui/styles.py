@@ -3,10 +3,17 @@
 ``app.tcss`` holds the layout; the rules that colour a cause (breakdown bars, idle gaps and
 critical-path stretches on the timeline, the legend) are generated here, one per declared
 cause, so a new cause is coloured without editing the stylesheet.  The colours themselves are
-CSS variables (``$cause-<name>``, ``$on-cause``) that ``app.tcss`` may use too.
+CSS variables (``$cause-<name>``, ``$on-cause``) that ``app.tcss`` may use too.  Both are read
+from the registry when an app starts, and :class:`CauseStyled` widgets declare a component
+class per cause registered then, so a cause registered at run time is coloured too.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from textual.widget import Widget
 
 from ..analysis.causes import BREAKDOWN, BY_NAME, IDLE_CAUSES, PATH, Cause
 
@@ -34,4 +41,27 @@ def cause_css() -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["cause_css", "cause_variables"]
+class CauseStyled(Widget):
+    """A widget with a component class per cause: its fixed ones (``COMPONENT_CLASSES``) and, for
+    each ``(prefix, names)`` of :attr:`CAUSE_CLASSES`, ``prefix + name`` for every name
+    ``names()`` gives now.
+
+    Textual collects a class's component classes once; the causes' are added at each lookup
+    (:meth:`component_classes`) so a cause registered after import is styled too.
+    """
+
+    #: (component class prefix, the cause names it is made for)
+    CAUSE_CLASSES: ClassVar[tuple[tuple[str, Iterable[str]], ...]] = ()
+
+    @classmethod
+    def component_classes(cls) -> frozenset[str]:
+        """Every component class of the widget, its causes' included."""
+        return super()._get_component_classes() | frozenset(p + n for p, names in cls.CAUSE_CLASSES for n in names)
+
+    @classmethod
+    def _get_component_classes(cls) -> frozenset[str]:  # type: ignore[override]
+        # textual's hook (its own caches the classes per class, hence the override)
+        return cls.component_classes()
+
+
+__all__ = ["CauseStyled", "cause_css", "cause_variables"]

@@ -8,8 +8,8 @@ from enum import Enum
 import polars as pl
 
 from ...schema import LAUNCH_KINDS, EventKind
-from ..causes import CP_CAUSES
-from ..timeline import LAUNCH_GAP_NS
+from ..causes import CP_CAUSES, LAUNCH_GAP_NS, LiveMapping
+from ..causes.registry import derived
 from ..whatif import TAGS
 
 #: a helper thread's untraced stretch shorter than this is work (dispatch overhead between its
@@ -55,35 +55,48 @@ class EdgeKind(str, Enum):
     WINDOW = "window"  #: step start / end, and GPU work launched before the step
 
 
-#: a segment's cause (one of the critical-path causes) and edge kind, as enums; its track as a
-#: categorical (a few hundred distinct threads and streams over millions of segments)
-CAUSE_DTYPE = pl.Enum(list(CP_CAUSES))
-
 EDGE_KIND_DTYPE = pl.Enum([k.value for k in EdgeKind])
 
 
-#: an edge's tag (:data:`.whatif.TAGS`), as an enum
-TAG_DTYPE = pl.Enum(list(TAGS))
+@derived
+def cause_dtype() -> pl.Enum:
+    """A segment's cause (one of the critical-path causes, :data:`CP_CAUSES`), as an enum."""
+    return pl.Enum(list(CP_CAUSES))
 
 
-#: the dtypes :attr:`CriticalPath.edges` holds in place of :data:`EDGE_SCHEMA`'s strings
-COMPACT_DTYPES: dict[str, pl.DataType] = {"kind": EDGE_KIND_DTYPE, "tag": TAG_DTYPE, "track": pl.Categorical()}
+@derived
+def tag_dtype() -> pl.Enum:
+    """An edge's tag (:data:`.whatif.TAGS`), as an enum."""
+    return pl.Enum(list(TAGS))
 
 
-#: the columns of :attr:`CriticalPath.segments`
-SEGMENT_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "step": pl.Int64(),
-    "seq": pl.Int64(),
-    "start_ns": pl.Int64(),
-    "end_ns": pl.Int64(),
-    "dur_ns": pl.Int64(),
-    "track": pl.Categorical(),
-    "event_id": pl.Int64(),
-    "edge_kind": EDGE_KIND_DTYPE,
-    "cause": CAUSE_DTYPE,
-    "inferred": pl.Boolean(),
-}
+@derived
+def compact_dtypes() -> dict[str, pl.DataType]:
+    """The dtypes :attr:`CriticalPath.edges` holds in place of :data:`EDGE_SCHEMA`'s strings; a
+    track as a categorical (a few hundred distinct threads and streams over millions of edges)."""
+    return {"kind": EDGE_KIND_DTYPE, "tag": tag_dtype(), "track": pl.Categorical()}
+
+
+@derived
+def segment_schema() -> dict[str, pl.DataType]:
+    """The columns of :attr:`CriticalPath.segments` (the cause an enum of the registry's path causes)."""
+    return {
+        "rank": pl.Int32(),
+        "step": pl.Int64(),
+        "seq": pl.Int64(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),
+        "track": pl.Categorical(),
+        "event_id": pl.Int64(),
+        "edge_kind": EDGE_KIND_DTYPE,
+        "cause": cause_dtype(),
+        "inferred": pl.Boolean(),
+    }
+
+
+#: :func:`segment_schema`, as a view of the registry
+SEGMENT_SCHEMA = LiveMapping(segment_schema)
 
 BREAKDOWN_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32(),

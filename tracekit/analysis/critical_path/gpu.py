@@ -4,31 +4,30 @@ cross-stream wait), typical launch latency, and the host calls that waited for t
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 
 from ...schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
-from .. import patterns
+from .. import causes, patterns
+from ..causes import LAUNCH_LATENCY_NS
 from ..classify import is_blocking_call, is_host_wait_row
-from ..timeline import LAUNCH_LATENCY_NS
 from .edges import QUEUE_DEPTH, QUEUE_WAIT_NS, STEP_KEY, STREAM_KEY
 
 
 def gpu_activities(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
     gpu = events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS) & pl.col("device").is_not_null() & (pl.col("dur_ns") > 0) & pl.col("rank").is_not_null())
-    name = pl.col("name")
-    kernel = pl.col("kind") == EventKind.KERNEL.value
-    pageable = (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
-    tag = (
-        pl.when(kernel & name.str.contains(patterns.COMM_KERNEL)).then(pl.lit("comm_kernel"))
-        .when(kernel & name.str.contains(patterns.FP32_GEMM_KERNEL)).then(pl.lit("fp32_matmul"))
-        .when(kernel).then(pl.lit("kernel"))
-        .when(pageable).then(pl.lit("pageable_memcpy"))
-        .otherwise(pl.lit("memcpy"))
-    )
+    # each activity's tag: the first cause (gpu_claimants' order) whose GPU marks match it, the
+    # rest of the GPU's work (compute: its marks in their order) last
+    marks = [m for c in causes.gpu_claimants() for m in c.gpu]
+    tag: Any = pl.lit(None, dtype=pl.String)
+    for m in reversed(marks):
+        tag = pl.when(m.where()).then(pl.lit(m.tag)).otherwise(tag)
     launch_of = links.unique("gpu_event_id", keep="first").select(pl.col("gpu_event_id").alias("event_id"), pl.col("launch_event_id").alias("call_id"))
     calls = host.select(pl.col("event_id").alias("call_id"), pl.col("start_ns").alias("launch_ns"), pl.col("pid").alias("call_pid"), pl.col("tid").alias("call_tid"))
-    gpu = gpu.select("rank", "device", "stream", "event_id", "start_ns", "end_ns", tag.alias("tag")).with_columns(pl.col("stream").fill_null(-1))
+    gpu = gpu.select(
+        "rank", "device", "stream", "event_id", "start_ns", "end_ns", tag.alias("tag"), (pl.col("kind") != EventKind.KERNEL.value).alias("copy")
+    ).with_columns(pl.col("stream").fill_null(-1))
     gpu = gpu.join(launch_of, on="event_id", how="left").join(calls, on="call_id", how="left")
     # the instant the work was handed to the GPU; when a rank records launches, work without
     # one was launched before the capture began (a deep queue carries it over), otherwise
@@ -37,6 +36,13 @@ def gpu_activities(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame
     before_capture = pl.col("start_ns").min().over("rank") - 1
     unknown = pl.when(linked).then(before_capture).otherwise(pl.col("start_ns"))
     return gpu.with_columns(pl.coalesce(pl.min_horizontal("launch_ns", "start_ns"), unknown).alias("launch_t"))
+
+
+def owns_call(tag: pl.Expr) -> pl.Expr:
+    """Whether an activity's tag is one whose launch edge and whose caller's wait are its own time
+    (:attr:`~tracekit.analysis.causes.GpuMark.owns_call`)."""
+    tags = [m.tag for c in causes.gpu_claimants() for m in c.gpu if m.owns_call]
+    return tag.is_in(pl.Series(tags, dtype=pl.String).implode())
 
 
 def _inferred_cross(acts: pl.DataFrame, gpu_w: pl.DataFrame) -> pl.DataFrame:
@@ -117,7 +123,8 @@ def _last_retired(queries: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
 def sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     """Every blocking host call and the GPU activity whose completion it waited for.
 
-    Returns call_id, rank, src_id, g_end, tag (``sync`` or ``pageable_memcpy``), inferred.
+    Returns call_id, rank, src_id, g_end, tag (``sync``, ``launch`` for a full launch queue, or the
+    tag of an activity that owns its call's wait: ``pageable_memcpy``), inferred.
     Explicit sync rows (linked to their call, or standing alone on a host thread) give the
     stream, the device or the recorded event waited on; without them the scope is every
     stream of the rank and the source is the work that finished last before the call
@@ -176,7 +183,7 @@ def sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, 
         cand.append(_last_retired(queued.join(streams, on=["rank", "device"]), gpu).select("call_id", "src_id", "g_end", pl.lit(False).alias("_explicit")))
         calls = pl.concat([calls, queued.drop("device").with_columns(pl.lit(True).alias("_queue"))], how="diagonal_relaxed")
     # a copy call that blocked until its own copy was done
-    own = gpu.filter(pl.col("call_id").is_not_null() & pl.col("tag").is_in(["memcpy", "pageable_memcpy"])).join(
+    own = gpu.filter(pl.col("call_id").is_not_null() & pl.col("copy")).join(
         api.select(pl.col("event_id").alias("call_id"), pl.col("start_ns").alias("c0"), pl.col("end_ns").alias("c1"), "pid", "tid", name.alias("_cname")),
         on="call_id",
     ).filter((pl.col("end_ns") > pl.col("c0")) & (pl.col("end_ns") <= pl.col("c1")) & pl.col("_cname").str.contains(patterns.MEMCPY_API))
@@ -188,13 +195,14 @@ def sync_sources(events: pl.DataFrame, links: pl.DataFrame, host: pl.DataFrame, 
     cands = pl.concat(cand, how="diagonal_relaxed").filter(pl.col("src_id").is_not_null())
     cands = cands.join(calls.select("call_id", "rank", "c1", pl.col("_explicit").alias("_call_explicit")).unique("call_id"), on="call_id")
     cands = cands.filter(pl.col("g_end") <= pl.col("c1")).sort(["g_end", "src_id"], descending=[True, False]).unique("call_id", keep="first")
-    own_pageable = own.filter(pl.col("tag") == "pageable_memcpy").select("call_id", pl.col("event_id").alias("src_id")).with_columns(pl.lit(True).alias("_pg"))
-    cands = cands.join(own_pageable, on=["call_id", "src_id"], how="left")
+    # the wait for an activity whose cause owns its call (a pageable copy) carries its tag
+    owned = own.filter(owns_call(pl.col("tag"))).select("call_id", pl.col("event_id").alias("src_id"), pl.col("tag").alias("_own_tag"))
+    cands = cands.join(owned, on=["call_id", "src_id"], how="left")
     queue_ids = calls.filter(pl.col("_queue").fill_null(False)).select("call_id", pl.lit(True).alias("_q")) if "_queue" in calls.columns else None
     cands = cands.join(queue_ids, on="call_id", how="left") if queue_ids is not None else cands.with_columns(pl.lit(None, dtype=pl.Boolean).alias("_q"))
     return cands.select(
         "call_id", pl.col("rank").cast(pl.Int32), "src_id", "g_end",
-        pl.when(pl.col("_pg").fill_null(False)).then(pl.lit("pageable_memcpy"))
+        pl.when(pl.col("_own_tag").is_not_null()).then(pl.col("_own_tag"))
         .when(pl.col("_q").fill_null(False)).then(pl.lit("launch")).otherwise(pl.lit("sync")).alias("tag"),
         (~(pl.col("_explicit").fill_null(False) | pl.col("_call_explicit").fill_null(False))).alias("inferred"),
     ).cast(schema)  # type: ignore[arg-type]

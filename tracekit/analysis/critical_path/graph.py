@@ -11,7 +11,7 @@ import polars as pl
 from ...schema import GPU_ACTIVITY_KINDS, EventKind
 from ..timeline import host_categories
 from .edges import CHAIN_KEY, STEP_KEY, THREAD_KEY, EdgeKind, conform_edges
-from .gpu import activities, cross_stream_waits, gpu_activities, sync_sources, typical_latency
+from .gpu import activities, cross_stream_waits, gpu_activities, owns_call, sync_sources, typical_latency
 from .longest import contract
 from .threads import assign_to_windows, host_events, main_threads, relevant_threads, thread_chains, thread_cover
 
@@ -272,7 +272,7 @@ def _gpu_edges(g: _Numbered, host_w: pl.DataFrame, cross: pl.DataFrame, latency:
     lat = typical_latency(acts) if latency is None else latency
     acts = acts.join(lat, on="rank", how="left").with_columns(pl.col("_lat").fill_null(0))
     launch_w = pl.when(pl.col("_gpu_bound")).then(pl.min_horizontal(pl.col("cs") - pl.col("_c"), pl.col("_lat"))).otherwise(pl.col("cs") - pl.col("_c"))
-    launch_tag = pl.when(pl.col("tag") == "pageable_memcpy").then(pl.lit("pageable_memcpy")).otherwise(pl.lit("launch"))
+    launch_tag = pl.when(owns_call(pl.col("tag"))).then(pl.col("tag")).otherwise(pl.lit("launch"))
     launch = acts.filter(pl.col("_c").is_not_null() & pl.col("_c_node").is_not_null()).select(
         *STEP_KEY, pl.col("_c_node").alias("src"), pl.col("n_start").alias("dst"), launch_w.alias("w"),
         pl.lit(EdgeKind.LAUNCH.value).alias("kind"), launch_tag.alias("tag"), pl.lit(False).alias("removable"),

@@ -14,14 +14,14 @@ import polars as pl
 from ...native import load as load_native
 from ..whatif import TAG_CAUSE, TAGS
 from .edges import (
-    CAUSE_DTYPE,
-    COMPACT_DTYPES,
     EDGE_PRIORITY,
     EDGE_SCHEMA,
-    SEGMENT_SCHEMA,
     STEP_KEY,
     STEP_SCHEMA,
     EdgeKind,
+    cause_dtype,
+    compact_dtypes,
+    segment_schema,
 )
 
 
@@ -131,9 +131,9 @@ def longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFra
         *[pl.when(pl.col("edges").is_null()).then(0).otherwise(pl.col(c).fill_null(0)).alias(c) for c in zero],
     ).select(list(STEP_SCHEMA)).cast(STEP_SCHEMA)  # type: ignore[arg-type]
     if pairs.height == 0:
-        return pl.DataFrame(schema=SEGMENT_SCHEMA), steps
+        return pl.DataFrame(schema=segment_schema()), steps
     path_edges = pairs.join(compact.drop(*STEP_KEY), on=["src", "dst"], how="left", maintain_order="left").select("seq", *EDGE_SCHEMA, "run").with_columns(
-        pl.col("seq").cast(pl.Int64), *[pl.col(c).cast(pl.String) for c in COMPACT_DTYPES]
+        pl.col("seq").cast(pl.Int64), *[pl.col(c).cast(pl.String) for c in compact_dtypes()]
     )
     # a contracted run of a thread's stretches stands for its stretches, in time order
     single = path_edges.filter(pl.col("run").is_null()).with_columns(pl.lit(0, dtype=pl.Int64).alias("_sub")).drop("run")
@@ -143,14 +143,14 @@ def longest_paths(windows: pl.DataFrame, compact: pl.DataFrame, runs: pl.DataFra
     seg = pl.concat([single, expanded.select(single.columns)], how="vertical_relaxed")
     seg = seg.filter(pl.col("w") != 0).sort([*STEP_KEY, "seq", "_sub"]).with_columns(
         pl.int_range(pl.len()).over(STEP_KEY).cast(pl.Int64).alias("seq"),
-        pl.col("tag").replace_strict(TAG_CAUSE, return_dtype=CAUSE_DTYPE).alias("cause"),
+        pl.col("tag").replace_strict(dict(TAG_CAUSE), return_dtype=cause_dtype()).alias("cause"),
     )
     seg = seg.select(
         "rank", "step", "seq", "start_ns", "end_ns", pl.col("w").alias("dur_ns"),
         pl.coalesce("track", pl.format("cpu {}/{}", "pid", "tid")).alias("track"), "event_id",
         pl.col("kind").alias("edge_kind"), "cause", "inferred",
     )
-    return seg.cast(SEGMENT_SCHEMA), steps  # type: ignore[arg-type]
+    return seg.cast(segment_schema()), steps  # type: ignore[arg-type]
 
 
 def step_paths(compact: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -281,7 +281,7 @@ def contract(edges: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     compact = compact.with_columns(pl.col("kind").replace_strict(EDGE_PRIORITY, return_dtype=pl.Int32).alias("_prio")).sort(
         ["rank", "step", "_prio", "dst", "src"]
     ).drop("_prio")
-    return compact.cast(COMPACT_DTYPES), members  # type: ignore[arg-type]
+    return compact.cast(compact_dtypes()), members  # type: ignore[arg-type]
 
 
 def path_length(G: nx.DiGraph, path: Sequence[int], weight: str) -> int:

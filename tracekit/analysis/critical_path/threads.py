@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from ...schema import LAUNCH_KINDS, EventKind
-from .. import patterns
+from .. import causes, patterns
 from ..classify import is_blocking_call, is_host_wait_row
 from ..intervals import union
 from .edges import CHAIN_KEY, HELPER_IDLE_NS, HOST_KINDS, THREAD_KEY
@@ -140,21 +140,19 @@ def thread_chains(
         pl.col("main").fill_null(False)
     )
 
-    # what each stretch is: the thread-level categories of the timeline analysis (first
-    # match wins), then the owner event itself
-    order = [
-        ("data_loading", "data_loading"), ("pageable_memcpy", "pageable_memcpy"), ("host_device_sync", "sync"),
-        ("allocator", "allocator"), ("exposed_communication", "collective"),
-    ]
-    chain = chain.with_columns(_covered(chain, {f"_in_{tag}": cats[cat] for cat, tag in order}))
-    # an API call inside a copy operator keeps its own meaning (CUDA initialisation, an
-    # allocation): only the copy call and the operators' own time are the copy's cost
-    other_api = pl.col("_okind").is_in(LAUNCH_KINDS) & ~pl.col("_oname").str.contains(patterns.MEMCPY_API)
-    chain = chain.with_columns((pl.col("_in_pageable_memcpy") & ~other_api.fill_null(False)).alias("_in_pageable_memcpy"))
+    # what each stretch is: the host tag of the first cause whose intervals cover it (the
+    # timeline's precedence), then the owner event itself
+    order = [(c, f"_in_{c.name}") for c in causes.detected() if c.host_tag and c.name in cats]
+    chain = chain.with_columns(_covered(chain, {flag: cats[c.name] for c, flag in order}))
+    for c, flag in order:
+        if c.keeps_own is not None:
+            # an innermost event that keeps its own meaning inside the cause's intervals
+            keeps = c.keeps_own(pl.col("_okind"), pl.col("_oname")).fill_null(False)
+            chain = chain.with_columns((pl.col(flag) & ~keeps).alias(flag))
     cat_tag: Any = pl.lit(None, dtype=pl.String)
-    for _cat, tag in reversed(order):
-        cat_tag = pl.when(pl.col(f"_in_{tag}")).then(pl.lit(tag)).otherwise(cat_tag)
-    chain = chain.with_columns(cat_tag.alias("_cat")).drop([f"_in_{tag}" for _c, tag in order])
+    for c, flag in reversed(order):
+        cat_tag = pl.when(pl.col(flag)).then(pl.lit(c.host_tag)).otherwise(cat_tag)
+    chain = chain.with_columns(cat_tag.alias("_cat")).drop([flag for _c, flag in order])
     # operators that dispatch a launch (the direct parent of a launch call)
     chain = chain.join(dispatchers.with_columns(pl.lit(True).alias("_dispatch")), on="owner", how="left", maintain_order="left")
     own_tag = (

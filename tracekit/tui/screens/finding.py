@@ -11,6 +11,7 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Label, Static
 
+from ...analysis.causes import finding_cause
 from ...analysis.findings import Finding
 from ...report.formatting import finding_cost
 from ..bindings import FINDING, bindings
@@ -64,7 +65,7 @@ def _scalar(value: Any) -> str:
 
 def involved_gaps(gaps: pl.DataFrame, raw_gaps: pl.DataFrame, finding: Finding) -> pl.DataFrame:
     """The gaps holding time of the finding's cause, largest share first."""
-    column = "launch_bound_ns" if finding.kind == "small_batch" else f"{finding.kind}_ns"
+    column = f"{finding_cause(finding.kind)}_ns"
     if column not in raw_gaps.columns or gaps.height == 0:
         return gaps.with_columns(pl.lit(None, pl.Float64).alias("part_ms")).clear()
     part = raw_gaps.select(pl.col("gap_id").cast(pl.Int64), (pl.col(column) / 1e6).alias("part_ms"))

@@ -13,14 +13,16 @@ from rich.text import Text
 from textual.widget import Widget
 
 from ...report.formatting import CAUSES, IDLE_CAUSES, SHORT_LABELS, cause_label
+from ..styles import CauseStyled
 
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
-class BreakdownChart(Widget):
+class BreakdownChart(CauseStyled):
     """Where the step time goes: one bar per cause (ms per step and share of the step)."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"breakdown--title", "breakdown--label", *(f"breakdown--{c}" for c in CAUSES)}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"breakdown--title", "breakdown--label"}
+    CAUSE_CLASSES = (("breakdown--", CAUSES),)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -110,10 +112,11 @@ class StepBars(Widget):
         return self.BAR_ROWS + 2
 
 
-class GapLegend(Widget):
+class GapLegend(CauseStyled):
     """One line naming the colour of each idle cause."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"legend--title", *(f"legend--{c}" for c in IDLE_CAUSES)}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"legend--title"}
+    CAUSE_CLASSES = (("legend--", IDLE_CAUSES),)
 
     def render(self) -> RenderableType:
         text = Text("idle gaps: ", self.get_component_rich_style("legend--title"))

@@ -22,12 +22,12 @@ from rich.style import Style
 from textual import events
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
 from ...analysis.causes import CP_CAUSES, IDLE_CAUSES
 from ...analysis.view import StepView
 from ...report.formatting import scale_ns
 from ..model import fmt_ns
+from ..styles import CauseStyled
 from .styles_cache import StyleCache
 
 #: width of the lane labels on the left, in cells
@@ -124,7 +124,7 @@ class Pick:
     entry: int
 
 
-class TimelineView(Widget, can_focus=True):
+class TimelineView(CauseStyled, can_focus=True):
     """The timeline of one step.  Posts :class:`TimelineView.Selected` when the selection changes."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -144,9 +144,8 @@ class TimelineView(Widget, can_focus=True):
         "timeline--critical",
         "timeline--path",
         "timeline--selected",
-        *(f"timeline--gap-{c}" for c in IDLE_CAUSES),
-        *(f"timeline--path-{c}" for c in CP_CAUSES),
     }
+    CAUSE_CLASSES = (("timeline--gap-", IDLE_CAUSES), ("timeline--path-", CP_CAUSES))
 
     @dataclass
     class Selected(Message):

@@ -1,0 +1,149 @@
+"""The built-in causes' detectors: which host intervals mark each cause.
+
+A detector takes the trace's host events (:class:`HostEvents`) and returns the intervals that
+mark its cause (rows of :data:`HOST_CATEGORY_COLUMNS`).  Overlaps between causes are settled by
+the registry's order, not here: the first cause whose detector marks an instant claims it.
+Name patterns come from :mod:`tracekit.analysis.patterns`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from ...schema import LAUNCH_KINDS, EventKind
+from .. import patterns
+from ..classify import is_api_call, is_data_dependent_op, is_host_sync
+from ..intervals import enclosing
+
+#: the columns of the events table a detector's host frame carries (a copy of every host
+#: event's other columns would cost more memory than the analysis)
+HOST_CATEGORY_COLUMNS = ["event_id", "kind", "name", "rank", "pid", "tid", "start_ns", "dur_ns", "end_ns", "sync_kind"]
+
+#: what counts as host work of some kind (the catch-all after every cause's detector)
+_CPU_WORK = [
+    EventKind.CPU_OP.value,
+    EventKind.ANNOTATION.value,
+    EventKind.PYTHON.value,
+    EventKind.RUNTIME.value,
+    EventKind.DRIVER.value,
+]
+
+
+@dataclass(frozen=True)
+class HostEvents:
+    """What a detector reads: the host events of threads (``host``: :data:`HOST_CATEGORY_COLUMNS`,
+    positive durations), and the whole events and links tables."""
+
+    host: pl.DataFrame
+    events: pl.DataFrame
+    links: pl.DataFrame
+
+    @classmethod
+    def of(cls, events: pl.DataFrame, links: pl.DataFrame) -> HostEvents:
+        host = events.select(HOST_CATEGORY_COLUMNS).filter(
+            pl.col("tid").is_not_null() & pl.col("pid").is_not_null() & (pl.col("dur_ns") > 0)
+        )
+        return cls(host=host, events=events, links=links)
+
+
+def not_step() -> pl.Expr:
+    """Not a step range (ProfilerStep#N, user step ranges): those span everything."""
+    name = pl.col("name")
+    return ~name.str.contains(patterns.PROFILER_STEP) & ~name.str.contains(patterns.USER_STEP)
+
+
+def data_loading_ranges(h: HostEvents) -> pl.DataFrame:
+    """DataLoader / ``__next__`` / collate / data-pipeline ranges."""
+    kinds = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.PYTHON.value]
+    return h.host.filter(pl.col("kind").is_in(kinds) & pl.col("name").str.contains(patterns.DATALOADER) & not_step())
+
+
+def pageable_copy_calls(h: HostEvents) -> pl.DataFrame:
+    """Copy calls whose GPU copy touches pageable memory, and the user-level operator around
+    each (``.to(device)`` → ``aten::to``: part of the copy's cost); not the copies a
+    data-dependent operator makes (see :func:`_without_data_dependent`)."""
+    host = h.host
+    pageable_copies = h.events.select("event_id", "kind", "src_memory", "dst_memory").filter(
+        (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    )
+    calls = h.links.join(pageable_copies.select(pl.col("event_id").alias("gpu_event_id")), on="gpu_event_id", how="semi")
+    pageable = host.join(calls.select(pl.col("launch_event_id").alias("event_id")).unique(), on="event_id", how="semi")
+    pageable = _without_data_dependent(pageable, host)
+    if pageable.height:
+        ops = host.filter(pl.col("kind") == EventKind.CPU_OP.value)
+        outer = enclosing(pageable, ops, "_outer", outermost=True)
+        if outer.height:
+            ids = pageable.with_row_index("_p").join(outer, on="_p").select(pl.col("_outer").alias("event_id")).unique()
+            pageable = pl.concat([pageable, host.join(ids, on="event_id", how="semi")]).unique("event_id")
+    return pageable
+
+
+def _without_data_dependent(copies: pl.DataFrame, host: pl.DataFrame) -> pl.DataFrame:
+    """Drop copy calls made inside a data-dependent operator (``.item()``, ``.tolist()``,
+    ``nonzero``): the host asked for a value and waits for it, which is a host-device sync,
+    not a pinning problem; pinned memory would not remove the wait."""
+    if copies.height == 0:
+        return copies
+    dependent = host.filter(is_data_dependent_op())
+    if dependent.height == 0:
+        return copies
+    inside = enclosing(copies, dependent, "_dd", outermost=True)
+    if inside.height == 0:
+        return copies
+    return copies.with_row_index("_p").join(inside.select("_p"), on="_p", how="anti").drop("_p")
+
+
+def copy_call_inside(kind: pl.Expr, name: pl.Expr) -> pl.Expr:
+    """An API call other than a copy (CUDA initialisation, an allocation): inside a copy
+    operator it keeps its own meaning; only the copy call and the operators' own time are the
+    copy's cost."""
+    return kind.is_in(LAUNCH_KINDS) & ~name.str.contains(patterns.MEMCPY_API)
+
+
+def sync_calls(h: HostEvents) -> pl.DataFrame:
+    """Synchronising calls, explicit sync rows and data-dependent operators (:func:`.classify.is_host_sync`)."""
+    return h.host.filter(is_host_sync())
+
+
+def allocator_calls(h: HostEvents) -> pl.DataFrame:
+    """``cudaMalloc``/``cudaFree``-style calls."""
+    return h.host.filter(is_api_call() & pl.col("name").str.contains(patterns.ALLOCATOR_API))
+
+
+def collective_calls(h: HostEvents) -> pl.DataFrame:
+    """CPU-side collective calls (waiting on communication)."""
+    kinds = [EventKind.CPU_OP.value, EventKind.ANNOTATION.value]
+    return h.host.filter(pl.col("kind").is_in(kinds) & pl.col("name").str.contains(patterns.COMM_OP))
+
+
+def other_host_work(h: HostEvents) -> pl.DataFrame:
+    """Any operator, range, Python function or API call that is not a step range: the host
+    work no cause's detector claimed is launch overhead or other host work by its length."""
+    return h.host.filter(pl.col("kind").is_in(_CPU_WORK) & not_step())
+
+
+def communication_kernel() -> pl.Expr:
+    """NCCL/RCCL-style communication kernels."""
+    return (pl.col("kind") == EventKind.KERNEL.value) & pl.col("name").str.contains(patterns.COMM_KERNEL)
+
+
+def pageable_copy() -> pl.Expr:
+    """A copy from/to pageable host memory."""
+    return (pl.col("kind") == EventKind.MEMCPY.value) & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+
+
+def fp32_matmul_kernel() -> pl.Expr:
+    """fp32 GEMM/convolution kernels that do not use tensor cores."""
+    return (pl.col("kind") == EventKind.KERNEL.value) & pl.col("name").str.contains(patterns.FP32_GEMM_KERNEL)
+
+
+def kernel() -> pl.Expr:
+    """Any kernel."""
+    return pl.col("kind") == EventKind.KERNEL.value
+
+
+def any_activity() -> pl.Expr:
+    """Any GPU activity (copies and memsets, after the kernels)."""
+    return pl.lit(True)

@@ -1,0 +1,220 @@
+"""What the built-in findings say as evidence, and how the findings not read from the breakdown
+are detected in one trace.
+
+An *evidence builder* (``FindingKind.evidence``) adds a measured cause's own evidence next to
+its common facts (total, gaps, largest gap, built by :mod:`tracekit.analysis.findings`).  A
+*finding detector* (``FindingKind.detect``) finds a kind measured otherwise (fp32 matrix
+multiplies from kernel names, a small batch from memory headroom and GEMM sizes) and returns
+its cost and evidence as :class:`Detected`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ...schema import LAUNCH_KINDS, EventKind
+from .. import patterns
+from ..kernels import KernelStats
+from ..memory import MemoryHeadroom
+
+#: device memory unused at the peak from which a larger batch is recommended
+LARGE_HEADROOM = 0.4
+#: a median GEMM/convolution kernel shorter than this does too little work per launch
+SMALL_GEMM_NS = 20_000
+
+
+@dataclass(frozen=True)
+class EvidenceInputs:
+    """What an evidence builder or a finding detector may read: the primary device's per-step
+    accounting (complete steps) and gaps, the sync calls, the kernel statistics, the events, the
+    memory headroom and the time of every step window."""
+
+    per_step: pl.DataFrame
+    gaps: pl.DataFrame
+    syncs: pl.DataFrame
+    kernels: KernelStats
+    events: pl.DataFrame
+    memory: Sequence[MemoryHeadroom] = ()
+    #: the time of every step window (kernel statistics cover the whole trace)
+    windows_ns: int | None = None
+
+
+@dataclass(frozen=True)
+class Detected:
+    """A finding a detector found: its share of the step, its evidence, the steps it affects
+    (None: every step).  A detector that refines another kind's finding adds ``evidence`` to
+    that finding's and leaves its cost as it is (``share`` is not read)."""
+
+    evidence: dict[str, Any] = field(default_factory=dict)
+    share: float = 0.0
+    steps_affected: int | None = None
+
+
+# ------------------------------------------------------------------ evidence of the measured causes
+
+
+def data_loading_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    names = x.events.select("name", "dur_ns").filter(pl.col("name").str.contains(r"(?i)DataLoader|_next_data|collate"))
+    top = (
+        names.group_by("name")
+        .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+        .sort(["dur_ns", "name"], descending=[True, False])
+        .head(3)
+    )
+    ev: dict[str, Any] = {"ranges": [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
+    if names.filter(pl.col("name").str.contains("SingleProcessDataLoaderIter")).height:
+        ev["single_process_dataloader"] = True
+    return ev
+
+
+def sync_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    syncs = x.syncs
+    if not syncs.height:
+        return {}
+    top = (
+        syncs.group_by("api", "op")
+        .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+        .sort(["dur_ns", "count", "api", "op"], descending=[True, True, False, False], nulls_last=True)
+        .head(5)
+    )
+    ev: dict[str, Any] = {
+        "sync_calls": [{"api": a, "op": o, "count": c, "blocked_ms": round(d / 1e6, 3)} for a, o, c, d in top.iter_rows()]
+    }
+    frames = (
+        syncs.filter(pl.col("python_frame").is_not_null())
+        .group_by("python_frame")
+        .len()
+        .sort(["len", "python_frame"], descending=[True, False])
+        .head(3)
+    )
+    if frames.height:
+        ev["python_frames"] = frames["python_frame"].to_list()
+    steps_with = syncs.filter(pl.col("step").is_not_null())
+    if steps_with.height:
+        ev["syncs_per_step"] = round(steps_with.height / max(steps_with["step"].n_unique(), 1), 2)
+    return ev
+
+
+def pageable_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    copies = x.events.select("kind", "src_memory", "dst_memory", "bytes", "memcpy_kind").filter(
+        (pl.col("kind") == EventKind.MEMCPY.value)
+        & ((pl.col("src_memory") == "pageable") | (pl.col("dst_memory") == "pageable"))
+    )
+    ev: dict[str, Any] = {"pageable_copies": copies.height, "pageable_bytes": int(copies["bytes"].sum() or 0)}
+    if copies.height:
+        ev["directions"] = sorted({str(k) for k in copies["memcpy_kind"].drop_nulls().to_list()})
+    return ev
+
+
+def launch_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    k = x.kernels
+    return {
+        "median_kernel_us": None if k.median_kernel_ns is None else round(k.median_kernel_ns / 1e3, 2),
+        "short_kernels": k.short_kernel_count,
+        "kernels": k.kernel_count,
+        "kernels_per_step": round(k.kernel_count / max(x.per_step.height, 1), 1),
+        "launch_delay_p50_us": None if k.launch_delay_ns["p50"] is None else round(k.launch_delay_ns["p50"] / 1e3, 2),
+    }
+
+
+def communication_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    comm = x.kernels.top.filter(pl.col("category") == "communication").head(3)
+    return {"communication_kernels": comm["name"].to_list()}
+
+
+def allocator_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    calls = x.events.select("kind", "name", "dur_ns").filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("name").str.contains(patterns.ALLOCATOR_API))
+    top = calls.group_by("name").agg(pl.len().alias("count"), pl.col("dur_ns").sum()).sort(["dur_ns", "name"], descending=[True, False]).head(3)
+    return {"calls": [{"api": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in top.iter_rows()]}
+
+
+def host_work_evidence(x: EvidenceInputs) -> dict[str, Any]:
+    return {"top_host_ops": ops_in_gaps(x.gaps.filter(pl.col("cpu_bound_ns") > 0), x.events)}
+
+
+def ops_in_gaps(gaps: pl.DataFrame, events: pl.DataFrame, top: int = 5) -> list[dict[str, Any]]:
+    """The host operations that overlap the given gaps most (per-thread inequality joins)."""
+    if gaps.height == 0:
+        return []
+    # only the columns read below: the operators are a narrow copy, not every column of the events
+    ops = events.select("kind", "name", "pid", "tid", "start_ns", "end_ns").filter(
+        pl.col("kind").is_in([EventKind.CPU_OP.value, EventKind.ANNOTATION.value])
+        & ~pl.col("name").str.contains(patterns.PROFILER_STEP)
+        & ~pl.col("name").str.contains(patterns.USER_STEP)
+    )
+    parts = []
+    op_groups = ops.partition_by(["pid", "tid"], as_dict=True)
+    for (pid, tid), g in gaps.partition_by(["host_pid", "host_tid"], as_dict=True).items():
+        o = op_groups.get((pid, tid))
+        if o is None:
+            continue
+        j = g.select(pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")).join_where(
+            o.select("name", "start_ns", "end_ns"), pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs")
+        )
+        # summed per thread (integer sums: the same totals), so the pairs of one thread at a time are alive
+        parts.append(
+            j.select(
+                "name", (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")).alias("overlap")
+            ).group_by("name").agg(pl.col("overlap").sum())
+        )
+        del j
+    if not parts:
+        return []
+    agg = (
+        pl.concat(parts)
+        .group_by("name")
+        .agg(pl.col("overlap").sum())
+        .sort(["overlap", "name"], descending=[True, False])
+        .head(top)
+    )
+    return [{"name": n, "ms_in_gaps": round(v / 1e6, 3)} for n, v in agg.iter_rows()]
+
+
+# ------------------------------------------------------------------ findings measured otherwise
+
+
+def fp32_matmuls(x: EvidenceInputs) -> Detected | None:
+    """Matrix multiplies in fp32 on a GPU with tensor cores (from kernel names): their share of
+    the steps' time."""
+    k = x.kernels
+    if not k.fp32_matmul_time_ns:
+        return None
+    span = x.windows_ns or int(x.per_step["dur_ns"].sum())
+    share = min(k.fp32_matmul_time_ns / span, 1.0) if span else 0.0
+    evidence = {
+        "fp32_matmul_kernels": list(k.fp32_matmul_names),
+        "fp32_matmul_ms_total": round(k.fp32_matmul_time_ns / 1e6, 3),
+    }
+    return Detected(evidence=evidence, share=share, steps_affected=x.per_step.height)
+
+
+def small_batch(x: EvidenceInputs) -> Detected | None:
+    """A launch-bound step whose batch is demonstrably small.
+
+    The evidence must be the batch's own: most device memory unused at the peak
+    (:data:`LARGE_HEADROOM`) *and* matrix multiplies too small to fill the GPU (median
+    GEMM/convolution kernel under :data:`SMALL_GEMM_NS`, or fewer thread blocks than the GPU
+    has SMs).  Without it the launch-bound finding stands alone; its fix names both remedies
+    (a larger batch, CUDA graphs / compile), so nothing is reported twice with the same cost.
+    """
+    kernels, memory = x.kernels, x.memory
+    headroom = [m.headroom for m in memory if m.headroom is not None]
+    roomy = bool(headroom) and min(headroom) >= LARGE_HEADROOM
+    short_gemm = kernels.gemm_median_ns is not None and kernels.gemm_median_ns < SMALL_GEMM_NS
+    narrow_gemm = (
+        kernels.gemm_median_blocks is not None and kernels.sm_count is not None and kernels.gemm_median_blocks < kernels.sm_count
+    )
+    if not (roomy and kernels.gemm_count and (short_gemm or narrow_gemm)):
+        return None
+    return Detected(evidence={
+        "memory_headroom": round(min(headroom), 3),
+        "peak_reserved_gib": [round((m.peak_reserved_bytes or 0) / 2**30, 2) for m in memory],
+        "gemm_kernels": kernels.gemm_count,
+        "median_gemm_us": None if kernels.gemm_median_ns is None else round(kernels.gemm_median_ns / 1e3, 2),
+        "median_gemm_blocks": None if kernels.gemm_median_blocks is None else round(kernels.gemm_median_blocks, 1),
+        "sm_count": kernels.sm_count,
+    })
