@@ -1,8 +1,8 @@
-"""Whole-analysis benchmark: `tracekit analyze` of scaled Kineto traces, against issue 17's budget.
+"""Whole-analysis benchmark: `tracekit analyze` of scaled Kineto traces, against the project's budget.
 
 Each run is ``tracekit analyze --no-cache --quiet --format json`` of a scaled trace (built by
-``scripts/scale_kineto.py`` into ``--scale-dir`` when missing) in a fresh child process.  The
-parent measures, for that child alone:
+``scripts/scale_kineto.py`` into ``--scale-dir`` when missing), or of a trace file named on the
+command line, in a fresh child process.  The parent measures, for that child alone:
 
 * wall seconds (start to exit),
 * CPU seconds (the child's user + system time from ``wait4``; the machine is shared, so CPU
@@ -10,40 +10,33 @@ parent measures, for that child alone:
 * peak RSS: the child's ``ru_maxrss`` from ``wait4`` (the parent stays small, so the high-water
   mark the child inherits at exec is far below what it reaches).
 
-With ``--batch`` it also runs ``scripts/bench_batch.py`` (no Ray, no docs) and takes its 1 → 2
-worker speed-up.  The load average is printed before and after, and the issue 17 targets
-table (each target met / not met, with the measured number) goes to stdout and, unless
-``--no-docs``, into docs/performance.md between the ``bench_analyze`` markers.
+With ``--batch`` it also runs ``scripts/bench_batch.py`` (no Ray) and takes its 1 → 2 worker
+speed-up.  The table (each budget met / not met, with the measured number; files named on the
+command line are measured without a budget) goes to stdout under the machine line.
 
     python scripts/bench_analyze.py                          # 1 GB and 2 GB, one run each
     python scripts/bench_analyze.py --sizes 1024 --batch     # 1 GB and the batch speed-up
+    python scripts/bench_analyze.py --sizes 256 ../shared/traces/param/resnet_kineto.json.gz
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmachine import compile_tracekit
-from perfdoc import write_section
+from benchmachine import compile_tracekit, load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "traces" / "hta" / "tests" / "data" / "df_index_resolver" / "df_index_resolver.json.gz"
-#: issue 17's whole-analysis budget on 2 cores: size in MB → (seconds, peak RSS in GB)
+#: the whole-analysis budget on 2 cores: scaled size in MB → (seconds, peak RSS in GB)
 BUDGET = {1024: (30.0, 2.0), 2048: (60.0, 4.0)}
 TARGET_SPEEDUP = 1.8
-
-
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def scaled(size_mb: int, out_dir: Path) -> Path:
@@ -90,7 +83,7 @@ def analyze_once(trace: Path, out: Path, timeout_s: float) -> dict[str, float | 
 def batch_speedup(copies: int) -> float | None:
     """The 1 → 2 worker speed-up measured by bench_batch.py (fastest of one run each)."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_batch.py"), "--copies", str(copies), "--repeat", "1", "--no-ray", "--no-docs"],
+        [sys.executable, str(ROOT / "scripts" / "bench_batch.py"), "--copies", str(copies), "--repeat", "1", "--no-ray"],
         capture_output=True, text=True, check=False, cwd=ROOT,
     )
     m = re.search(r"Speed-up from 1 to 2 workers: \*\*([0-9.]+)×", proc.stdout)
@@ -104,72 +97,68 @@ def _mark(ok: bool) -> str:
     return "met" if ok else "**NOT met**"
 
 
+def _fastest(trace: Path, out: Path, repeat: int, timeout_s: float) -> dict[str, float | str]:
+    """The fastest of ``repeat`` analyses of ``trace`` (an error when none finished)."""
+    best: dict[str, float | str] | None = None
+    for _ in range(max(repeat, 1)):
+        r = analyze_once(trace, out, timeout_s)
+        print(f"{trace.name}: {json.dumps(r)} (load {load_average():.1f})", file=sys.stderr, flush=True)
+        if best is None or ("wall_s" in r and ("wall_s" not in best or float(r["wall_s"]) < float(best["wall_s"]))):
+            best = r
+    assert best is not None
+    best["json_mb"] = trace.stat().st_size / 1e6
+    return best
+
+
+def _row(what: str, r: dict[str, float | str], budget: tuple[float, float] | None) -> tuple[str, dict[str, object] | None]:
+    """One table line, and its target row (None for a trace measured without a budget)."""
+    target = f"< {budget[0]:.0f} s, < {budget[1]:.0f} GB" if budget else "no target"
+    if "error" in r:
+        line = f"| {what} | {r['error']} | {target} | {'**NOT met**' if budget else '–'} | n/a |"
+        return line, ({"what": what, "measured": str(r["error"]), "target": target, "met": False} if budget else None)
+    wall, cpu, rss = float(r["wall_s"]), float(r["cpu_s"]), float(r["rss_mb"])
+    measured = f"{wall:.1f} s wall ({cpu:.1f} s CPU), {rss / 1024:.2f} GB peak RSS"
+    if budget is None:
+        return f"| {what} | {measured} | no target | – | – |", None
+    secs, gb = budget
+    line = f"| {what} | {measured} | {target} | {_mark(wall < secs)} | {_mark(rss / 1024 < gb)} |"
+    return line, {"what": what, "measured": measured, "target": target, "met": wall < secs and rss / 1024 < gb}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="1024,2048", help="scaled trace sizes in MB (default 1024,2048)")
+    ap.add_argument("traces", nargs="*", type=Path, help="trace files to analyse too (measured, no budget)")
+    ap.add_argument("--sizes", default="1024,2048", help="scaled trace sizes in MB (default 1024,2048; '' for none)")
     ap.add_argument("--scale-dir", type=Path, default=Path("/tmp/tracekit-bench"), help="where scaled traces are (or go)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per size; the fastest counts (default 1)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per trace; the fastest counts (default 1)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds one analysis may take (default 1200)")
     ap.add_argument("--batch", action="store_true", help="also measure the batch 1 → 2 worker speed-up")
     ap.add_argument("--batch-copies", type=int, default=6, help="archive runs for --batch (default 6: 108 traces)")
-    ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/performance.md alone")
-    ap.add_argument("--targets-json", type=Path, help="also write the issue 17 target rows here (scripts/bench_targets.py)")
+    ap.add_argument("--targets-json", type=Path, help="also write the target rows here (scripts/bench_targets.py)")
     args = ap.parse_args(argv)
 
+    missing = [str(p) for p in args.traces if not p.is_file()]
+    if missing:
+        ap.error("no such trace file: " + ", ".join(missing))
     compile_tracekit(sys.executable)  # (as a pip install leaves it: see scripts/benchmachine.py)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    traces = {size: scaled(size, args.scale_dir) for size in sizes}
-    load_before = _load()
-    started = dt.datetime.now(dt.timezone.utc)
-    results: dict[int, dict[str, float | str]] = {}
-    for size, trace in traces.items():
-        best: dict[str, float | str] | None = None
-        for _ in range(max(args.repeat, 1)):
-            r = analyze_once(trace, args.scale_dir / f"analyze_{size}mb.json", args.timeout)
-            print(f"{trace.name}: {json.dumps(r)} (load {_load():.1f})", file=sys.stderr, flush=True)
-            if best is None or ("wall_s" in r and ("wall_s" not in best or float(r["wall_s"]) < float(best["wall_s"]))):
-                best = r
-        assert best is not None
-        best["json_mb"] = trace.stat().st_size / 1e6
-        results[size] = best
-    speedup = batch_speedup(args.batch_copies) if args.batch else None
-    load_after = _load()
-
-    import polars
-
-    from tracekit.analysis.critical_path.longest import native_dag as _native_dag
-
-    # the child inherits this environment: TRACEKIT_PURE_PYTHON=1 measures the fallback
-    kernel = "native" if _native_dag() is not None else "pure Python (networkx)"
-    lines = [
-        f"Measured {started:%Y-%m-%d %H:%M} UTC on {platform.system()} {platform.machine()}, nproc {os.cpu_count()}; "
-        f"1-minute load average {load_before:.2f} before, {load_after:.2f} after (a shared machine: wall-clock "
-        f"times carry other people's work, CPU time is the analysis' own). Python {platform.python_version()}, "
-        f"polars {polars.__version__}, critical-path longest paths {kernel}. Fastest of {max(args.repeat, 1)} run(s) "
-        "per size, each a fresh `tracekit analyze --no-cache --quiet --format json` process.",
-        "",
-        "| what | measured (this run) | target | time | memory |",
-        "|---|---|---|---|---|",
-    ]
+    runs: list[tuple[str, Path, tuple[float, float] | None]] = []
+    for size in sizes:
+        trace = scaled(size, args.scale_dir)
+        what = f"`analyze` of a {trace.stat().st_size / 1e9:.2f} GB Kineto trace ({size} MB scaled), 2 cores"
+        runs.append((what, trace, BUDGET.get(size)))
+    runs += [(f"`analyze` of {p.name} ({p.stat().st_size / 1e6:.1f} MB on disk)", p, None) for p in args.traces]
+    load_before = load_average()
+    args.scale_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["| what | measured (this run) | target | time | memory |", "|---|---|---|---|---|"]
     targets: list[dict[str, object]] = []
-    for size, r in results.items():
-        secs, gb = BUDGET.get(size, (float("nan"), float("nan")))
-        what = f"`analyze` of a {float(r['json_mb']) / 1000:.2f} GB Kineto trace ({size} MB scaled), 2 cores"
-        if "error" in r:
-            target = f"< {secs:.0f} s, < {gb:.0f} GB" if size in BUDGET else "no target"
-            lines.append(f"| {what} | {r['error']} | {target} | {'**NOT met**' if size in BUDGET else '–'} | n/a |")
-            if size in BUDGET:
-                targets.append({"what": what, "measured": str(r["error"]), "target": target, "met": False})
-            continue
-        wall, cpu, rss = float(r["wall_s"]), float(r["cpu_s"]), float(r["rss_mb"])
-        measured = f"{wall:.1f} s wall ({cpu:.1f} s CPU), {rss / 1024:.2f} GB peak RSS"
-        if size not in BUDGET:  # a size the issue sets no budget for: measured only
-            lines.append(f"| {what} | {measured} | no target | – | – |")
-            continue
-        target = f"< {secs:.0f} s, < {gb:.0f} GB"
-        lines.append(f"| {what} | {measured} | {target} | {_mark(wall < secs)} | {_mark(rss / 1024 < gb)} |")
-        targets.append({"what": what, "measured": measured, "target": target, "met": wall < secs and rss / 1024 < gb})
+    for i, (what, trace, budget) in enumerate(runs):
+        line, target = _row(what, _fastest(trace, args.scale_dir / f"analyze_{i}.json", args.repeat, args.timeout), budget)
+        lines.append(line)
+        if target is not None:
+            targets.append(target)
     if args.batch:
+        speedup = batch_speedup(args.batch_copies)
         shown = f"{speedup:.2f}×" if speedup is not None else "failed"
         what = f"batch speed-up 1 → 2 workers ({args.batch_copies * 18} synthetic traces)"
         ok = speedup is not None and speedup >= TARGET_SPEEDUP
@@ -177,13 +166,14 @@ def main(argv: list[str] | None = None) -> int:
         targets.append({"what": what, "measured": shown, "target": f"≥ {TARGET_SPEEDUP}×", "met": ok})
     if args.targets_json:
         args.targets_json.write_text(json.dumps(targets, indent=1), encoding="utf-8")
-    table = "\n".join(lines) + "\n"
-    print(table)
-    if not args.no_docs:
-        write_section(
-            "bench_analyze:table",
-            table,
-        )
+    # the children inherit this environment, so the machine line's native modules are theirs
+    machine = machine_line(sys.executable, loads=[("before", load_before), ("after", load_average())])
+    note = (
+        f"Fastest of {max(args.repeat, 1)} run(s) per trace, each a fresh `tracekit analyze --no-cache --quiet "
+        "--format json` process; wall-clock times carry other people's work on a shared machine, CPU time is the "
+        "analysis' own."
+    )
+    print("\n".join([machine, "", note, "", *lines]) + "\n")
     return 0
 
 

@@ -16,10 +16,10 @@ no result is shared), then times, each in a fresh Python process:
 Each configuration runs ``--repeat`` times (interleaved) and the fastest run counts: the
 machine is shared, so the fastest run is the one least disturbed.  Overhead per trace is
 measured by the ``overhead`` mode, as a share of the single-trace time.  The
-table goes to stdout and into docs/performance.md between the ``bench_batch`` markers.
+table goes to stdout, as Markdown under the machine line.
 
     python scripts/bench_batch.py                 # 15 copies = 270 traces
-    python scripts/bench_batch.py --copies 4 --repeat 1 --no-docs
+    python scripts/bench_batch.py --copies 4 --repeat 1
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sqlite3
 import subprocess
@@ -37,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfdoc import write_section
+from benchmachine import load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTH = ROOT / "sample_traces" / "synthetic"
@@ -149,7 +148,6 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=15, help="runs of the 18 synthetic traces (default 15: 270 traces)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray engine")
-    parser.add_argument("--no-docs", action="store_true", help="do not update docs/performance.md")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "ARCHIVE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -188,11 +186,10 @@ def main() -> int:
     if has_ray:
         rows.append(("batch, --engine ray (local instance, 2 CPUs)", best["ray"]))
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
-        f"Setup: Python {platform.python_version()}, {os.cpu_count()} CPUs (shared with other jobs; load average "
-        f"{load:.1f} when the runs ended), "
-        f"archive of {n} synthetic traces ({args.copies} runs × {n // args.copies}: Kineto and Nsight, two 2-rank jobs per run), "
+        machine_line(sys.executable, loads=[("when the runs ended", load_average())]),
+        "",
+        f"Archive of {n} synthetic traces ({args.copies} runs × {n // args.copies}: Kineto and Nsight, two 2-rank jobs per run), "
         f"{mb:,.1f} MB; fastest of {args.repeat} runs, each in a fresh process.",
         "",
         "| configuration | wall (s) | traces/min | MB/s |",
@@ -214,20 +211,8 @@ def main() -> int:
     if has_ray:
         lines.append(f"- Ray: starting the local instance (`ray.init`) takes {best['ray-init']:.1f} s more, left out of the "
                      "rate above; each task also pays Ray's scheduling and object transfer.")
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_docs:
-        update_docs(table)
+    print("\n".join(lines))
     return 0
-
-
-def update_docs(body: str) -> None:
-    write_section(
-        "bench_batch",
-        "## Batch analysis (`tracekit batch`)\n\n"
-        "Throughput of `tracekit batch` on a synthetic archive, measured with `python scripts/bench_batch.py`.\n\n"
-        f"{body}",
-    )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ in a fresh process; runs of the three modes are interleaved and repeated, and ea
 the median of its step times, so machine noise hits every mode alike.  The script also times
 ``tracekit.range()`` / ``tracekit.step()`` without a capture.
 
-Usage: python scripts/bench_capture.py [--repeats 5] [--steps 300] [--write]
-(--write replaces the capture section of docs/performance.md)
+Usage: python scripts/bench_capture.py [--repeats 5] [--steps 300]
+(progress lines first, then the Markdown table under the machine line)
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-import perfdoc
+from benchmachine import load_average, machine_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -189,10 +188,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warm", type=int, default=20)
-    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
     args = parser.parse_args()
-
-    import torch
 
     modes = ("plain", "ranges", "profiler")
     results: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
@@ -223,51 +219,39 @@ def main() -> int:
               f"cpu {median(m, 'cpu'):.3f} ms/step ({overhead(m, 'cpu') * 100:+.1f}%)")
     print(f"tracekit.range() without capture: {marks['range_ns']:.0f} ns; tracekit.step(): {marks['step_ns']:.0f} ns")
 
-    if args.write:
-        cpus = os.cpu_count()
-        body = "\n".join(
-            [
-                "## Capture overhead",
-                "",
-                "Step time of a small CPU training loop (10 blocks of Linear/LayerNorm/GELU/Linear, 52 module calls",
-                "per forward, batch 32, a DataLoader fetch and an SGD step; one intra-op thread) in three modes, measured",
-                "with `python scripts/bench_capture.py --write`. Each run is a fresh process that reports the median of",
-                f"{args.steps} step times after {args.warm} warm-up steps; the three modes are interleaved and repeated",
-                f"{args.repeats} times, and the overhead is the median of the per-repeat ratios to the plain run.",
-                "",
-                f"Setup: Python {platform.python_version()}, torch {torch.__version__}, {cpus} CPUs shared with other jobs.",
-                "",
-                "| mode | what runs | CPU time per step (ms) | overhead | wall time per step (ms) | overhead |",
-                "|---|---|---:|---:|---:|---:|",
-                f"| plain | `python workload.py` | {median('plain', 'cpu'):.3f} | – | {median('plain', 'wall'):.3f} | – |",
-                f"| instrumentation only | `tracekit capture --backend none` (hooks, NVTX ranges; no profiler) | "
-                f"{median('ranges', 'cpu'):.3f} | {overhead('ranges', 'cpu') * 100:+.1f}% | {median('ranges', 'wall'):.3f} | "
-                f"{overhead('ranges', 'wall') * 100:+.1f}% |",
-                f"| profiler recording | `tracekit capture` recording every timed step | {median('profiler', 'cpu'):.3f} | "
-                f"{overhead('profiler', 'cpu') * 100:+.1f}% | {median('profiler', 'wall'):.3f} | {overhead('profiler', 'wall') * 100:+.1f}% |",
-                "",
-                "CPU time is the training thread's own (`time.thread_time`), which other jobs on the machine barely",
-                "disturb; wall time includes their interference and is noisier. Differences of a few percent between",
-                "separate processes are within the noise of a shared machine, so the instrumentation cost is also",
-                "measured inside one process: blocks of 25 steps with tracekit's hooks installed alternate with blocks",
-                "where they are removed (`torch_hooks.uninstall()`), 30 blocks each, medians of per-step CPU time:",
-                "",
-                f"**Instrumentation cost, paired in one process: {paired['delta_us']:.1f} µs per step, "
-                f"{paired['ratio'] * 100:+.1f}% of a {paired['plain_ms']:.3f} ms step.**",
-                "",
-                "Target: instrumentation without an active profiler adds less than 2% to step time. Per step the hooks",
-                "run five ranges (a fetch, the forward of each top-level module, backward, optimizer, the step), each",
-                "an NVTX push/pop of about 0.1 µs without a tool attached, plus a few Python calls. Global module hooks",
-                "(a few µs per module call on torch's slower call path) run only during step 0, to find the top-level",
-                "modules; this workload's 52 module calls per step would otherwise cost about 8% here. While the",
-                "profiler records, its own cost dominates.",
-                "",
-                f"Explicit marks without a capture: `with tracekit.range(...)` costs {marks['range_ns']:.0f} ns and",
-                f"`with tracekit.step()` {marks['step_ns']:.0f} ns more than an empty loop iteration.",
-            ]
-        )
-        perfdoc.write_section("capture", body)
-        print(f"wrote {perfdoc.DOC}")
+    body = "\n".join(
+        [
+            machine_line(sys.executable, ("torch",), [("after the runs", load_average())]),
+            "",
+            "Step time of a small CPU training loop (10 blocks of Linear/LayerNorm/GELU/Linear, 52 module calls",
+            "per forward, batch 32, a DataLoader fetch and an SGD step; one intra-op thread) in three modes.",
+            f"Each run is a fresh process that reports the median of {args.steps} step times after {args.warm}",
+            f"warm-up steps; the three modes are interleaved and repeated {args.repeats} times, and the overhead",
+            "is the median of the per-repeat ratios to the plain run.",
+            "",
+            "| mode | what runs | CPU time per step (ms) | overhead | wall time per step (ms) | overhead |",
+            "|---|---|---:|---:|---:|---:|",
+            f"| plain | `python workload.py` | {median('plain', 'cpu'):.3f} | – | {median('plain', 'wall'):.3f} | – |",
+            f"| instrumentation only | `tracekit capture --backend none` (hooks, NVTX ranges; no profiler) | "
+            f"{median('ranges', 'cpu'):.3f} | {overhead('ranges', 'cpu') * 100:+.1f}% | {median('ranges', 'wall'):.3f} | "
+            f"{overhead('ranges', 'wall') * 100:+.1f}% |",
+            f"| profiler recording | `tracekit capture` recording every timed step | {median('profiler', 'cpu'):.3f} | "
+            f"{overhead('profiler', 'cpu') * 100:+.1f}% | {median('profiler', 'wall'):.3f} | {overhead('profiler', 'wall') * 100:+.1f}% |",
+            "",
+            "CPU time is the training thread's own (`time.thread_time`), which other jobs on the machine barely",
+            "disturb; wall time includes their interference and is noisier.  Measured inside one process too",
+            "(blocks of 25 steps with tracekit's hooks installed alternating with blocks where they are removed,",
+            "30 blocks each, medians of per-step CPU time):",
+            "",
+            f"**Instrumentation cost, paired in one process: {paired['delta_us']:.1f} µs per step, "
+            f"{paired['ratio'] * 100:+.1f}% of a {paired['plain_ms']:.3f} ms step** (target: under 2%).",
+            "",
+            f"Explicit marks without a capture: `with tracekit.range(...)` costs {marks['range_ns']:.0f} ns and",
+            f"`with tracekit.step()` {marks['step_ns']:.0f} ns more than an empty loop iteration.",
+        ]
+    )
+    print()
+    print(body)
     return 0
 
 

@@ -3,8 +3,7 @@
 
 Run in the benchmark venv (scripts/bench_env.sh installs tracekit and HTA side by side):
 
-    .bench-venv/bin/python scripts/bench_critical_path.py            # print, and update docs/performance.md
-    .bench-venv/bin/python scripts/bench_critical_path.py --no-write # print only
+    .bench-venv/bin/python scripts/bench_critical_path.py            # prints the Markdown tables
     .bench-venv/bin/python scripts/bench_critical_path.py --quick    # one trace, for a smoke run
 
 What is timed, on both sides, is building the graph and finding the longest path for one
@@ -25,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -35,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import perfdoc
+from benchmachine import load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
@@ -188,26 +185,14 @@ def run(repeat: int, quick: bool, timeout: int) -> tuple[list[dict[str, Any]], l
 
 
 def markdown(rows: list[dict[str, Any]], whole: list[dict[str, Any]], repeat: int) -> str:
-    import networkx
-    import polars
-
-    try:
-        import importlib.metadata as md
-
-        hta_version = md.version("HolisticTraceAnalysis")
-        pandas_version = md.version("pandas")
-    except Exception:
-        hta_version = pandas_version = "not installed"
+    packages = ("polars", "networkx", "HolisticTraceAnalysis", "pandas")
     out = [
-        "## Critical path",
+        machine_line(sys.executable, packages, [("after the runs", load_average())]),
         "",
         "Building a step's dependency graph and finding its longest path (`scripts/bench_critical_path.py`), side by",
         "side with Holistic Trace Analysis' `critical_path_analysis` on the same window of the same, already parsed",
         f"trace (HTA's window is the annotation instance's CPU range; tracekit uses the same range). Fastest of {repeat} runs",
         "each, tracekit timed before and after HTA so both see the machine in the same state.",
-        "",
-        f"Setup: Python {platform.python_version()}, polars {polars.__version__}, networkx {networkx.__version__}, "
-        f"HolisticTraceAnalysis {hta_version} (pandas {pandas_version}), {os.cpu_count()} CPUs (shared).",
         "",
         "| trace | window | events in trace | tracekit nodes / edges | tracekit (s) | HTA nodes | HTA (s) | speed-up |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -272,26 +257,17 @@ def markdown(rows: list[dict[str, Any]], whole: list[dict[str, Any]], repeat: in
     return "\n".join(out) + "\n"
 
 
-def write_section(text: str) -> None:
-    perfdoc.write_section("critical-path", text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one trace only")
-    parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed to HTA per trace")
     args = parser.parse_args()
     if not SHARED.is_dir():
         print(f"the shared traces are not here: {SHARED}", file=sys.stderr)
         return 1
     rows, whole = run(args.repeat, args.quick, args.timeout)
-    text = markdown(rows, whole, args.repeat)
-    print(text)
-    if not args.no_write:
-        write_section(text)
-        print(f"updated {perfdoc.DOC.relative_to(ROOT)}", file=sys.stderr)
+    print(markdown(rows, whole, args.repeat))
     return 0
 
 

@@ -3,10 +3,9 @@
 Reads each real export in ../shared/traces/nsight and the scaled export built by
 scripts/scale_nsight.py (built first when missing), each in a fresh child process so that
 peak RSS (``resource.getrusage(...).ru_maxrss``) belongs to that file alone.  Prints a
-Markdown table (the one in docs/performance.md, "Nsight Systems exports") with the
-1-minute load average before and after: on a shared machine the wall-clock column carries
-other people's work, the CPU column (user + system time of the fastest read, all threads)
-does not.
+Markdown table under the machine line, and the 1-minute load average after: on a shared
+machine the wall-clock column carries other people's work, the CPU column (user + system
+time of the fastest read, all threads) does not.
 
     python scripts/bench_nsight.py                 # real exports + ~100 MB scaled export
     python scripts/bench_nsight.py --repeat 5 some.sqlite other.sqlite
@@ -16,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmachine import load_average, machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 NSIGHT = ROOT.parent / "shared" / "traces" / "nsight"
@@ -83,11 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         paths.append(SCALED)
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    import polars as pl
-
-    print(f"Python {platform.python_version()}, polars {pl.__version__}, SQLite {__import__('sqlite3').sqlite_version}, "
-          f"{cpus} CPUs, best of {args.repeat}; 1-minute load average {os.getloadavg()[0]:.2f} before")  # fmt: skip
+    machine = machine_line(sys.executable, ("polars", "adbc-driver-sqlite"), [("before", load_average())])
+    print(f"{machine} SQLite {sqlite3.sqlite_version}; the fastest of {args.repeat} reads per export counts.")
     print()
     print("| export | size (MB) | events | read (s) | CPU (s) | MB/s | events/s | RSS after import (MB) | peak RSS (MB) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{events / seconds:,.0f} | {r['rss_before_mb']:.0f} | {r['peak_rss_mb']:.0f} |"
         )
     print()
-    print(f"1-minute load average {os.getloadavg()[0]:.2f} after")
+    print(f"1-minute load average {load_average():.2f} after")
     return 0
 
 

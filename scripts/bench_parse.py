@@ -14,8 +14,8 @@ belongs to that tool alone:
 
 Runs are interleaved (run 1 of every tool, then run 2, ...) so background load is spread
 over the tools; the median of the runs is reported.  MB/s is uncompressed JSON bytes per
-second.  The table goes to stdout and into docs/performance.md between the
-``bench_parse`` markers (other sections of that file are left alone).
+second.  The tables go to stdout, as Markdown under the machine line (progress goes to
+stderr).
 
     .bench-venv/bin/python scripts/bench_parse.py              # the four large shared traces
     .bench-venv/bin/python scripts/bench_parse.py extra.json.gz
@@ -28,11 +28,9 @@ Create the venv with scripts/bench_env.sh (tracekit + HTA).  Without HTA install
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import gzip
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -45,11 +43,10 @@ from pathlib import Path
 from typing import Any, Union
 
 import msgspec
-from benchmachine import compile_tracekit, speed, speed_text
+from benchmachine import compile_tracekit, load_average, machine_line, speed
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
-DOCS = ROOT / "docs" / "performance.md"
 DEFAULT_TRACES = (
     "hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
     "hta/tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz",
@@ -57,15 +54,16 @@ DEFAULT_TRACES = (
     "hta/tests/data/negative_queue_length_values_check/rank0.json.gz",
 )
 TOOLS = ("tracekit", "bare", "hta", "cache")
+#: the distributions whose versions the machine line names
+PACKAGES = ("polars", "msgspec", "pandas", "HolisticTraceAnalysis")
 SCALE_TOOLS = ("tracekit", "bare", "hta")
 RESULT_TAG = "BENCH_RESULT "
 MB = 1_000_000
 
-# targets of issue 17 ("native-speed parsing"), checked per trace
+# the parsing targets, checked per trace
 TARGET_VS_HTA = 15.0  # tracekit at least this many times faster than HTA's load
 TARGET_VS_BARE = 1.0  # tracekit at most as slow as the bare typed decode (the Python floor)
 TARGET_RSS_VS_HTA = 1 / 3  # tracekit peak RSS at most this share of HTA's
-GOAL_RSS_VS_HTA = 1 / 3
 TARGET_CACHE = 20.0  # second open through the cache at least this many times faster
 TARGET_NSIGHT_MBS = 100.0  # Nsight export read, MB of SQLite per second
 
@@ -144,11 +142,14 @@ def _hta_load(path: Path) -> None:
 
 
 _BASE_RSS: list[float] = []
+_BASE_CPU: list[float] = []
 
 
 def _mark_base() -> None:
-    """Remember the peak RSS before the timed work (the interpreter and the tool's imports)."""
+    """Remember the peak RSS before the timed work (the interpreter and the tool's imports),
+    and the process' CPU time so far (every thread's)."""
     _BASE_RSS.append(_peak_rss_mb())
+    _BASE_CPU.append(time.process_time())
 
 
 def _file_rss_mb() -> float | None:
@@ -168,6 +169,7 @@ def _file_rss_mb() -> float | None:
 def _report(seconds: float, rows: int) -> None:
     result = {
         "seconds": seconds,
+        "cpu_seconds": time.process_time() - _BASE_CPU[-1] if _BASE_CPU else None,
         "rows": rows,
         "rss_mb": _peak_rss_mb(),
         "base_rss_mb": _BASE_RSS[-1] if _BASE_RSS else None,
@@ -219,6 +221,7 @@ def child_main(tool: str, path: Path) -> None:
 @dataclass
 class Run:
     seconds: float | None = None
+    cpu_seconds: float | None = None
     rss_mb: float | None = None
     base_rss_mb: float | None = None
     file_rss_mb: float | None = None
@@ -244,6 +247,11 @@ class Measure:
     def seconds(self) -> float | None:
         ok = self.ok
         return statistics.median(r.seconds for r in ok if r.seconds is not None) if ok else None
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        values = [r.cpu_seconds for r in self.ok if r.cpu_seconds is not None]
+        return statistics.median(values) if values else None
 
     @property
     def rss_mb(self) -> float | None:
@@ -305,6 +313,7 @@ def run_child(
             data = json.loads(line[len(RESULT_TAG) :])
             return Run(
                 seconds=data["seconds"],
+                cpu_seconds=data.get("cpu_seconds"),
                 rss_mb=data["rss_mb"],
                 rows=data["rows"],
                 base_rss_mb=data["base_rss_mb"],
@@ -401,8 +410,9 @@ def _verdict(ok: bool | None) -> str:
 
 def results_table(rows: list[tuple[Path, int, dict[str, Measure]]], tools: tuple[str, ...]) -> str:
     head = (
-        "| trace | JSON MB | tool | median s | MB/s | peak RSS MB | RSS after imports MB | code and mapped files at the end MB | runs (s) |\n"
-        "|---|--:|---|--:|--:|--:|--:|--:|---|\n"
+        "| trace | JSON MB | tool | median s | median CPU s | MB/s | peak RSS MB | RSS after imports MB "
+        "| code and mapped files at the end MB | runs (s) |\n"
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n"
     )
     lines = []
     for path, size, res in rows:
@@ -411,13 +421,13 @@ def results_table(rows: list[tuple[Path, int, dict[str, Measure]]], tools: tuple
             if m is None:
                 continue
             if m.error:
-                lines.append(f"| {_label(path)} | {size / MB:.1f} | {tool} | {m.error} | | | | | |")
+                lines.append(f"| {_label(path)} | {size / MB:.1f} | {tool} | {m.error} | | | | | | |")
                 continue
             s = m.seconds
             rate = size / MB / s if s else None
             runs = ", ".join(f"{r.seconds:.2f}" for r in m.ok if r.seconds is not None)
             lines.append(
-                f"| {_label(path)} | {size / MB:.1f} | {tool} | {_fmt(s, '.3f')} | {_fmt(rate, '.1f')} | "
+                f"| {_label(path)} | {size / MB:.1f} | {tool} | {_fmt(s, '.3f')} | {_fmt(m.cpu_seconds, '.3f')} | {_fmt(rate, '.1f')} | "
                 f"{_fmt(m.rss_mb, '.0f')} | {_fmt(m.base_rss_mb, '.0f')} | {_fmt(m.file_rss_mb, '.0f')} | {runs} |"
             )
     return head + "\n".join(lines) + "\n"
@@ -462,90 +472,6 @@ def targets_table(rows: list[tuple[Path, int, dict[str, Measure]]]) -> tuple[str
             cells.append(text)
         lines.append(f"| {_label(path)} | " + " | ".join(cells) + " |")
     return head + "\n".join(lines) + "\n", verdicts
-
-
-def machine_text(
-    python: str,
-    hta_version: str | None,
-    load_before: float,
-    load_after: float,
-    speeds: list[tuple[str, tuple[float, float]]],
-) -> str:
-    code = (
-        "import sys, importlib.metadata as m\n"
-        "out = [sys.version.split()[0]]\n"
-        "for d in ('polars', 'msgspec', 'pandas', 'HolisticTraceAnalysis'):\n"
-        "    try: out.append(m.version(d))\n"
-        "    except m.PackageNotFoundError: out.append('not installed')\n"
-        "try:\n"
-        "    from tracekit.parsers.kineto import native_scanner\n"
-        "    out.append('native' if native_scanner() is not None else 'msgspec')\n"
-        "except ImportError: out.append('unknown')\n"
-        "print(' '.join(out))\n"
-    )
-    versions = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
-    return (
-        f"Measured {_dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')} on {platform.system()} "
-        f"{platform.machine()}, {cpu}, nproc {os.cpu_count()}, {mem_gb:.0f} GB RAM; "
-        f"1-minute load average {load_before:.2f} before, {load_after:.2f} after "
-        f"(a shared machine: timings carry noise). {speed_text(speeds)} Python {versions[0]}, polars {versions[1]}, "
-        f"msgspec {versions[2]}, pandas {versions[3]}, HolisticTraceAnalysis {versions[4]}; "
-        f"Kineto decoding: {_DECODING.get(versions[5], versions[5])}.\n"
-    )
-
-
-#: how the tracekit rows decoded Kineto JSON (tracekit/native/_kineto_scan.c, or the msgspec fallback)
-_DECODING = {
-    "native": "native scanner (tracekit/native/_kineto_scan.c)",
-    "msgspec": "msgspec path (native scanner not built, or TRACEKIT_PURE_PYTHON=1)",
-}
-
-
-SECTION_TEMPLATE = """<!-- bench_parse:start -->
-## Kineto parse
-
-How fast tracekit turns a PyTorch profiler (Kineto) trace into its canonical tables, next to
-the practical floor (a bare typed decode of the same JSON with msgspec), Holistic Trace
-Analysis' loader, and tracekit's own cache (Arrow IPC files).  Produced by `scripts/bench_parse.py`
-(set up with `scripts/bench_env.sh`); the tables between the markers are rewritten by it.
-
-<!-- bench_parse:table:start -->
-<!-- bench_parse:table:end -->
-
-### Scaled traces
-
-<!-- bench_parse:scale:start -->
-Not measured yet: `.bench-venv/bin/python scripts/bench_parse.py --scale`.
-<!-- bench_parse:scale:end -->
-<!-- bench_parse:end -->
-"""
-
-
-def update_docs(block: str, content: str, doc: Path = DOCS) -> None:
-    """Replace one generated block of the Kineto section, leaving everything else as it is."""
-    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Performance\n\n"
-    if "<!-- bench_parse:start -->" not in text:
-        text = text.rstrip("\n") + "\n\n" + SECTION_TEMPLATE
-    start, end = f"<!-- bench_parse:{block}:start -->", f"<!-- bench_parse:{block}:end -->"
-    if start not in text or end not in text:
-        # the block was deleted by hand: put it back at the end of the section
-        text = text.replace("<!-- bench_parse:end -->", f"{start}\n{end}\n<!-- bench_parse:end -->")
-    before, rest = text.split(start, 1)
-    _, after = rest.split(end, 1)
-    text = before + start + "\n" + content.strip("\n") + "\n" + end + after
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    tmp = doc.with_suffix(".md.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, doc)
 
 
 def _summary(verdicts: dict[str, list[bool]]) -> str:
@@ -593,7 +519,7 @@ def _span(values: list[float], spec: str, unit: str) -> str:
 
 
 def issue_targets(rows: list[tuple[Path, int, dict[str, Measure]]], nsight: list[tuple[Path, float, float]]) -> str:
-    """The parsing rows of issue 17's targets table: measured range, target, verdict."""
+    """The parsing rows of the targets table: measured range, target, verdict."""
     lines = ["| what | measured (this run) | target | verdict |", "|---|---|---|---|"]
     for r in target_rows(rows, nsight):
         verdict = "n/a" if r["met"] is None else _verdict(bool(r["met"]))
@@ -657,9 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-sizes", default="256,1024", help="sizes in MB for --scale (default 256,1024)")
     ap.add_argument("--scale-dir", type=Path, default=Path("/tmp/tracekit-bench"), help="where scaled traces go")
     ap.add_argument("--hta-timeout", type=float, default=600, help="seconds HTA may take on a scaled trace")
-    ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--json", type=Path, help="also write the raw results here")
-    ap.add_argument("--targets-json", type=Path, help="also write the issue 17 target rows here (scripts/bench_targets.py)")
+    ap.add_argument("--targets-json", type=Path, help="also write the target rows here (scripts/bench_targets.py)")
     ap.add_argument(
         "--nsight", type=Path, nargs="*", default=None,
         help="Nsight exports for the MB/s target (default: the real exports and the scaled one of scripts/bench_nsight.py)",
@@ -705,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
         log("nothing to benchmark")
         return 1
 
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     speeds = [("before", speed(python))]
     rows = []
     for path in paths:
@@ -735,17 +660,17 @@ def main(argv: list[str] | None = None) -> int:
             res = bench_file(path, tools, repeat=args.repeat, timeout_s=args.timeout, **common)
         rows.append((path, size, res))
     table = results_table(rows, tools)
+
+    def machine() -> str:
+        loads = [("before", load_before), ("after", load_average())]
+        return machine_line(python, PACKAGES, loads, [*speeds, ("after", speed(python))])
+
     if args.scale:
-        load_after = os.getloadavg()[0]
-        machine = machine_text(python, hta_version, load_before, load_after, [*speeds, ("after", speed(python))])
-        block = (
-            machine + "\n" + table + "\nHTA ran once per scaled trace (limit "
+        print(
+            machine() + "\n\n" + table + "\nHTA ran once per scaled trace (limit "
             f"{args.hta_timeout:.0f} s, {args.mem_limit_gb:.0f} GB RSS); tracekit and the bare decode "
             f"ran {args.repeat} times each.\n"
         )
-        print(block)
-        if not args.no_docs:
-            update_docs("scale", block)
     else:
         targets, verdicts = targets_table(rows)
         nsight: list[tuple[Path, float, float]] = []
@@ -759,11 +684,9 @@ def main(argv: list[str] | None = None) -> int:
                 log("missing Nsight exports (build the scaled one with scripts/scale_nsight.py): "
                     + ", ".join(map(str, missing_exports)))
             nsight = bench_nsight_exports([p for p in exports if p.exists()], args.repeat, log)
-        load_after = os.getloadavg()[0]
-        machine = machine_text(python, hta_version, load_before, load_after, [*speeds, ("after", speed(python))])
-        block = (
-            machine
-            + "\nIssue 17 targets, parsing rows (this run):\n\n"
+        print(
+            machine()
+            + "\n\nTargets, parsing rows (this run):\n\n"
             + issue_targets(rows, nsight)
             + f"\nMedian of {args.repeat} runs, each in a fresh process.\n\n"
             + table
@@ -772,9 +695,6 @@ def main(argv: list[str] | None = None) -> int:
             + "\n"
             + _summary(verdicts)
         )
-        print(block)
-        if not args.no_docs:
-            update_docs("table", block)
         if args.targets_json:
             args.targets_json.write_text(json.dumps(target_rows(rows, nsight), indent=1), encoding="utf-8")
     if args.json:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from benchmachine import load_average, machine_line
 
 _CHILD = r"""
 import json, sys, time
@@ -79,11 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("traces", nargs="+", type=Path)
     ap.add_argument("--repeat", type=int, default=1, help="price calls per child; the fastest counts")
     args = ap.parse_args(argv)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.system()} {platform.machine()}, nproc {os.cpu_count()}, "
-        f"1-minute load average {load:.2f}; POLARS_MAX_THREADS={os.environ.get('POLARS_MAX_THREADS', 'unset')}\n"
-    )
+    machine = machine_line(sys.executable, loads=[("before", load_average())])
+    print(f"{machine} POLARS_MAX_THREADS={os.environ.get('POLARS_MAX_THREADS', 'unset')}.\n")
     print("| trace | events | groups | native sweeps: price CPU s (graphs + replay) | pure Python: price CPU s (graphs + replay) |")
     print("|---|--:|--:|--:|--:|")
     status = 0

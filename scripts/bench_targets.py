@@ -1,4 +1,4 @@
-"""Issue 17's whole targets table, measured side by side in one run.
+"""The whole targets table (parsing, the cache, Nsight, the whole analysis, batch) in one run.
 
 Runs, one after the other in this process' children (never two benchmarks at once, so they do
 not compete for the two cores):
@@ -8,36 +8,28 @@ not compete for the two cores):
 2. ``scripts/bench_analyze.py --batch``: ``tracekit analyze`` of the 1 GB and 2 GB scaled traces
    and the batch 1 → 2 worker speed-up.
 
-Each script still rewrites its own detailed section of docs/performance.md; this one collects
-their target rows into a single table (the load average printed before, between and after),
-prints it and writes it between the ``bench_targets`` markers near the top of the page.
+Each script prints its own detailed tables as it goes; this one then collects their target rows
+into a single Markdown table on stdout, under the machine line (the load average and the
+machine's speed read before, between and after).  docs/performance.md quotes the results.
 
     .bench-venv/bin/python scripts/bench_targets.py            # everything (about 15-20 min quiet)
-    .bench-venv/bin/python scripts/bench_targets.py --sizes 1024 --repeat 2 --no-docs
+    .bench-venv/bin/python scripts/bench_targets.py --sizes 1024 --repeat 2
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmachine import speed, speed_text
-from perfdoc import write_section
+from benchmachine import load_average, machine_line, speed
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
-
-
-def _load() -> tuple[float, float, float]:
-    return os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
 
 
 def _run(cmd: list[str], log: Any) -> int:
@@ -51,22 +43,8 @@ def _rows(path: Path, source: str, rc: int) -> list[dict[str, Any]]:
     return [{"what": f"{source} (failed: exit {rc}, no rows)", "measured": "not measured", "target": "–", "met": None}]
 
 
-def render(
-    rows: list[dict[str, Any]],
-    loads: list[tuple[str, tuple[float, float, float]]],
-    started: dt.datetime,
-    speeds: list[tuple[str, tuple[float, float]]],
-) -> str:
-    import polars
-
-    load_text = ", ".join(f"{label} {one:.2f}" for label, (one, _five, _fifteen) in loads)
-    head = (
-        f"Measured {started:%Y-%m-%d %H:%M} UTC by `scripts/bench_targets.py` in one run on {platform.system()} "
-        f"{platform.machine()}, nproc {os.cpu_count()}; 1-minute load average: {load_text}. "
-        f"{speed_text(speeds)} "
-        f"Python {platform.python_version()}, polars {polars.__version__}."
-    )
-    lines = [head, "", "| what | measured (this run) | target | verdict |", "|---|---|---|---|"]
+def render(rows: list[dict[str, Any]], machine: str) -> str:
+    lines = [machine, "", "| what | measured (this run) | target | verdict |", "|---|---|---|---|"]
     for r in rows:
         verdict = "n/a" if r["met"] is None else ("met" if r["met"] else "**NOT met**")
         lines.append(f"| {r['what']} | {r['measured']} | {r['target']} | {verdict} |")
@@ -84,38 +62,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1024,2048", help="scaled sizes for the whole analysis (default 1024,2048)")
     ap.add_argument("--analyze-repeat", type=int, default=1, help="analyze runs per size, fastest counts (default 1)")
     ap.add_argument("--batch-copies", type=int, default=6, help="archive runs for the batch speed-up (default 6)")
-    ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/performance.md alone")
     args = ap.parse_args(argv)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    started = dt.datetime.now(dt.timezone.utc)
-    loads = [("before", _load())]
+    loads = [("before", load_average())]
     speeds = [("before", speed(sys.executable))]
-    docs = ["--no-docs"] if args.no_docs else []
     with tempfile.TemporaryDirectory(prefix="tracekit-targets-") as tmp:
         parse_json, analyze_json = Path(tmp) / "parse.json", Path(tmp) / "analyze.json"
         rc_parse = _run(
-            [sys.executable, str(SCRIPTS / "bench_parse.py"), "--repeat", str(args.repeat), "--targets-json", str(parse_json), *docs],
+            [sys.executable, str(SCRIPTS / "bench_parse.py"), "--repeat", str(args.repeat), "--targets-json", str(parse_json)],
             log,
         )
-        loads.append(("between", _load()))
+        loads.append(("between", load_average()))
         speeds.append(("between", speed(sys.executable)))
         rc_analyze = _run(
             [
                 sys.executable, str(SCRIPTS / "bench_analyze.py"), "--sizes", args.sizes, "--repeat", str(args.analyze_repeat),
-                "--batch", "--batch-copies", str(args.batch_copies), "--targets-json", str(analyze_json), *docs,
+                "--batch", "--batch-copies", str(args.batch_copies), "--targets-json", str(analyze_json),
             ],
             log,
         )
-        loads.append(("after", _load()))
+        loads.append(("after", load_average()))
         speeds.append(("after", speed(sys.executable)))
         rows = _rows(parse_json, "bench_parse.py", rc_parse) + _rows(analyze_json, "bench_analyze.py", rc_analyze)
-    table = render(rows, loads, started, speeds)
-    print(table)
-    if not args.no_docs:
-        write_section("bench_targets", table)
+    packages = ("polars", "msgspec", "pandas", "HolisticTraceAnalysis")
+    print(render(rows, machine_line(sys.executable, packages, loads, speeds)))
     return 0 if rc_parse == 0 and rc_analyze == 0 else 1
 
 

@@ -9,10 +9,10 @@ times each interaction: the key press, the handlers it runs and the redraw, unti
 idle again.  A key with no binding is timed too: that is Textual's own cost of a key press in
 a test harness, included in every other number.
 
-    python scripts/bench_tui.py                   # prints the table
-    python scripts/bench_tui.py --write           # and rewrites the tui section of docs/performance.md
+    python scripts/bench_tui.py                   # prints the table (Markdown, under the machine line)
+    python scripts/bench_tui.py --events 200000   # a smaller trace
 
-Nothing is written into the repository except, with ``--write``, that section.
+Nothing is written into the repository.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
-import platform
 import statistics
 import sys
 import time
@@ -33,13 +31,13 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmachine import load_average, machine_line  # noqa: E402
+
 from tracekit import pipeline  # noqa: E402
 from tracekit.reading.trace import read_trace  # noqa: E402
 from tracekit.schema import EVENTS, LINKS, EventKind, TraceTables  # noqa: E402
 
 SOURCE = ROOT / "sample_traces" / "synthetic" / "launch_bound.kineto.json"
-DOC = ROOT / "docs" / "performance.md"
-START, END = "<!-- tui:start -->", "<!-- tui:end -->"
 #: period of the event-loop probe, s
 PROBE_S = 0.002
 
@@ -194,12 +192,11 @@ def render(m: dict[str, Any]) -> str:
     floor = statistics.median(t[0] for t in m["results"][0][2])
     floor_cpu = statistics.median(t[1] for t in m["results"][0][2])
     lines = [
-        START,
-        "## Terminal UI",
+        machine_line(sys.executable, ("polars", "textual"), [("after the runs", load_average())]),
         "",
         "How quickly `tracekit tui` answers keys once a trace is loaded, on a synthetic trace of",
         f"{m['events']:,} events ({m['steps']} steps, {m['gaps']:,} idle gaps): the `launch_bound` scenario's tables",
-        "replicated by `scripts/bench_tui.py`, which also wrote this section.  The app runs headless",
+        "replicated.  The app runs headless",
         f"(Textual `run_test`) at {m['size'][0]}×{m['size'][1]}, in the same event loop as a probe that ticks every",
         f"{1000 * PROBE_S:.0f} ms.  **Longest stall** is the longest time, from the key press until the app is idle again",
         "with everything redrawn, that the event loop could not run anything else: the worst delay a key",
@@ -209,8 +206,6 @@ def render(m: dict[str, Any]) -> str:
         "polars runs in parallel).  A key with no binding measures the harness.",
         "Loading is not a key response: it runs in a worker behind a",
         f"progress bar (here: building the tables {m['build_s']:.1f} s, diagnosing and preparing the tables {m['diagnose_s']:.1f} s).",
-        "",
-        f"Setup: Python {platform.python_version()}, polars {pl.__version__}, {os.cpu_count()} CPUs (shared with other jobs).",
         "",
         "| interaction | keys | longest stall, median (ms) | longest stall, max (ms) | until idle, median (ms) | CPU, median (ms) |",
         "|---|---|---:|---:|---:|---:|",
@@ -240,20 +235,8 @@ def render(m: dict[str, Any]) -> str:
         "tables to the timeline: those pay Textual's layout and stylesheet work for the screen, plus, for",
         "a new step, taking the view built in the worker.  Max columns on a shared machine include time",
         "the process was not scheduled at all.",
-        END,
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_section(text: str) -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    if START in doc and END in doc:
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        doc = head + text.rstrip("\n") + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    DOC.write_text(doc, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,15 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies-per-step", type=int, default=40, help="scenario copies per step (default 40)")
     ap.add_argument("--repeat", type=int, default=5, help="repetitions per interaction (default 5)")
     ap.add_argument("--size", default="160x48", help="terminal size WxH (default 160x48)")
-    ap.add_argument("--write", action="store_true", help="rewrite the tui section of docs/performance.md")
     args = ap.parse_args(argv)
     w, h = (int(x) for x in args.size.lower().split("x"))
     m = measure(args.events, args.copies_per_step, (w, h), args.repeat)
-    text = render(m)
-    print(text)
-    if args.write:
-        write_section(text)
-        print(f"wrote {DOC}", file=sys.stderr)
+    print(render(m))
     return 0
 
 

@@ -32,8 +32,9 @@ SOURCES = (
     ("tests/data", ROOT / "tests" / "data"),
 )
 _SUFFIXES = (".json", ".json.gz", ".sqlite")
-#: JSON files beside the traces that are not traces (expected results, capture metadata)
-_NOT_TRACES = (".expected.json", "metadata.json", "hta_reference.json", "parse_digests.json")
+#: JSON files beside the traces that are not traces (expected results, capture metadata, the
+#: loop simulator's fingerprints)
+_NOT_TRACES = (".expected.json", "metadata.json", "hta_reference.json", "parse_digests.json", "loopsim_baseline.json")
 #: tables whose row order carries no meaning
 _AS_SET = frozenset({"threads"})
 

@@ -33,6 +33,16 @@ def shared_kineto_traces() -> list[Path]:
     return sorted(p for p in SHARED_TRACES.rglob("*.json*") if p.is_file())
 
 
+def shared_trace_params(paths: list[Path], slow: set[str]) -> list[Any]:
+    """``paths`` (under ../shared/traces) as parameters named by their path there; the ones
+    named in ``slow`` are marked slow, for tests whose costliest traces run with -m slow."""
+    params = []
+    for path in paths:
+        name = str(path.relative_to(SHARED_TRACES))
+        params.append(pytest.param(path, id=name, marks=[pytest.mark.slow] if name in slow else []))
+    return params
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     cache = tmp_path_factory.mktemp("cache")

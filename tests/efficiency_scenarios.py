@@ -1,4 +1,4 @@
-"""Small Kineto traces with known operator shapes, kernel times and device (issue 19 tests).
+"""Small Kineto traces with known operator shapes, kernel times and device (the efficiency tests).
 
 Each step runs the same list of operators on one host thread; every operator launches one
 kernel of a given duration and the kernels run back to back on one stream.  Step windows

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace
+from conftest import SAMPLE_TRACES, SHARED_TRACES, shared_trace, shared_trace_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -164,7 +164,7 @@ def test_analyze_names_the_planted_cause_first(name: str, fmt: str) -> None:
     elif name == "pageable_memcpy":
         # the copy precedes the step's kernels on their stream and the step ends in a sync:
         # pinning can only make the copy itself faster (pinned bandwidth instead of the recorded
-        # one), under 5% of the step, so the replay does not report it (issue 16)
+        # one), under 5% of the step, so the replay does not report it
         assert d.breakdown_ms["pageable_memcpy"] > 0
         assert "pageable_memcpy" not in kinds
     else:
@@ -313,7 +313,17 @@ def check_mfu_text(rel: str, events: pl.DataFrame, out: str) -> None:
         assert len(line) > len("MFU n/a: ") + 10  # a reason, in words
 
 
-@pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(SHARED_TRACES)) for p in REAL])
+#: the real traces whose whole analysis costs most (about 1,000 short steps, or the largest
+#: files) run with -m slow; every other real trace runs by default
+SLOW_ANALYSES = {
+    "gpupuzzlers/streams/blocking/blocking_streams.json.gz",
+    "gpupuzzlers/streams/non_blocking/non_blocking_streams.json.gz",
+    "hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
+    "hta/tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz",
+}
+
+
+@pytest.mark.parametrize("path", shared_trace_params(REAL, SLOW_ANALYSES))
 def test_every_real_trace_analyses(path: Path) -> None:
     tables = tracekit.read_trace(path)
     d = diagnose(tables)

@@ -323,6 +323,7 @@ def test_ray_engine_is_optional(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "pip install 'tracekit[ray]'" in info.value.render()
 
 
+@pytest.mark.slow  # a local Ray instance; .ci/run installs Ray for it, the local engines run by default
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'tracekit[ray]')")
 def test_ray_engine_gives_the_same_tables(tmp_path: Path) -> None:
     a = _archive(tmp_path)

@@ -217,6 +217,7 @@ def test_a_file_that_kills_the_single_process_batch_is_isolated_on_the_rerun(
         assert _without(got, "-").equals(_without(want, "-")), name
 
 
+@pytest.mark.slow  # test_batch.py::test_interrupted_batch_keeps_what_was_done runs by default
 def test_ctrl_c_stops_the_workers_keeps_the_results_and_says_how_to_resume(tmp_path: Path,
                                                                             truth: tuple[Path, dict[str, pl.DataFrame]]) -> None:
     a, expected = truth

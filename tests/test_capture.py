@@ -674,6 +674,7 @@ def test_capture_slow_dataloader_names_data_loading_and_the_fix_removes_it(tmp_p
     assert _findings(stall, tmp_path)[:1] == ["data_loading"]
 
 
+@pytest.mark.slow  # the same capture and analysis as the slow loader's, which runs by default
 @needs_torch
 def test_capture_fixed_dataloader_is_not_blamed(tmp_path: Path) -> None:
     """The same example with four DataLoader workers: data loading is no longer the first finding."""
@@ -685,6 +686,7 @@ def test_capture_fixed_dataloader_is_not_blamed(tmp_path: Path) -> None:
     assert "data_loading" not in _findings(fixed, tmp_path)[:1]
 
 
+@pytest.mark.slow  # three processes importing torch; ranks are claimed in test_traces_are_moved_into_place_and_ranks_are_claimed_once
 @needs_torch
 def test_capture_two_gloo_ranks_writes_one_trace_per_rank(tmp_path: Path) -> None:
     from tracekit.reading.job import read_job
@@ -761,7 +763,7 @@ def _ignore_sigint() -> None:
 
 
 @needs_torch
-@pytest.mark.parametrize("inherited", ["default", "ignored"])
+@pytest.mark.parametrize("inherited", ["default", pytest.param("ignored", marks=pytest.mark.slow)])
 def test_interrupt_stops_cleanly_and_saves_the_window(tmp_path: Path, inherited: str) -> None:
     """SIGINT to tracekit stops the command, which saves its window; also when tracekit started with
     SIGINT ignored, as a background job of a non-interactive shell does (the command must not
@@ -877,6 +879,7 @@ for step in range(100):
 """
 
 
+@pytest.mark.slow  # the SIGINT case runs by default
 @needs_torch
 def test_sigterm_saves_the_recorded_window(tmp_path: Path) -> None:
     script = tmp_path / "term.py"
@@ -893,6 +896,7 @@ def test_sigterm_saves_the_recorded_window(tmp_path: Path) -> None:
     assert sorted(_names_per_step(out / rank["trace"])) == [1, 2, 3, 4]
 
 
+@pytest.mark.slow  # the SIGINT case runs by default
 @needs_torch
 def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path: Path) -> None:
     """Ctrl-C typed in a terminal signals the whole foreground group: tracekit must not forward

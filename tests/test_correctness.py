@@ -1,4 +1,4 @@
-"""Numbers that add up and words that match the trace (issue 16).
+"""Numbers that add up and words that match the trace.
 
 Every trace here is written by hand, event by event, so the truth of each test is the loop
 the events describe (which kernels ran, on which GPU, how long the host waited), never a
@@ -273,6 +273,7 @@ def test_diff_verdicts(tmp_path: Path) -> None:
     assert not r.slower_than(0.0)
 
 
+@pytest.mark.slow  # about 1,000 steps on each side; test_diff_verdicts runs by default
 def test_diff_of_periodicity_steps_is_not_comparable(capsys: pytest.CaptureFixture[str]) -> None:
     """The GPUPuzzlers pair has no step markers: its "steps" are a kernel's period."""
     from conftest import shared_trace
@@ -325,7 +326,9 @@ def test_item_per_element_is_a_sync_not_a_pinning_problem(tmp_path: Path) -> Non
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("folder", ["hta/tests/data/trace_filter", "hta/tests/data/df_index_resolver"])
+@pytest.mark.parametrize(
+    "folder", ["hta/tests/data/trace_filter", pytest.param("hta/tests/data/df_index_resolver", marks=pytest.mark.slow)]
+)
 def test_job_per_rank_numbers_describe_the_rank_step(folder: str) -> None:
     """Each rank's ms per step in the job table (compute, exposed communication, waits) is
     stated for that rank's median step, so none exceeds it."""

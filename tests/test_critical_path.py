@@ -543,7 +543,7 @@ def test_diagnose_fills_predicted_step_times() -> None:
     assert d.critical_path is not None
     f = d.findings[0]
     assert f.kind == "host_device_sync"
-    # priced by the replay (issue 16): the recorded loop without the sync runs 60.00 ms
+    # priced by the replay: the recorded loop without the sync runs 60.00 ms
     fixed = diagnose(tracekit.read_trace(SYNTH / "host_sync_fixed.kineto.json", cache=False)).step_ms_median
     assert f.predicted_step_ms == pytest.approx(fixed, abs=0.01)
     assert [w.what_if.label for w in d.what_ifs] == ["kernels=0.5"]

@@ -230,3 +230,69 @@ def test_tutorial_sections_each_run_a_command() -> None:
         title = section.splitlines()[0]
         blocks = re.findall(r"^```bash\n(.*?)^```", section, re.S | re.M)
         assert any(line.startswith("tracekit ") for b in blocks for line in b.splitlines()), title
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/performance.md is a page for users (what to expect, how to measure, what helps), not a
+# log of experiments; the benchmark commands it and scripts/README.md show are the scripts' own.
+
+PERFORMANCE = REPO / "docs" / "performance.md"
+SCRIPTS = REPO / "scripts"
+#: what an experiment log says and a user's page does not
+LOG_WORDS = re.compile(
+    r"\b(?:round|issue)s? \d+\b|\b\d{1,2}:\d{2} UTC\b|\b20\d\d-\d\d-\d\d\b|\bmeasured, not (?:kept|adopted|changed)\b",
+    re.IGNORECASE,
+)
+
+
+def test_performance_page_is_short_and_for_users() -> None:
+    text = PERFORMANCE.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 160, "docs/performance.md is a user's page of about 150 lines"
+    assert LOG_WORDS.findall(text) == []
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings == ["What to expect", "Compared with HTA", "Measuring it yourself", "Making a slow case faster"]
+    assert "@@" not in text  # no figure left unfilled
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+@pytest.mark.parametrize("page", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_link_anchors_name_a_heading(page: Path) -> None:
+    """A link to a section (page.md#section) lands on a heading of that page."""
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text(encoding="utf-8")):
+        if "://" in target or not (target == "" or target.endswith(".md")):
+            continue
+        dest = page if target == "" else page.parent / target
+        assert anchor in _anchors(dest), f"{page.name}: no heading for {target}#{anchor}"
+
+
+BENCH_PAGES = [PERFORMANCE, SCRIPTS / "README.md"]
+
+
+@pytest.mark.parametrize("page", BENCH_PAGES, ids=[str(p.relative_to(REPO)) for p in BENCH_PAGES])
+def test_documented_script_options_exist(page: Path) -> None:
+    """Every `scripts/NAME` a page shows exists, with the options the page gives it."""
+    text = page.read_text(encoding="utf-8")
+    found = re.findall(r"scripts/([\w.]+\.(?:py|sh))([^`\n]*)", text)
+    assert found, f"{page.name} shows no script command"
+    for name, rest in found:
+        script = SCRIPTS / name
+        assert script.is_file(), f"{page.name}: no scripts/{name}"
+        source = script.read_text(encoding="utf-8")
+        for option in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest.split("#", 1)[0]):
+            assert f'"{option}"' in source, f"{page.name}: scripts/{name} has no option {option}"
+
+
+def test_scripts_readme_lists_every_script() -> None:
+    listed = set(re.findall(r"^\| `([^`]+)` \|", (SCRIPTS / "README.md").read_text(encoding="utf-8"), flags=re.M))
+    present = {p.name for p in SCRIPTS.iterdir() if p.is_file() and p.name != "README.md"}
+    assert present <= listed, f"scripts/README.md has no line for {sorted(present - listed)}"
+    assert listed <= present, f"scripts/README.md lists scripts that are gone: {sorted(listed - present)}"

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace, write_trace
+from conftest import SHARED_TRACES, shared_kineto_traces, shared_trace, shared_trace_params, write_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -335,7 +335,14 @@ def _independent_counts(path: Path) -> tuple[Counter[str], int, int]:
 REAL = [p for p in shared_kineto_traces() if not str(p).endswith("benchmark_simple_add_et.json.gz")]
 
 
-@pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(SHARED_TRACES)) for p in REAL])
+#: the two largest real traces: counting their raw JSON in Python takes most of this test's time
+SLOW_COUNTS = {
+    "hta/tests/data/df_index_resolver/df_index_resolver.json.gz",
+    "hta/tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz",
+}
+
+
+@pytest.mark.parametrize("path", shared_trace_params(REAL, SLOW_COUNTS))
 def test_real_trace_counts_match_the_raw_json(path: Path) -> None:
     assert detect_format(path) == "kineto"
     t = read_kineto(path)

@@ -7,7 +7,7 @@ kept one-to-one.  The parse runs in a fresh interpreter, which reports its own p
 polars held to two threads so the bound means the same on a 2-core CI runner and on a
 64-core workstation.
 
-Measured bounds (docs/performance.md): about 570 MB at 170 MB of JSON, 1.8 GB at 1.1 GB
+Measured bounds: about 570 MB at 170 MB of JSON, 1.8 GB at 1.1 GB
 and 3.2 GB at 2.1 GB; the reader before the per-chunk split needed about 4× the JSON size.
 """
 
@@ -51,6 +51,7 @@ def _peak_mb(path: Path) -> tuple[int, float]:
     return int(events), int(peak_kb) / 1024
 
 
+@pytest.mark.slow  # a bound to watch, like a benchmark: it builds and parses a 170 MB trace
 def test_peak_memory_grows_with_the_canonical_tables_not_the_raw_events(tmp_path: Path) -> None:
     """A 170 MB trace parses within 2× its size plus a fixed 400 MB (measured: ~570 MB).
 

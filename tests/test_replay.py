@@ -26,7 +26,7 @@ from tracekit.analysis.critical_path import EdgeKind, build_graph
 from tracekit.analysis.replay import FIX_MODELS, Edit, _order, _sweep, fix_edit, replay, replay_schedule
 from tracekit.analysis.steps import find_steps
 
-#: targets of issue 16: mean what-if error, worst what-if error, largest finding on the control
+#: the replay's accuracy targets: mean what-if error, worst what-if error, largest finding on the control
 MEAN_ERROR, WORST_ERROR, CONTROL_SHARE = 0.05, 0.15, 0.05
 
 
@@ -229,6 +229,7 @@ def _mutated(loop: Loop, seed: int, drop: float, skew_us: float, break_flows: bo
 _SMALL = Loop("prop", steps=4, layers=2, elementwise_per_layer=1, gemm_ns=200_000, elementwise_ns=50_000, load_ns=1_000_000)
 
 
+@pytest.mark.slow  # test_replay_under_the_fuzz_harness runs by default
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 10_000),

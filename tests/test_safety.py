@@ -337,6 +337,7 @@ def _canonical(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.sort([c for c, dtype in frame.schema.items() if not dtype.is_nested()], nulls_last=True)
 
 
+@pytest.mark.slow  # test_batch.py::test_process_pool_gives_the_same_tables runs by default
 def test_batch_results_do_not_depend_on_the_number_of_workers(tmp_path: Path) -> None:
     """`tracekit batch --workers 1` and `--workers 2` write the same rows (an archive with two
     multi-rank jobs, a duplicate, a corrupt file and a file that is not a trace)."""

@@ -579,6 +579,7 @@ def test_batch_output_lists_traces_and_opens_another(tmp_path: Path) -> None:
     drive(app, scenario)
 
 
+@pytest.mark.slow  # the same screens are driven on the synthetic traces by default
 @pytest.mark.shared
 def test_full_exploration_of_a_real_trace() -> None:
     """A user's path through a real ResNet training trace: overview → finding → timeline → tables → timeline."""
