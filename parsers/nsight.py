@@ -4,7 +4,7 @@ Reads exports written by nsys 2020.x–2026.x (export schema 2.x–3.30).  The s
 with every release and ``--lazy`` exports create only non-empty tables, so every table
 and column is looked up by name and anything absent reads as null.  Each table is read
 with one query; all decoding and joining happens in polars, never row by row in Python.
-With the optional ``adbc-driver-sqlite`` (``pip install tracekit[nsight]``) a query's
+With the optional ``adbc-driver-sqlite`` (``pip install tracekit-gpu[nsight]``) a query's
 result arrives as Arrow columns; a query the Arrow driver cannot answer exactly (damaged
 text, a type it rejects) and every query without the package go through :mod:`sqlite3`.
 
@@ -301,7 +301,7 @@ ARROW_ENV = "TRACEKIT_NSIGHT_ARROW"
 def _open_arrow(uri: str) -> Any:
     """A second, read-only connection through ADBC's SQLite driver, which hands query
     results over as Arrow columns (no Python object per value); None when the optional
-    ``adbc-driver-sqlite`` package (extra ``tracekit[nsight]``) is not installed or the
+    ``adbc-driver-sqlite`` package (extra ``tracekit-gpu[nsight]``) is not installed or the
     connection fails: every query then goes through :mod:`sqlite3`."""
     if os.environ.get(ARROW_ENV, "1") == "0":
         return None

@@ -320,11 +320,11 @@ def test_ray_engine_is_optional(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingDependencyError) as info:
         import_ray()
-    assert "pip install 'tracekit[ray]'" in info.value.render()
+    assert "pip install 'tracekit-gpu[ray]'" in info.value.render()
 
 
 @pytest.mark.slow  # a local Ray instance; .ci/run installs Ray for it, the local engines run by default
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'tracekit[ray]')")
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'tracekit-gpu[ray]')")
 def test_ray_engine_gives_the_same_tables(tmp_path: Path) -> None:
     a = _archive(tmp_path)
     inputs = [str(a / "job1"), str(a / "misc" / "stall.sqlite"), str(a / "misc" / "corrupt.json.gz")]

@@ -608,7 +608,7 @@ def test_nsys_backend_with_a_stand_in_nsys(tmp_path: Path) -> None:
 
 needs_torch = pytest.mark.skipif(
     __import__("importlib.util").util.find_spec("torch") is None,
-    reason="torch is not installed (pip install 'tracekit[capture]')",
+    reason="torch is not installed (pip install 'tracekit-gpu[capture]')",
 )
 
 

@@ -75,6 +75,7 @@ SHARED = REPO.parent / "shared"
 SKIP_SUBCOMMANDS = {
     "capture": "runs a training script under the profiler: needs torch and takes minutes (tests/test_capture.py covers it)",
     "tui": "an interactive terminal UI (tests/test_tui.py drives it headless)",
+    "mcp": "a server on stdin/stdout for coding assistants (tests/test_mcp.py drives it with the SDK's client)",
 }
 #: why a command is not run, by the kind of input it names
 SKIP_PLACEHOLDER = "names the reader's own file or folder (a placeholder such as trace.json.gz), not one in the repository"

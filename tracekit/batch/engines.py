@@ -335,7 +335,7 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise MissingDependencyError(
             "the Ray engine needs the ray package, which is not installed",
-            hint="pip install 'tracekit[ray]'",
+            hint="pip install 'tracekit-gpu[ray]'",
         ) from exc
     return ray
 

@@ -22,6 +22,7 @@ COMMANDS = (
     ("tables", "export_cmd"),
     ("tables", "info_cmd"),
     ("cache", "command"),
+    ("mcp", "command"),
 )
 
 

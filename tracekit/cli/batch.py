@@ -17,7 +17,7 @@ import click
 @click.option("--workers", "-j", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the CPUs available). With --engine ray and no --ray-address: CPUs of the local Ray instance.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where the per-trace work runs: local processes, or a Ray cluster (pip install 'tracekit[ray]').")
+              help="Where the per-trace work runs: local processes, or a Ray cluster (pip install 'tracekit-gpu[ray]').")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="Ray cluster to use (ray://HOST:10001, or auto); without it a local Ray instance is started.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first file that cannot be analysed and exit non-zero.")
