@@ -38,6 +38,7 @@ import polars as pl
 
 from ..errors import TraceFormatError, TracekitError, UsageError
 from ..schema import TraceTables
+from .program import ProgramFacts, read_program
 
 if TYPE_CHECKING:
     from ..progress import Progress
@@ -126,10 +127,28 @@ class CaptureMetadata:
     #: process id → rank
     rank_of_pid: Mapping[int, int]
     raw: Mapping[str, Any]
+    #: rank → what its program built (empty for captures made before ``tracekit capture``
+    #: recorded it, metadata format 1; see :mod:`tracekit.reading.program`)
+    program: Mapping[int, ProgramFacts] = field(default_factory=dict)
+
+    def program_of(self, rank: int = 0) -> ProgramFacts | None:
+        """What ``rank``'s program built, or None when the capture did not record it."""
+        return self.program.get(rank)
 
 
 def read_capture_metadata(folder: str | Path) -> CaptureMetadata | None:
-    """The capture description of ``folder``, or None when it has none (or it is unreadable)."""
+    """The capture description of ``folder``, or None when it has none (or it is unreadable).
+
+    Malformed parts are read as absent: ranks without a rank number, trace names that are not
+    strings, and (in the ``program`` section) values of the wrong type.
+
+    Example (from the repository root)::
+
+        >>> from tracekit.reading.job import read_capture_metadata
+        >>> meta = read_capture_metadata("sample_traces/captures/slow_dataloader")
+        >>> meta.world_size, sorted(meta.traces)
+        (1, ['rank0.cycle0.pt.trace.json.gz'])
+    """
     path = Path(folder) / CAPTURE_METADATA
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -162,6 +181,7 @@ def read_capture_metadata(folder: str | Path) -> CaptureMetadata | None:
         rank_of_trace=by_trace,
         rank_of_pid=by_pid,
         raw=raw,
+        program=read_program(raw.get("program")),
     )
 
 
