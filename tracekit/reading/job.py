@@ -414,6 +414,8 @@ class Job:
     #: (path, reason) of files of the folder that could not be read
     skipped: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    #: rank → what its program built, as the capture recorded it (empty without a capture's program section)
+    program: Mapping[int, ProgramFacts] = field(default_factory=dict)
 
     @property
     def rank_numbers(self) -> tuple[int, ...]:
@@ -573,6 +575,7 @@ def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureM
         metadata=dict(capture.raw) if capture is not None else {},
         skipped=skipped,
         notes=tuple(notes),
+        program=dict(capture.program) if capture is not None else {},
     )
 
 

@@ -22,6 +22,7 @@ from .formatting import (
     job_evidence_text,
     job_label,
     job_lines,
+    location_text,
 )
 from .json_report import to_json_dict
 from .registry import register
@@ -94,6 +95,8 @@ def render_text(d: Diagnosis) -> str:
             ev = evidence_text(f)
             if ev:
                 out.append(f"    evidence: {ev}")
+            if f.location is not None:
+                out.append(f"    at {location_text(f.location)}")
             out.append(f"    fix: {f.fix}")
         out.append("")
     elif s["gpu_utilization"] is not None:
@@ -253,7 +256,8 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
                 f" (worst: {', '.join(str(x) for x in f.worst_steps)})." if f.worst_steps else "."
             )
             modelled = f" Fix modelled (replay): {f.modelled_fix}." if f.modelled_fix else ""
-            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}. Fix: {f.fix}{modelled}")
+            at = "" if f.location is None else f" At `{_cell(location_text(f.location))}`."
+            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}.{at} Fix: {f.fix}{modelled}")
         out.append("")
     else:
         out += ["No findings.", ""]
