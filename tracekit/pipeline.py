@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .analysis.view import StepView
     from .progress import Progress
     from .reading.job import Job, RankTrace
+    from .reading.program import ProgramFacts
     from .reading.source import SourceLines
     from .schema import TraceTables
 
@@ -76,6 +77,8 @@ class TraceInput:
     #: the path as the caller gave it
     source: str
     tables: TraceTables
+    #: what the program built, when the file is one rank's trace of a capture folder
+    program: ProgramFacts | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,12 +137,13 @@ def load_trace(
     source: str | os.PathLike[str], *, cache: bool = True, progress: Progress | None = None, subject: str | None = None
 ) -> TraceInput:
     """Read one trace file; ``progress`` is told ``subject`` (the file's name by default) first."""
+    from .reading.job import program_of_trace
     from .reading.trace import read_trace
 
     path = Path(source)
     if progress is not None:
         progress.subject(path.name if subject is None else subject)
-    return TraceInput(os.fspath(source), read_trace(path, cache=cache, progress=progress))
+    return TraceInput(os.fspath(source), read_trace(path, cache=cache, progress=progress), program_of_trace(path))
 
 
 # --------------------------------------------------------------------------- what run returns
@@ -298,7 +302,9 @@ def run(
 
     if isinstance(loaded, TraceInput):
         code = SourceLines.near([loaded.source])
-        return TraceResult(loaded.source, loaded.tables, diagnose(loaded.tables, what_if=what_ifs, progress=progress, code=code))
+        return TraceResult(loaded.source, loaded.tables, diagnose(
+            loaded.tables, what_if=what_ifs, progress=progress, program=loaded.program, code=code
+        ))
     if what_ifs:
         raise UsageError("what-if answers for one trace", path=loaded.source, hint="analyze one rank's file with a what-if")
     jobs = (loaded.job,) if isinstance(loaded, JobInput) else loaded.jobs

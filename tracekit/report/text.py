@@ -571,6 +571,8 @@ def render_jobs_text(folder: str, jds: list[Any], skipped: list[tuple[str, str]]
             if f.predicted_step_ms is not None:
                 line += f"; {f.predicted_step_ms:,.2f} ms per step if fixed"
             out.append(line)
+            if f.location is not None:
+                out.append(f"    at {location_text(f.location)}")
             out.append(f"    fix: {f.fix}")
         if not findings:
             out.append("no findings" + (" across ranks" if len(jd.diagnoses) > 1 else ""))
@@ -604,8 +606,9 @@ def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, s
         out.append("")
         for i, f in enumerate(findings, 1):
             pred = f"; {f.predicted_step_ms:,.2f} ms per step if fixed" if f.predicted_step_ms is not None else ""
+            at = "" if f.location is None else f"At `{_cell(location_text(f.location))}`. "
             out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%){pred}. "
-                       f"Fix: {f.fix}")
+                       f"{at}Fix: {f.fix}")
         if not findings:
             out.append("No findings.")
         out.append("")
