@@ -185,7 +185,8 @@ def test_advice_follows_what_the_program_already_uses() -> None:
     loading, amp, launch, fusion = advise(plain, program, host_only=False, data_points=5, code=lambda f, n: f"{f}#{n}")
     assert loading.location == CodeLocation("train.py", 42, "main", "train.py#42", count=5)
     assert loading.fix.startswith("train.py:42 `DataLoader(")
-    assert amp.fix.startswith("Autocast is already on (torch.bfloat16)") and "TF32" not in amp.fix
+    assert amp.fix.startswith("Autocast is already on (torch.bfloat16)")
+    assert "TF32" not in amp.fix
     assert launch.fix.startswith("The program already uses CUDA graphs (train.py:30)")
     assert "60.0 GiB of 80.0 GiB unused at the peak (75%)" in launch.fix
     assert fusion.fix.startswith("torch.compile is already used at train.py:30")
