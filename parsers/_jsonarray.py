@@ -18,9 +18,8 @@ import json
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -153,7 +152,7 @@ def _stream_chunks(
     want: int,
 ) -> Iterator[Any]:
     """The chunks of the events array from ``work`` (``[`` and the events read so far) and
-    what ``stream`` holds after it, then the tail (shared by both chunkers)."""
+    what ``stream`` holds after it, then the tail."""
     # --- stream whole-event chunks
     while True:
         while len(work) < want and not eof:
@@ -191,187 +190,6 @@ def _stream_chunks(
         yield decoded
         return
     yield from _finish(bytes(work[1:]), state, try_decode)
-
-
-class _BufferRest:
-    """What is left of a whole buffer after ``start``, read as a stream (the streaming
-    chunker's input once the whole-buffer chunker hands over to it)."""
-
-    damage: str | None = None
-
-    def __init__(self, buf: Any, start: int, end: int):
-        self._buf = buf
-        self._pos = start
-        self._end = end
-
-    def read(self, n: int = -1) -> bytes:
-        stop = self._end if n is None or n < 0 else min(self._end, self._pos + n)
-        data = bytes(memoryview(self._buf)[self._pos : stop])
-        self._pos = stop
-        return data
-
-
-_NON_WS = re.compile(rb"[^ \t\r\n]")
-
-
-def iter_buffer_chunks(
-    buf: Any,
-    size: int,
-    state: ArrayStream,
-    try_decode: Callable[[bytes | memoryview], Any],
-    chunk_bytes: int = 16 * 1024 * 1024,
-    first_bytes: int | None = None,
-    consumed: Callable[[int], None] | None = None,
-) -> Iterator[Any]:
-    """What :func:`iter_event_chunks` yields, for a document held whole in ``buf[:size]``
-    (a writable buffer with ``find``/``rfind``: a private :class:`mmap.mmap`, a bytearray).
-
-    Each chunk is a view of ``buf`` itself: the comma at a cut turns into ``]`` for the
-    decode, then into the ``[`` that opens the next chunk, so no byte is copied.  After each
-    chunk ``consumed(offset)`` hears that the bytes before ``offset`` are no longer needed
-    (the caller may give their pages back).  At the tail, or at the first chunk that does
-    not decode (damage), the rest goes through the streaming chunker's own code, so
-    truncated and damaged documents give exactly its outcome.
-    """
-    state.total_bytes = size
-    pos, state.header, state.bare_array = _array_start(buf, size)
-    want = _first_want(chunk_bytes, first_bytes)
-    yield from _buffer_loop(buf, size, pos, want, state, try_decode, chunk_bytes, consumed)
-
-
-class Whole(Protocol):
-    """What :func:`iter_whole_chunks` reads (``_source.WholeBuffer``)."""
-
-    buffer: Any
-    size: int
-    head: bytes
-
-    def ready(self) -> bool: ...
-
-    def consumed(self, offset: int) -> None: ...
-
-
-def iter_whole_chunks(
-    whole: Whole,
-    resume: Callable[[], AbstractContextManager[Any]],
-    state: ArrayStream,
-    try_decode: Callable[[bytes | memoryview], Any],
-    chunk_bytes: int = 16 * 1024 * 1024,
-    first_bytes: int | None = None,
-) -> Iterator[Any]:
-    """What :func:`iter_event_chunks` yields, for content that comes whole into one buffer
-    (``whole``): the first chunk is cut from ``whole.head`` while the rest is still being
-    decompressed, the others from the buffer once ``whole.ready()``.  When the whole content
-    cannot be had, ``resume()`` opens the streaming path from the start of the content and the
-    streaming chunker goes on from where the first chunk ended."""
-    want = _first_want(chunk_bytes, first_bytes)
-    first = _head_chunk(whole.head, try_decode, want)
-    if first is not None:
-        decoded, cut, state.header, state.bare_array = first
-        yield decoded
-        del decoded
-    if whole.ready():
-        if first is None:
-            yield from iter_buffer_chunks(
-                whole.buffer, whole.size, state, try_decode, chunk_bytes, first_bytes, whole.consumed
-            )
-            return
-        state.total_bytes = whole.size
-        whole.buffer[cut] = 0x5B  # '[' opens the next chunk
-        yield from _buffer_loop(whole.buffer, whole.size, cut, chunk_bytes, state, try_decode, chunk_bytes, whole.consumed)
-        return
-    with resume() as stream:
-        if first is None:
-            yield from iter_event_chunks(stream, state, try_decode, chunk_bytes, first_bytes)
-            return
-        # pass over what the first chunk took, up to and with the comma at its cut
-        skip, eof = cut + 1, False
-        while skip > 0 and not eof:
-            data, eof = _read(stream, skip, state)
-            skip -= len(data)
-        yield from _stream_chunks(bytearray(b"["), eof, stream, state, try_decode, chunk_bytes, chunk_bytes)
-
-
-def _head_chunk(head: bytes, try_decode: Callable[[bytes | memoryview], Any], want: int) -> tuple[Any, int, bytes, bool] | None:
-    """The first chunk cut from the content's first bytes: (decoded, the position of the cut,
-    header, bare array), or None when those bytes do not hold a whole first chunk (the
-    caller then starts from the whole content)."""
-    size = len(head)
-    try:
-        pos, header, bare = _array_start(head, size)
-    except NotATraceArray:
-        return None
-    work = bytearray(head)
-    cut = _last_boundary(work, min(pos + want, size), pos, size)
-    decoded, cut = _decode_before(work, cut, try_decode, lo=pos)
-    if decoded is None or cut is None:
-        return None
-    return decoded, cut, header, bare
-
-
-def _array_start(buf: Any, size: int) -> tuple[int, bytes, bool]:
-    """Where the events array of ``buf[:size]`` opens (the position of its ``[``), the header
-    before it and whether the document is a bare array; what :func:`iter_event_chunks` finds."""
-    off = 3 if size >= 3 and bytes(buf[:3]) == b"\xef\xbb\xbf" else 0
-    lead = _NON_WS.search(buf, off, size)
-    first = buf[lead.start()] if lead is not None else -1
-    if lead is not None and first == 0x5B:  # '['
-        return lead.start(), b"", True
-    if first == 0x7B:  # '{'
-        match = _ARRAY_KEY.search(buf, off, min(size, off + HEADER_SEARCH_LIMIT))
-        if match is None:
-            raise NotATraceArray("no traceEvents array", bytes(buf[off : min(size, off + 4 * 1024 * 1024)]))
-        return match.end() - 1, bytes(buf[off : match.start()]), False
-    raise NotATraceArray("not a JSON object or array", bytes(buf[off : min(size, off + 4096)]))
-
-
-def _buffer_loop(
-    buf: Any,
-    size: int,
-    pos: int,
-    want: int,
-    state: ArrayStream,
-    try_decode: Callable[[bytes | memoryview], Any],
-    chunk_bytes: int,
-    consumed: Callable[[int], None] | None,
-) -> Iterator[Any]:
-    """The whole-buffer chunker's chunks from ``buf[pos]``, the ``[`` opening the next one
-    (the first about ``want`` bytes long), to the end."""
-    last = False
-    while True:
-        end = pos + want
-        want = chunk_bytes
-        cut = None
-        while cut is None and end < size:
-            cut = _last_boundary(buf, end, pos, size)
-            end += 0 if cut is not None else chunk_bytes  # no boundary in the window: a larger event
-        if cut is None:
-            # the rest is shorter than a chunk: cut it at its last boundary too, as the streaming
-            # chunker does when its last block arrives, so that the tail holds only the last
-            # event and what follows the array
-            end = size
-            cut = _last_boundary(buf, size, pos, size) if not last else None
-            last = True
-            if cut is None:
-                break  # the tail
-        decoded, cut = _decode_before(buf, cut, try_decode, lo=pos)
-        if decoded is None:  # damaged bytes: the streaming chunker takes over from here
-            state.total_bytes = end
-            work = bytearray(memoryview(buf)[pos:end])
-            yield from _stream_chunks(work, False, _BufferRest(buf, end, size), state, try_decode, chunk_bytes, 0)  # type: ignore[arg-type]
-            return
-        yield decoded
-        assert cut is not None
-        buf[cut] = 0x5B  # '[' opens the next chunk
-        pos = cut
-        if consumed is not None:
-            consumed(pos)
-    # --- the tail: last events, closing bracket, trailer (or a truncated end)
-    state.total_bytes = size
-    work = bytearray(memoryview(buf)[pos:size])
-    if consumed is not None:
-        consumed(size)
-    yield from _stream_chunks(work, True, _BufferRest(buf, size, size), state, try_decode, chunk_bytes, 0)  # type: ignore[arg-type]
 
 
 _MISS = object()
@@ -416,29 +234,29 @@ def _close_in_place(work: bytearray, state: ArrayStream, try_decode: Callable[[b
     return _MISS
 
 
-def _decode_at(work: Any, cut: int, try_decode: Callable[[bytes | memoryview], Any], lo: int = 0) -> Any:
-    """Decode ``work[lo:cut]`` as a closed array (the comma at ``cut`` becomes ']' meanwhile)."""
+def _decode_at(work: bytearray, cut: int, try_decode: Callable[[bytes | memoryview], Any]) -> Any:
+    """Decode ``work[:cut]`` as a closed array (the comma at ``cut`` becomes ']' meanwhile)."""
     work[cut] = 0x5D
     try:
-        return try_decode(memoryview(work)[lo : cut + 1])
+        return try_decode(memoryview(work)[: cut + 1])
     finally:
         work[cut] = 0x2C
 
 
 def _decode_before(
-    work: Any, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4, lo: int = 0
+    work: bytearray, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4
 ) -> tuple[Any, int | None]:
     """Try the last few boundaries (a cut can fall inside a string); (decoded, cut) or (None, cut).
-    ``work[lo]`` is the ``[`` that opens the chunk."""
+    ``work[0]`` is the ``[`` that opens the chunk."""
     last = cut
     for _ in range(tries):
         if cut is None:
             break
         try:
-            return _decode_at(work, cut, try_decode, lo), cut
+            return _decode_at(work, cut, try_decode), cut
         except ValueError:
             last = cut
-            cut = _last_boundary(work, cut - 1, lo)
+            cut = _last_boundary(work, cut - 1)
     return None, last
 
 
@@ -476,11 +294,11 @@ def _skip_damage(work: bytearray, good_end: int, state: ArrayStream) -> bytearra
     return rest
 
 
-def _last_boundary(buf: Any, end: int, lo: int = 0, size: int | None = None) -> int | None:
-    """Position of the last ``,`` in buf[lo + 1:end] that sits between ``}`` and ``{``
-    (``buf[:size]`` is the data, all of ``buf`` by default)."""
+def _last_boundary(buf: bytearray, end: int) -> int | None:
+    """Position of the last ``,`` in buf[1:end] that sits between ``}`` and ``{``."""
     pos = end
-    n = len(buf) if size is None else size
+    n = len(buf)
+    lo = 0
     while True:
         pos = int(buf.rfind(b",", lo, pos))
         if pos <= lo:

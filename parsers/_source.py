@@ -7,7 +7,6 @@ of the decompressed content; :func:`sniff` reads the first bytes to tell formats
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import queue
 import threading
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
-from tracekit.native import load
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -78,7 +76,8 @@ class CountingFile:
 
     def read(self, n: int = -1) -> bytes:
         data = self._fh.read(n)
-        self._progress.advance(len(data))
+        if data:  # (the empty read at the end reports nothing)
+            self._progress.advance(len(data))
         return data
 
     def peek(self, n: int = 1) -> bytes:
@@ -211,208 +210,6 @@ def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> Bi
     if magic == GZIP_MAGIC:
         return GzipStream(p, max_decompressed_bytes(), progress)  # type: ignore[return-value]
     return _open_raw(p, progress)
-
-
-#: a file whose content is at most this large (a gzip's last member's recorded size, a plain
-#: file's size) is held whole in one mapping; a larger one is streamed, in bounded memory (the
-#: whole content is resident at the start of the parse)
-WHOLE_MAX_BYTES = 64 * 1024 * 1024
-#: the file names libdeflate is looked for under, in order (opened at run time)
-LIBDEFLATE_NAMES = ("libdeflate.so.0", "libdeflate.so", "libdeflate.0.dylib", "libdeflate.dylib")
-# _inflate.gunzip's outcomes
-_WHOLE_OK = 0
-#: pages handed back to the system at least this many bytes at a time
-_RELEASE_STEP = 1 << 20
-
-
-class WholeBuffer:
-    """A file's whole decompressed content in one writable private mapping (``buffer[:size]``).
-
-    The content is read (plain JSON) or decompressed by libdeflate (gzip) into an anonymous
-    mapping, in a thread of its own, while :attr:`head` (the content's first bytes, read or
-    decompressed by zlib at once) lets the reader start on the first chunk.  :meth:`ready` waits for the mapping: False when the whole
-    decompression did not succeed (the caller then streams).  The reader cuts its chunks in
-    place and calls :meth:`consumed` as it goes: the pages behind it are given back
-    (``MADV_DONTNEED``), so the resident part shrinks as the parse advances, and
-    ``progress`` hears the file's bytes in proportion."""
-
-    def __init__(
-        self,
-        buffer: mmap.mmap,
-        size: int,
-        file_bytes: int,
-        progress: ProgressSink | None,
-        head: bytes = b"",
-        fill: Callable[[], tuple[int, int] | None] | None = None,
-    ):
-        self.buffer = buffer
-        #: the content's size (known once :meth:`ready` said True)
-        self.size = size
-        #: the content's first bytes, available before :meth:`ready` (b"" for a plain file)
-        self.head = head
-        self._file_bytes = file_bytes
-        self._progress = progress
-        self._released = 0
-        self._reported = 0
-        self._ok: bool | None = None if fill is not None else True
-        self._thread: threading.Thread | None = None
-        if fill is not None:
-            outcome: list[tuple[int, int] | None] = []
-            self._outcome = outcome
-            self._thread = threading.Thread(target=lambda: outcome.append(fill()), name="tracekit-gunzip", daemon=True)
-            self._thread.start()
-
-    def ready(self) -> bool:
-        """Wait for the whole content; False when it could not be had (stream instead)."""
-        if self._ok is None:
-            assert self._thread is not None
-            self._thread.join()
-            result = self._outcome[0] if self._outcome else None
-            self._ok = result is not None and result[0] == _WHOLE_OK
-            if result is not None and self._ok:
-                self.size = result[1]
-        return self._ok
-
-    def consumed(self, offset: int) -> None:
-        """The bytes before ``offset`` are no longer needed."""
-        offset = min(offset, self.size)
-        upto = offset - offset % mmap.PAGESIZE
-        if upto - self._released >= _RELEASE_STEP or (offset == self.size and upto > self._released):
-            if hasattr(mmap, "MADV_DONTNEED"):
-                self.buffer.madvise(mmap.MADV_DONTNEED, self._released, upto - self._released)
-            self._released = upto
-        if self._progress is not None:
-            done = self._file_bytes if offset == self.size else self._file_bytes * offset // max(1, self.size)
-            if done > self._reported:
-                self._progress.advance(done - self._reported)
-                self._reported = done
-
-    def close(self) -> None:
-        if self._thread is not None:  # the mapping outlives the decompression writing into it
-            self._thread.join()
-        # (a view of the buffer still held elsewhere keeps the mapping until it is collected)
-        with contextlib.suppress(BufferError):
-            self.buffer.close()
-
-    def __enter__(self) -> WholeBuffer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def open_whole(path: str | Path, *, progress: ProgressSink | None = None, head: int = 0) -> WholeBuffer | None:
-    """The whole content of ``path`` in one buffer, or None where the caller streams it
-    (:func:`open_stream`) instead.
-
-    A plain file up to :data:`WHOLE_MAX_BYTES` is read into it (its pages given back
-    behind the reader).  A gzip file is decompressed whole when the native
-    module is there, ``TRACEKIT_PURE_PYTHON`` is not set, and its content is at most
-    :data:`WHOLE_MAX_BYTES`, in a background thread; its first ``head`` bytes are there
-    at once.  Anything unusual (a damaged or cut member, content over the limit, no
-    libdeflate) makes :meth:`WholeBuffer.ready` say False, and the streaming path then
-    decides, with its own salvage, messages and limit."""
-    p = Path(path)
-    with open(p, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        magic = fh.read(2)
-        if magic == GZIP_MAGIC:
-            return _gunzip_whole(fh, size, progress, head)
-        if size == 0 or size > WHOLE_MAX_BYTES or not p.is_file():
-            return None
-        fh.seek(0)
-        first = fh.read(head) if head > 0 else b""
-    return _read_whole(p, size, progress, first)
-
-
-def _anonymous(capacity: int) -> mmap.mmap:
-    """A private anonymous mapping of ``capacity`` bytes (addresses only: pages exist once
-    written), with 2 MB pages where the system gives them: 500 times fewer page faults."""
-    buffer = mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        with contextlib.suppress(OSError):
-            buffer.madvise(mmap.MADV_HUGEPAGE)
-    return buffer
-
-
-def _read_whole(path: Path, size: int, progress: ProgressSink | None, head: bytes) -> WholeBuffer:
-    """A plain file read whole into an anonymous mapping, in a thread of its own (``head``, its
-    first bytes, already read).  Read, not mapped: a mapped file that another process cuts
-    short while it is parsed (a profiler rewriting its trace) kills the reader with SIGBUS,
-    where a read just ends early, as the streaming path's does."""
-    buffer = _anonymous(size)
-
-    def fill() -> tuple[int, int] | None:
-        view = memoryview(buffer)
-        done = 0
-        try:
-            with open(path, "rb") as fh:
-                while done < size:
-                    got = fh.readinto(view[done:])
-                    if not got:
-                        break
-                    done += got
-        except OSError:
-            return None  # the streaming path reads it again and reports the error
-        finally:
-            view.release()
-        return _WHOLE_OK, done
-
-    return WholeBuffer(buffer, 0, size, progress, head=head, fill=fill)
-
-
-def _gunzip_whole(fh: BinaryIO, size: int, progress: ProgressSink | None, head: int) -> WholeBuffer | None:
-    inflate = load("inflate")
-    if inflate is None or size < 20 or size > WHOLE_MAX_BYTES:
-        return None
-    # a gzip member ends with its content's size (modulo 4 GiB): the last member's tells
-    # whether the file is small enough (a multi-member file may still turn out larger: the
-    # mapping's size bounds the output, and the streaming path takes over)
-    fh.seek(size - 4)
-    if int.from_bytes(fh.read(4), "little") > WHOLE_MAX_BYTES:
-        return None
-    fh.seek(0)
-    src = fh.read()
-    buffer = _anonymous(max(1, min(max_decompressed_bytes(), WHOLE_MAX_BYTES)))
-    first = _gunzip_head(src, head) if head > 0 else b""
-
-    def fill() -> tuple[int, int] | None:
-        for name in LIBDEFLATE_NAMES:
-            result: tuple[int, int] | None = inflate.gunzip(src, buffer, name)
-            if result is not None:
-                return result
-        return None
-
-    return WholeBuffer(buffer, 0, size, progress, head=first, fill=fill)
-
-
-#: compressed bytes handed to zlib per call while decompressing a file's first bytes
-_HEAD_STEP = 64 * 1024
-
-
-def _gunzip_head(src: bytes, n: int) -> bytes:
-    """The first ``n`` bytes of gzip data ``src`` (fewer when its first member is shorter;
-    b"" when zlib refuses it), a prefix of the content whatever the members.
-
-    The input goes to zlib a slice at a time: given all of ``src`` at once, zlib keeps a
-    copy of whatever it did not read (nearly the whole file, as ``unconsumed_tail``), which
-    is a copy of the file in fresh memory at the start of every parse."""
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    view = memoryview(src)
-    pieces: list[bytes] = []
-    got = 0
-    try:
-        for pos in range(0, len(src), _HEAD_STEP):
-            piece = d.decompress(view[pos : pos + _HEAD_STEP], n - got)
-            pieces.append(piece)
-            got += len(piece)
-            if got >= n or d.eof:
-                break
-    except zlib.error:
-        return b""
-    finally:
-        view.release()
-    return b"".join(pieces)
 
 
 class ReadAhead:

@@ -20,15 +20,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fuzz import hostile
+
 #: values that have broken trace readers before
 HOSTILE_VALUES: list[Any] = [
     None, "", "NaN", "1e400", -1, -(2**63), 2**63, 2**64 + 7, 10**30, 1.5e308, -0.0, True, [], {}, [1, [2, [3]]],
     {"a": {"b": {"c": {}}}}, "\u00ff\u2603", "stream 7", "0x10", 3.25, "12", "-5",
 ]
 
+_HOSTILE: dict[str, Callable[[str, random.Random], bytes]] = {
+    "very_deep": hostile.deep_nesting, "huge_values": hostile.huge_values,
+    "edge_numbers": hostile.edge_numbers, "bad_text": hostile.bad_text,
+}
+
 KINETO_MUTATIONS = (
     "truncate", "bitflip", "wrong_type", "drop_key", "duplicate_key", "nan_literal", "shuffle", "overlap",
     "negative_dur", "unknown_category", "deep_nesting", "invalid_utf8", "empty_events", "huge_int", "garbage_tail",
+    # structure-aware (fuzz/hostile.py): past every recursion limit, megabyte values, number
+    # edges, overlong UTF-8 and lone surrogates
+    "very_deep", "huge_values", "edge_numbers", "bad_text",
 )
 
 
@@ -52,6 +62,8 @@ def kineto_mutation(doc: dict[str, Any], raw: bytes, rng: random.Random, kind: s
         return raw + bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
     if kind == "empty_events":
         return dump([])
+    if kind in _HOSTILE:
+        return _HOSTILE[kind](dump(events).decode(), rng)
     if not events:
         return raw
     victims = rng.sample(range(len(events)), k=min(len(events), rng.randint(1, 5)))
@@ -107,11 +119,16 @@ def write_variant(data: bytes, path: Path, rng: random.Random) -> Path:
     return path
 
 
-SQLITE_MUTATIONS = ("truncate_file", "bitflip_file", "drop_table", "drop_column", "wrong_types", "null_column", "empty_table")
+SQLITE_MUTATIONS = (
+    "truncate_file", "bitflip_file", "drop_table", "drop_column", "wrong_types", "null_column", "empty_table",
+    *hostile.NSIGHT_SCHEMAS,  # views (one of endless rows), triggers, megabyte blobs, wide tables
+)
 
 
 def sqlite_mutation(src: Path, dst: Path, rng: random.Random, kind: str) -> Path:
     """A mutated copy of an Nsight SQLite export at ``dst`` (the source is never touched)."""
+    if kind in hostile.NSIGHT_SCHEMAS:
+        return hostile.hostile_schema(src, dst, rng, kind)
     raw = src.read_bytes()
     if kind == "truncate_file":
         dst.write_bytes(raw[: rng.randrange(0, len(raw))])

@@ -126,7 +126,7 @@ def test_elementwise_bytes_and_unknowns() -> None:
 
 def test_nvtx_range_names_give_shapes() -> None:
     """emit_nvtx(record_shapes=True) writes the shapes into the range name."""
-    from parsers.nsight import _NVTX_SIZES
+    from parsers._nsight_nvtx import _NVTX_SIZES
 
     names = pl.Series(
         [

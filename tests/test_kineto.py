@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -628,11 +629,34 @@ def test_copy_and_sync_kinds_land_on_their_rows_in_any_chunking(
         assert read_kineto(path, chunk_bytes=chunk_bytes).events.sort("start_ns").select(columns).equals(whole)
 
 
-def test_copy_names_read_by_python_as_by_polars() -> None:
-    # a few ASCII memcpy names are read by Python's ``re`` (polars compiles its regular
-    # expressions on every call); both readings must agree, whitespace classes included
-    # (Python's own \s matches \x1c, polars' does not), and non-ASCII names go to polars
-    from tracekit.parsers.kineto import _copy_names_said
+#: the copy-name patterns in Python's ``re`` for ASCII text: the classes spelled out as what
+#: polars' (Unicode) ``\w`` and ``\s`` match among ASCII characters (Python's own ``\s`` also
+#: matches \x1c-\x1f, polars' does not)
+_ASCII_DIRECTION = re.compile(r"HtoD|DtoH|DtoD|HtoH|PtoP")
+_ASCII_SOURCE = re.compile(r"\(([0-9A-Za-z_]+)[\t\n\x0b\x0c\r ]*->")
+_ASCII_DESTINATION = re.compile(r"->[\t\n\x0b\x0c\r ]*([0-9A-Za-z_]+)\)")
+
+
+def _copy_name_by_re(text: str) -> tuple[str | None, str, str, str]:
+    """What an ASCII memcpy name says, read by Python's ``re``: (direction, memcpy kind,
+    source memory, destination memory)."""
+    from tracekit.schema import MEMORY_KIND
+
+    words = set(MEMORY_KIND.categories.to_list())
+
+    def word(pattern: re.Pattern[str]) -> str:
+        found = pattern.search(text.lower())
+        return found.group(1) if found is not None and found.group(1) in words else "unknown"
+
+    found = _ASCII_DIRECTION.search(text)
+    direction = found.group(0) if found else None
+    return direction, direction or "unknown", word(_ASCII_SOURCE), word(_ASCII_DESTINATION)
+
+
+def test_copy_names_read_by_polars_as_by_python_re() -> None:
+    # polars' regular expressions and Python's ``re`` read an ASCII memcpy name alike,
+    # whitespace classes included (Python's own \s matches \x1c, polars' does not)
+    from tracekit.parsers._kineto_copies import copy_names_said
 
     names = pl.Series("name", [
         "Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)",
@@ -641,19 +665,19 @@ def test_copy_names_read_by_python_as_by_polars() -> None:
         "HtoDtoH (Pinned->Pageable)(Device -> Managed)", "(a (device -> pinned)", "(device -> pinned",
         "DtoHHtoD", "Memcpy HtoD (Devicé -> Device)", "(UNKNOWN -> unknown)",
     ])
-    by_python = _copy_names_said(names, python=True)
-    assert by_python.equals(_copy_names_said(names, python=False))
-    assert by_python.row(0) == ("HtoD", "HtoD", "pageable", "device")
-    assert by_python.row(9) == (None, "unknown", "managed", "array")
-    assert by_python.row(10) == (None, "unknown", "unknown", "pinned")
-    ascii_only = names.filter(names.str.contains("é", literal=True).not_())
-    assert _copy_names_said(ascii_only, python=True).equals(_copy_names_said(ascii_only, python=False))
+    said = copy_names_said(names)
+    assert said.row(0) == ("HtoD", "HtoD", "pageable", "device")
+    assert said.row(9) == (None, "unknown", "managed", "array")
+    assert said.row(10) == (None, "unknown", "unknown", "pinned")
+    assert said.row(17) == ("HtoD", "HtoD", "unknown", "device")  # (a word that is no memory kind)
+    ascii_rows = [i for i, name in enumerate(names.to_list()) if name.isascii()]
+    assert [said.row(i) for i in ascii_rows] == [_copy_name_by_re(names[i]) for i in ascii_rows]
 
 
 def test_duration_of_complete_events_only_and_never_negative() -> None:
     # dur_ns: a complete event's duration, 0 when it has none or a negative one; every other
     # row's 0 (for integer durations by one comparison instead of a fill and a clip)
-    from tracekit.parsers.kineto import _event_exprs
+    from tracekit.parsers._kineto_events import event_exprs
 
     frame = pl.DataFrame(
         {
@@ -663,12 +687,12 @@ def test_duration_of_complete_events_only_and_never_negative() -> None:
         schema={"_complete": pl.Boolean, "dur": pl.Int64},
     )
     have = frozenset(frame.columns)
-    (made,) = [e for e in _event_exprs(have, {"dur": pl.Int64()}) if str(e).endswith('"dur_ns")')]
+    (made,) = [e for e in event_exprs(have, {"dur": pl.Int64()}) if str(e).endswith('"dur_ns")')]
     got = frame.select(made)
     assert got.schema == {"dur_ns": pl.Int64}
     assert got["dur_ns"].to_list() == [5, 0, 0, 0, 0, 0, 0]
     floats = frame.with_columns(pl.col("dur").cast(pl.Float64))
-    (made,) = [e for e in _event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
+    (made,) = [e for e in event_exprs(have, {"dur": pl.Float64()}) if str(e).endswith('"dur_ns")')]
     assert floats.select(made)["dur_ns"].to_list() == [5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 

@@ -1,7 +1,7 @@
 """The native Kineto scanner (tracekit/native/_kineto_scan.c) against the msgspec path it replaces.
 
 Each tiny chunk is decoded both ways: the scanner either gives exactly the frame
-``_columns`` gives, or leaves the chunk to the msgspec path (None), or, for text that is
+``_kineto_decode.raw_frame`` gives, or leaves the chunk to the msgspec path (None), or, for text that is
 not JSON, says so (ValueError, as the msgspec path does).
 """
 
@@ -15,6 +15,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tracekit.native import compiled
+from tracekit.parsers import _kineto_decode as kineto_decode
+from tracekit.parsers import _kineto_fields as kineto_fields
+from tracekit.parsers import _kineto_parts as kineto_parts
+from tracekit.parsers import _kineto_scanner as kineto_scanner
 from tracekit.parsers import kineto
 
 NATIVE = compiled("kineto_scan")
@@ -24,7 +28,7 @@ needs_native = pytest.mark.skipif(
 
 
 def _msgspec_frame(chunk: bytes):  # type: ignore[no-untyped-def]
-    return kineto._columns(kineto._decode_chunk(chunk, [0]), [0])
+    return kineto_decode.raw_frame(kineto_decode.decode_chunk(chunk, [0]), [0])
 
 
 #: chunks the scanner decodes itself
@@ -197,7 +201,7 @@ INVALID = {
 @needs_native
 @pytest.mark.parametrize("chunk", list(SCANNED.values()), ids=list(SCANNED))
 def test_scanner_gives_the_msgspec_columns(chunk: bytes) -> None:
-    frame = kineto._scan_columns(NATIVE, chunk)
+    frame = kineto_scanner.scan_columns(NATIVE, chunk)
     assert frame is not None, "the scanner left a chunk it models to the fallback"
     assert_frame_equal(frame, _msgspec_frame(chunk))
     _check_category_codes(chunk, frame)
@@ -207,14 +211,14 @@ def _check_category_codes(chunk: bytes, frame: pl.DataFrame) -> bool:
     """The scanner's category codes of ``chunk`` (``scan(..., categories)``), where it gives
     them, are exactly the enum cast the cut makes of ``frame``'s categories otherwise; and
     the scan is the same with them.  Whether it gave them."""
-    scanned = NATIVE.scan(chunk, None, kineto._COMMON_CATEGORY_NAMES)
+    scanned = NATIVE.scan(chunk, None, kineto_fields.COMMON_CATEGORY_NAMES)
     assert scanned is not None
     assert len(scanned) == 4
     if scanned[2] or scanned[3] is None:  # (events left to msgspec: the codes are not used)
         return False
-    assert_frame_equal(kineto._scanned_frame(scanned[:3], chunk), frame)
+    assert_frame_equal(kineto_scanner.scanned_frame(scanned[:3], chunk), frame)
     codes = pl.Series(scanned[3])
-    expected = frame.get_column("cat").cast(kineto._COMMON_CATEGORIES, strict=False).to_physical()
+    expected = frame.get_column("cat").cast(kineto_fields.COMMON_CATEGORIES, strict=False).to_physical()
     assert codes.dtype == pl.UInt8  # (used as they are: they only index the kinds)
     assert codes.cast(expected.dtype).to_list() == expected.to_list()
     assert codes.null_count() == frame.get_column("cat").null_count()
@@ -229,13 +233,13 @@ def test_scanner_codes_the_common_categories() -> None:
         b'{"ph":"f","cat":"async_cpu_to_gpu","id":4,"ts":5}', b'{"ph":"X","cat":"cpu_op","ts":6}',
     ]
     chunk = b"[" + b",".join(events) + b"]"
-    frame = kineto._scan_columns(NATIVE, chunk)
+    frame = kineto_scanner.scan_columns(NATIVE, chunk)
     assert frame is not None
     assert _check_category_codes(chunk, frame)
     # every category of the enum, each by its position
-    every = b"[" + b",".join(b'{"ph":"X","cat":"%s","ts":1}' % c.encode() for c in kineto._COMMON_CATEGORY_NAMES) + b"]"
-    assert pl.Series(NATIVE.scan(every, None, kineto._COMMON_CATEGORY_NAMES)[3]).to_list() == list(
-        range(len(kineto._COMMON_CATEGORY_NAMES))
+    every = b"[" + b",".join(b'{"ph":"X","cat":"%s","ts":1}' % c.encode() for c in kineto_fields.COMMON_CATEGORY_NAMES) + b"]"
+    assert pl.Series(NATIVE.scan(every, None, kineto_fields.COMMON_CATEGORY_NAMES)[3]).to_list() == list(
+        range(len(kineto_fields.COMMON_CATEGORY_NAMES))
     )
     # a category that is none of them as bytes (another one, another case, written with an
     # escape, empty, one space more), or a chunk with an event left to msgspec: no codes for
@@ -245,12 +249,12 @@ def test_scanner_codes_the_common_categories() -> None:
         (b'"kernel"', b'"kernel "'), (b'"kernel"', b'"kern\\u0065l"'),  # (the last: an event left to msgspec)
     ):
         changed = chunk.replace(old, other)
-        scanned = NATIVE.scan(changed, None, kineto._COMMON_CATEGORY_NAMES)
+        scanned = NATIVE.scan(changed, None, kineto_fields.COMMON_CATEGORY_NAMES)
         assert scanned is not None
         assert scanned[3] is None, other
-        assert_frame_equal(kineto._scanned_frame(scanned[:3], changed), _msgspec_frame(changed))
+        assert_frame_equal(kineto_scanner.scanned_frame(scanned[:3], changed), _msgspec_frame(changed))
     # no category in the chunk: none either; and without categories, the three items as ever
-    assert NATIVE.scan(b'[{"ph":"i","ts":1}]', None, kineto._COMMON_CATEGORY_NAMES)[3] is None
+    assert NATIVE.scan(b'[{"ph":"i","ts":1}]', None, kineto_fields.COMMON_CATEGORY_NAMES)[3] is None
     assert len(NATIVE.scan(chunk)) == 3
     for bad, error in (
         (["kernel"], TypeError), ((), ValueError), (("x" * 65,), ValueError), ((1,), TypeError),
@@ -267,12 +271,12 @@ def test_the_cut_is_the_same_with_and_without_the_scanners_category_codes() -> N
         % (cat, i % 7, i % 3, i, i)
         for i, cat in enumerate([b"kernel", b"cuda_runtime", b"cpu_op", b"gpu_memcpy", b"cuda_sync"] * 20)
     ) + b"]"
-    scanned = NATIVE.scan(chunk, None, kineto._COMMON_CATEGORY_NAMES)
+    scanned = NATIVE.scan(chunk, None, kineto_fields.COMMON_CATEGORY_NAMES)
     assert scanned[3] is not None
     parts = []
     for codes in (None, pl.Series(scanned[3])):
-        cut = kineto._Parts()
-        cut.add(kineto._scanned_frame(kineto._scan(NATIVE, chunk), chunk), codes)
+        cut = kineto_parts.Parts()
+        cut.add(kineto_scanner.scanned_frame(kineto_scanner.scan(NATIVE, chunk), chunk), codes)
         parts.append(cut)
     # (a part's names are indices into its chunk's distinct names, whose order is arbitrary)
     timed = [cut.timed[0].with_columns(cut.names[0].gather(cut.timed[0].get_column("name"))) for cut in parts]
@@ -303,9 +307,9 @@ def test_unusual_events_go_through_msgspec(chunk: bytes, neighbours: bool) -> No
     try:
         expected = _msgspec_frame(chunk)
     except ValueError:  # the msgspec path refuses the chunk: the scanner must not give a frame
-        assert kineto._scan_columns(NATIVE, chunk) is None
+        assert kineto_scanner.scan_columns(NATIVE, chunk) is None
         return
-    frame = kineto._scan_columns(NATIVE, chunk)
+    frame = kineto_scanner.scan_columns(NATIVE, chunk)
     if frame is not None:
         assert_frame_equal(frame, expected)
 
@@ -327,16 +331,16 @@ def test_fallback_is_per_event(name: str) -> None:
 def test_a_float_time_among_fallback_events_sends_native_times_through_float64() -> None:
     big = 2**53 + 1  # exact as an int, rounded as a float64: shows which branch ran
     chunk = b'[{"ph":"X","ts":%d},{"ph":"X","pid":1.5,"ts":2.5}]' % big
-    frame = kineto._scan_columns(NATIVE, chunk)
+    frame = kineto_scanner.scan_columns(NATIVE, chunk)
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
     chunk = b'[{"ph":"X","ts":2.5},{"ph":"X","pid":1.5,"ts":%d}]' % big
-    frame = kineto._scan_columns(NATIVE, chunk)
+    frame = kineto_scanner.scan_columns(NATIVE, chunk)
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
     # no native row has a dur (the scanner leaves that column out), a fallback event's is a float
     chunk = b'[{"ph":"X","ts":1},{"ph":"X","pid":1.5,"ts":2,"dur":0.5}]'
-    frame = kineto._scan_columns(NATIVE, chunk)
+    frame = kineto_scanner.scan_columns(NATIVE, chunk)
     assert frame is not None
     assert_frame_equal(frame, _msgspec_frame(chunk))
 
@@ -361,7 +365,7 @@ def test_integer_times_come_in_nanoseconds_unless_msgspec_decodes_some_events() 
     assert times(b'[{"ph":"X","ts":1,"dur":2.5}]') == {"ts": (7, [1000]), "dur": (2, [2.5])}
     assert times(b'[{"ph":"X","ts":1,"dur":2},{"ph":"X","pid":1.5,"ts":3}]') == {"ts": (2, [1]), "dur": (2, [2])}
     for chunk in (wrapping, b'[{"ph":"X","ts":1,"dur":2},{"ph":"X","pid":1.5,"ts":3}]'):
-        frame = kineto._scan_columns(NATIVE, chunk)
+        frame = kineto_scanner.scan_columns(NATIVE, chunk)
         assert frame is not None
         assert_frame_equal(frame, _msgspec_frame(chunk))
 
@@ -372,7 +376,7 @@ def test_invalid_json_is_refused_like_the_msgspec_path(chunk: bytes) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - the chunker's contract is a bare ValueError
         _msgspec_frame(chunk)
     with pytest.raises(ValueError):  # noqa: PT011
-        kineto._scan_columns(NATIVE, chunk)
+        kineto_scanner.scan_columns(NATIVE, chunk)
 
 
 @needs_native
@@ -381,7 +385,7 @@ def test_every_truncation_of_a_chunk_is_refused_or_exact() -> None:
     for end in range(len(chunk)):
         part = chunk[:end]
         try:
-            frame = kineto._scan_columns(NATIVE, part)
+            frame = kineto_scanner.scan_columns(NATIVE, part)
         except ValueError:
             continue
         if frame is not None:
@@ -394,16 +398,16 @@ def test_read_kineto_uses_the_native_scanner(monkeypatch: pytest.MonkeyPatch, tm
     trace = tmp_path / "t.json"
     trace.write_bytes(b'{"traceEvents":[' + SCANNED["grid and block"][1:-1] + b"]}")
     calls = []
-    real = kineto._scan
+    real = kineto_scanner.scan
 
     def spy(native, chunk, pool=None, categories=None):  # type: ignore[no-untyped-def]
         assert isinstance(pool, NATIVE.Pool)  # one per parse, its freed column memory reused
-        assert categories == kineto._COMMON_CATEGORY_NAMES  # coded by the scanner
+        assert categories == kineto_fields.COMMON_CATEGORY_NAMES  # coded by the scanner
         scanned = real(native, chunk, pool, categories)
         calls.append(scanned is not None)
         return scanned
 
-    monkeypatch.setattr(kineto, "_scan", spy)
+    monkeypatch.setattr(kineto, "scan", spy)
     native = kineto.read_kineto(trace)
     assert calls
     assert all(calls)
@@ -430,13 +434,13 @@ def test_pooled_memory_gives_the_same_columns() -> None:
         for k in range(120000)
     ) + b"]"
     pool = NATIVE.Pool()
-    frame = kineto._scanned_frame(kineto._scan(NATIVE, dense, pool), dense)
+    frame = kineto_scanner.scanned_frame(kineto_scanner.scan(NATIVE, dense, pool), dense)
     assert frame is not None
     assert frame.height == 20000
     del frame  # its blocks go back to the pool
     for chunk in (sparse, dense, sparse):
-        pooled = kineto._scanned_frame(kineto._scan(NATIVE, chunk, pool), chunk)
-        plain = kineto._scanned_frame(kineto._scan(NATIVE, chunk), chunk)
+        pooled = kineto_scanner.scanned_frame(kineto_scanner.scan(NATIVE, chunk, pool), chunk)
+        plain = kineto_scanner.scanned_frame(kineto_scanner.scan(NATIVE, chunk), chunk)
         assert pooled is not None
         assert plain is not None
         assert_frame_equal(pooled, plain)
@@ -446,7 +450,7 @@ def test_pooled_memory_gives_the_same_columns() -> None:
     assert stats["free"] <= 96
     if stats["mapped"]:  # a mapped build: the later chunks took the blocks freed before them
         assert stats["reused"] > 0
-    kept = kineto._scanned_frame(kineto._scan(NATIVE, dense, pool), dense)
+    kept = kineto_scanner.scanned_frame(kineto_scanner.scan(NATIVE, dense, pool), dense)
     del pool  # the blocks it kept free are unmapped; the ones still out, when released
     assert kept is not None
     assert_frame_equal(kept, _msgspec_frame(dense))
@@ -497,7 +501,7 @@ def _differential(chunk: bytes) -> str:
     except ValueError:
         expected = None
     try:
-        frame = kineto._scan_columns(NATIVE, chunk)
+        frame = kineto_scanner.scan_columns(NATIVE, chunk)
     except ValueError:
         assert expected is None, chunk
         return "refused"

@@ -29,7 +29,7 @@ def test_pure_python_for_some_modules(monkeypatch: pytest.MonkeyPatch) -> None:
     assert native.pure_python_requested("sweep")
     assert native.load("dag") is None
     assert native.load("sweep") is None
-    assert native.load("flowbind") is native.compiled("flowbind")
+    assert native.load("kineto_scan") is native.compiled("kineto_scan")
 
 
 @pytest.mark.parametrize("value", ["", "0"])

@@ -536,16 +536,16 @@ def test_text_that_is_not_utf8(tmp_path: Path) -> None:
 
 def _read_counting_paths(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TraceTables, dict[str, int]]:
     """Read ``path`` and return which path (arrow, sqlite3) answered its bulk queries."""
-    from tracekit.parsers import nsight
+    from tracekit.parsers import _nsight_db
 
     seen: list[Any] = []
-    init = nsight._Db.__post_init__
+    init = _nsight_db.Db.__post_init__
 
     def spy(self: Any) -> None:
         seen.append(self)
         init(self)
 
-    monkeypatch.setattr(nsight._Db, "__post_init__", spy)
+    monkeypatch.setattr(_nsight_db.Db, "__post_init__", spy)
     tables = read_nsight(path)
     return tables, seen[0].paths
 
@@ -572,18 +572,18 @@ def test_reads_split_in_rowid_ranges_equal_whole_reads(export: Path, monkeypatch
     """A large table is read in one rowid range per background thread; the ranges, joined in
     order, give the same tables as one read and as the sqlite3 path."""
     pytest.importorskip("adbc_driver_sqlite")
-    from tracekit.parsers import nsight
+    from tracekit.parsers import _nsight_db, nsight
 
     monkeypatch.setattr(nsight, "_PREFETCH_MIN_BYTES", 0)  # background reads however small the export
-    monkeypatch.setattr(nsight, "_SPLIT_ROWS", 1)  # every table with two rows or more is split
+    monkeypatch.setattr(_nsight_db, "_SPLIT_ROWS", 1)  # every table with two rows or more is split
     ranges: list[str] = []
-    background = nsight._Db._background_query
+    background = _nsight_db.Db._background_query
 
     def spy(self: Any, sql: str, chosen: Any) -> Any:
         ranges.append(sql)
         return background(self, sql, chosen)
 
-    monkeypatch.setattr(nsight._Db, "_background_query", spy)
+    monkeypatch.setattr(_nsight_db.Db, "_background_query", spy)
     split, paths = _read_counting_paths(export, monkeypatch)
     assert paths["arrow"] > 0
     assert paths["sqlite3"] == 0
@@ -597,22 +597,22 @@ def test_an_indexed_table_is_not_read_in_rowid_ranges(tmp_path: Path, monkeypatc
     """With an index, SQLite may walk the index for the whole read, so ranges of rowids
     would not give its row order: such a table is read in one query."""
     pytest.importorskip("adbc_driver_sqlite")
-    from tracekit.parsers import nsight
+    from tracekit.parsers import _nsight_db, nsight
 
     path = build_export(tmp_path / "i.sqlite")
     with sqlite3.connect(path) as con:
         con.execute('CREATE INDEX nvtx_type ON NVTX_EVENTS ("eventType")')
     con.close()
     monkeypatch.setattr(nsight, "_PREFETCH_MIN_BYTES", 0)
-    monkeypatch.setattr(nsight, "_SPLIT_ROWS", 1)
+    monkeypatch.setattr(_nsight_db, "_SPLIT_ROWS", 1)
     ranges: list[str] = []
-    background = nsight._Db._background_query
+    background = _nsight_db.Db._background_query
 
     def spy(self: Any, sql: str, chosen: Any) -> Any:
         ranges.append(sql)
         return background(self, sql, chosen)
 
-    monkeypatch.setattr(nsight._Db, "_background_query", spy)
+    monkeypatch.setattr(_nsight_db.Db, "_background_query", spy)
     split, _ = _read_counting_paths(path, monkeypatch)
     assert not any("NVTX_EVENTS" in q and "rowid >=" in q for q in ranges), ranges
     assert any("CUPTI_ACTIVITY_KIND_KERNEL" in q and "rowid >=" in q for q in ranges), ranges

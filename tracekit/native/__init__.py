@@ -4,9 +4,6 @@ loader every caller goes through, and the small helpers the modules need from Py
 The modules (each ``_<name>.c`` here, with its type stub ``_<name>.pyi``):
 
 * ``kineto_scan``: the Kineto reader's chunk scanner, JSON events straight into Arrow columns;
-* ``flowbind``: the Kineto reader's flow endpoints bound to their slices, correlation links and
-  the events' canonical order;
-* ``inflate``: a whole-file gunzip through the system's libdeflate, opened at run time;
 * ``dag``: the critical path's longest paths of every step graph;
 * ``sweep``: the replay's longest-path sweeps and Kahn's order.
 
@@ -31,7 +28,7 @@ from types import ModuleType
 #: ``1``: the pure-Python paths everywhere; a comma-separated list of module names: for those
 PURE_PYTHON_ENV = "TRACEKIT_PURE_PYTHON"
 #: every native module, by the name :func:`load` takes (the extension is ``_<name>``)
-MODULES = ("kineto_scan", "flowbind", "inflate", "dag", "sweep")
+MODULES = ("kineto_scan", "dag", "sweep")
 
 
 def _requested() -> frozenset[str]:
@@ -109,9 +106,9 @@ def release_free_heap() -> None:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
     elsewhere).
 
-    Freeing a large mapped block raises glibc's mmap threshold to its size, so large blocks
-    allocated after it come from the heap and stay resident once freed (in a parse: the flow
-    binding's tables and the sort's buffers, once the gzip file read whole has been freed).
+    Freeing a large block that malloc had mapped raises glibc's mmap threshold to its size, so
+    large blocks allocated after it come from the heap and stay resident once freed (in a
+    parse: the blocks read from the file, the chunks' buffers, the scanner's smaller columns).
     A parse calls this where what is free will not be reused before its peak.  Only whole
     free pages go back, to be faulted in again if the heap grows into them."""
     trim = _malloc_trim()

@@ -255,9 +255,14 @@ static int get_int64(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *w
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) {
         return -1;
     }
-    if (view->len % (Py_ssize_t)sizeof(int64_t) != 0 || ((uintptr_t)view->buf % sizeof(int64_t)) != 0 ||
+    /* an empty buffer is never read: its address may be anything (an empty array.array's is) */
+    if (view->len % (Py_ssize_t)sizeof(int64_t) != 0 || (view->len > 0 && ((uintptr_t)view->buf % sizeof(int64_t)) != 0) ||
         (n >= 0 && view->len / (Py_ssize_t)sizeof(int64_t) != n)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected %zd aligned int64 values in a buffer of %zd bytes", what, n, view->len);
+        if (n >= 0) {
+            PyErr_Format(PyExc_ValueError, "%s: expected %zd aligned int64 values in a buffer of %zd bytes", what, n, view->len);
+        } else {
+            PyErr_Format(PyExc_ValueError, "%s: expected aligned int64 values in a buffer of %zd bytes", what, view->len);
+        }
         PyBuffer_Release(view);
         return -1;
     }

@@ -1,9 +1,9 @@
 /* Native scanner for chunks of a Kineto traceEvents array.
  *
  * scan(chunk) reads a JSON array text of whole events ("[{...},{...}]") once and
- * writes typed columns for exactly the fields tracekit.parsers.kineto keeps (see
- * _Event and the args structs there).  It answers None whenever the chunk holds
- * anything it is not certain to decode exactly as the msgspec path does (a value
+ * writes typed columns for exactly the fields the Kineto reader keeps (see Event
+ * and the args structs in parsers/_kineto_fields.py).  It answers None whenever the
+ * chunk holds anything it is not certain to decode exactly as the msgspec path does (a value
  * of an unexpected type, an integer outside int64, a duplicate key, NaN, invalid
  * UTF-8, a lone surrogate, invalid JSON ...): the caller then decodes that chunk
  * with the msgspec path, which also decides whether the text is valid at all.
@@ -11,21 +11,21 @@
  * Every read is bounds-checked against the end of the buffer; the heavy loop
  * runs without the GIL; there is no global mutable state.
  *
- * Speed (docs/performance.md, "Round 5"): string bodies and runs of whitespace are
+ * Speed (docs/performance.md, Kineto section): string bodies and runs of whitespace are
  * passed 16 bytes at a time with SSE2 where the compiler targets it (x86-64's
  * baseline; the byte loops do the same work elsewhere), a number's leading digits up
  * to eight at a time as one little-endian word, args keys and categories through an
  * open-addressing index built per call; a large chunk's column buffers start at a
  * capacity estimated from the chunk's size (mapped pages: never-written pages cost
  * nothing), and a field with no value in the chunk has no buffers at all (None).
- * Round 10: the text between two members of an object (separator, key, colon and their
+ * The text between two members of an object (separator, key, colon and their
  * whitespace) is remembered per call in a small tree per kind of object and recognised
  * again by one compare of its bytes (next_member), so a repeated key is neither scanned
  * nor looked up; an event's category is remembered with its args group; integers of up to
  * 16 digits and decimals of up to 19 are found 16 bytes at a time; a row is written by one
- * loop per kind of column.  Round 11: scan(..., categories) also codes each row's category
- * by its position among the caller's (the cut's enum cast of every row's text, done here on
- * the bytes in hand; see cat_put).
+ * loop per kind of column.  scan(..., categories) also codes each row's category by its
+ * position among the caller's (the cut's enum cast of every row's text, done here on the
+ * bytes in hand; see cat_put).
  */
 /* KINETO_SCAN_MALLOC_ONLY: every buffer from malloc (a sanitizer build, so that
  * AddressSanitizer guards them all) */
@@ -131,7 +131,7 @@ static const KeyDef META_KEYS[] = {KD("name", C_LABEL), KD_END};
 enum { G_NONE, G_GPU, G_LAUNCH, G_OP, G_PY, G_MEM, G_META, G_UNKNOWN };
 
 
-/* lower-cased category of a complete ("X") event -> args group (kineto._CATEGORY_GROUP) */
+/* lower-cased category of a complete ("X") event -> args group (_kineto_fields.CATEGORY_GROUP) */
 static const KeyDef CATEGORY_GROUP[] = {
     KD("kernel", G_GPU), KD("gpu_memcpy", G_GPU), KD("gpu_memset", G_GPU), KD("memcpy", G_GPU),
     KD("memset", G_GPU), KD("cuda_sync", G_GPU), KD("xpu_sync", G_GPU), KD("mtia_ccp_events", G_GPU),
@@ -171,7 +171,7 @@ typedef struct {
  * ones come from malloc.  A 64-byte header before the data says which, and how big.
  *
  * A parse's chunks have buffers of the same few sizes, and a fresh mapping is faulted in
- * 4 KB at a time on first write (docs/performance.md, round 9): so a mapped block freed
+ * 4 KB at a time on first write: so a mapped block freed
  * (when polars releases the column) goes back to its Pool, if the scan had one, and the
  * next chunk's buffers are taken from there, the pages already in memory.  A Pool is one
  * parse's own object (no global state), locked since columns are released on polars'
@@ -193,7 +193,7 @@ typedef struct {
 #ifndef POOL_MAX_MB
 #define POOL_MAX_MB 128
 #endif
-#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* mapped bytes kept free: about 11 chunks of 4 MB, 3 of 16 MB (docs/performance.md, round 9) */
+#define POOL_MAX_BYTES ((size_t)POOL_MAX_MB * 1024 * 1024) /* mapped bytes kept free: the column buffers of about 11 chunks of 4 MB, 3 of 16 MB */
 
 typedef struct Pool {
     pthread_mutex_t lock;
@@ -1279,7 +1279,7 @@ remember:
     return 0;
 }
 
-/* The args group of an event from its ph, cat and name (kineto._columns). */
+/* The args group of an event from its ph, cat and name (as _kineto_decode.raw_frame groups them). */
 static int event_group(Scan *sc, const Val *vals) {
     const Val *ph = &vals[C_PH];
     if (ph->type != V_STR) return G_NONE;
@@ -1528,7 +1528,7 @@ static int append_row(Out *out, const Val *vals, uint64_t mask) {
         int c = take_col(&m);
         Col *col = &out->cols[c];
         const Val *v = &vals[c];
-        /* kineto._arg_series: the product of the dims, null unless positive */
+        /* _kineto_decode._arg_series: the product of the dims, null unless positive */
         if (v->type != V_INT || v->i <= 0) continue;
         if ((dst = slot(&col->val, row, 8)) == NULL) return FAIL;
         memcpy(dst, &v->i, 8);
@@ -1678,7 +1678,7 @@ static int scan_chunk(Scan *sc, Out *out) {
 
 /* A time column of integers alone (no float among its values) is handed over in nanoseconds,
  * its microseconds multiplied by 1000 in place, wrapping past int64 as polars' Int64 product
- * does: kineto._scanned_frame then needs no fix, and no new column, for it.  A chunk with
+ * does: _kineto_scanner.scanned_frame then needs no fix, and no new column, for it.  A chunk with
  * events left to the msgspec path keeps microseconds (those events' times may be floats,
  * which send the whole column through float64 there). */
 static void times_to_ns(Out *out) {
