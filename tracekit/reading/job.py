@@ -188,6 +188,15 @@ def read_capture_metadata(folder: str | Path) -> CaptureMetadata | None:
 # --------------------------------------------------------------------------- grouping
 
 
+def program_of_trace(path: str | Path) -> ProgramFacts | None:
+    """What the program that wrote the trace file ``path`` built, when the file lies in a capture
+    folder whose ``metadata.json`` names it as one rank's trace (None otherwise)."""
+    p = Path(path)
+    meta = read_capture_metadata(p.parent) if (p.parent / CAPTURE_METADATA).is_file() else None
+    rank = None if meta is None else meta.rank_of_trace.get(p.name)
+    return None if meta is None or rank is None else meta.program_of(rank)
+
+
 @dataclass(frozen=True)
 class JobPlan:
     """Which files form one job and which job rank each of their ranks is."""
@@ -414,6 +423,8 @@ class Job:
     #: (path, reason) of files of the folder that could not be read
     skipped: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    #: rank → what its program built, as the capture recorded it (empty without a capture's program section)
+    program: Mapping[int, ProgramFacts] = field(default_factory=dict)
 
     @property
     def rank_numbers(self) -> tuple[int, ...]:
@@ -573,11 +584,12 @@ def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureM
         metadata=dict(capture.raw) if capture is not None else {},
         skipped=skipped,
         notes=tuple(notes),
+        program=dict(capture.program) if capture is not None else {},
     )
 
 
 __all__ = [
     "CaptureMetadata", "FileMeta", "Job", "JobPlan", "RankTrace", "assign_ranks",
-    "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job", "read_jobs",
+    "group_jobs", "is_trace_name", "name_template", "program_of_trace", "rank_from_name", "read_capture_metadata", "read_job", "read_jobs",
     "relabel_rank", "split_ranks",
 ]

@@ -210,6 +210,16 @@ EVIDENCE_WORDING: Mapping[str, Wording] = MappingProxyType({
 })
 
 
+def location_text(loc: Any) -> str:
+    """``file:line in function (×N): code`` of a code location (``Finding.location``), or ''."""
+    if loc is None:
+        return ""
+    where = f"{loc.file}:{loc.line}" + (f" in {loc.function}" if getattr(loc, "function", None) else "")
+    count = getattr(loc, "count", 0)
+    code = getattr(loc, "code", None)
+    return where + (f" (×{count})" if count else "") + (f": {code}" if code else "")
+
+
 def evidence_text(f: Finding) -> str:
     """A single-trace finding's evidence in one line (the JSON report has all of it)."""
     ev = f.evidence
@@ -293,6 +303,7 @@ __all__ = [
     "job_evidence_text",
     "job_label",
     "job_lines",
+    "location_text",
     "path_label",
     "scale_ns",
 ]
