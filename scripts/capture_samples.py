@@ -6,7 +6,9 @@ trace per rank) plus ``<name>.expected.json``: the cause the example plants and 
 ``tracekit analyze`` must say about the capture.  The expected findings come from the table
 below (what each example was written to show), never from the analysis; after capturing,
 the script analyses each folder and reports any mismatch (a capture taken while the machine
-was busy can be unrepresentative: run it again).
+was busy can be unrepresentative: run it again).  For an example that trains from a
+DataLoader, the expectation also names the loader the capture's ``program`` section must
+record: the line of the example that constructs it and its ``num_workers``.
 
 Usage: python scripts/capture_samples.py [--only NAME ...] [--out sample_traces/captures]
 On a machine with an NVIDIA GPU the examples run on it and the samples are named ``*.gpu``.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +34,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "capture": ["--wait", "4"],
         "cpu": {"first_finding": "data_loading", "absent_findings": [], "ranks": 1},
         "gpu": {"first_finding": "data_loading", "absent_findings": [], "ranks": 1},
+        "loader": {"num_workers": 0},
         "planted": "single-process DataLoader (num_workers=0) whose __getitem__ takes 16 ms per sample",
     },
     "slow_dataloader_fixed": {
@@ -38,6 +42,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "capture": ["--wait", "4"],
         "cpu": {"first_finding": None, "absent_findings": ["data_loading"], "ranks": 1},
         "gpu": {"first_finding": None, "absent_findings": ["data_loading"], "ranks": 1},
+        "loader": {"num_workers": 4},
         "planted": "the same loader with four worker processes loading ahead of the training loop",
     },
     "item_every_step": {
@@ -67,6 +72,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "capture": ["--wait", "1", "--active", "4"],
         "cpu": {"first_finding": None, "absent_findings": [], "ranks": 2},
         "gpu": None,  # two GPUs needed for NCCL; the CPU sample covers the two-rank layout
+        "loader": {"num_workers": 0},
         "planted": "two DistributedDataParallel ranks (gloo): one trace per rank with distributedInfo",
     },
 }
@@ -100,6 +106,31 @@ def check(expected: dict[str, Any], kinds: list[str]) -> list[str]:
     return problems
 
 
+def loader_line(example: Path) -> int:
+    """The line of ``example`` that constructs its DataLoader (``name = DataLoader(``)."""
+    lines = example.read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, 1) if re.match(r"\s*\w+ = DataLoader\(", line))
+
+
+def check_program(expected: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """What is wrong with the capture's ``program`` section given ``expected`` (empty: it matches)."""
+    want = expected.get("training_loader")
+    if want is None:
+        return []
+    from tracekit.reading.program import read_program
+
+    facts = read_program(meta.get("program")).get(0)
+    loader = facts.training_loader() if facts is not None else None
+    if loader is None:
+        return ["metadata.json records no DataLoader for rank 0"]
+    problems = []
+    if str(loader.site) != want["site"]:
+        problems.append(f"the DataLoader was constructed at {want['site']}, metadata.json says {loader.site}")
+    if loader.num_workers != want["num_workers"]:
+        problems.append(f"expected num_workers={want['num_workers']}, metadata.json says {loader.num_workers}")
+    return problems
+
+
 def capture(name: str, spec: dict[str, Any], out_root: Path, gpu: bool) -> bool:
     expectation = spec["gpu" if gpu else "cpu"]
     if expectation is None:
@@ -121,6 +152,9 @@ def capture(name: str, spec: dict[str, Any], out_root: Path, gpu: bool) -> bool:
     meta["command"] = ["python", *spec.get("launcher", []), f"scripts/examples/{spec['args'][0]}", *spec["args"][1:]]
     meta["cwd"] = "."
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    if "loader" in spec:
+        example = f"scripts/examples/{spec['args'][0]}"
+        expectation = {**expectation, "training_loader": {"site": f"{example}:{loader_line(REPO / example)}", **spec["loader"]}}
     kinds = analyse(folder)
     doc = {
         "sample": stem,
@@ -135,10 +169,12 @@ def capture(name: str, spec: dict[str, Any], out_root: Path, gpu: bool) -> bool:
             "first_finding": "kind of the first finding of `tracekit analyze <folder>` (null: no requirement)",
             "absent_findings": "kinds that must not be reported",
             "ranks": "ranks in metadata.json, each with its own trace",
+            "training_loader": "the DataLoader metadata.json's program section records for rank 0 (the one that gave the most "
+            "batches): where the example constructs it (file:line) and its num_workers",
         },
     }
     (out_root / f"{stem}.expected.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    problems = check(expectation, kinds)
+    problems = check(expectation, kinds) + check_program(expectation, meta)
     if len(meta.get("ranks", [])) != expectation["ranks"]:
         problems.append(f"expected {expectation['ranks']} rank(s), metadata lists {len(meta.get('ranks', []))}")
     size = sum(p.stat().st_size for p in folder.iterdir())

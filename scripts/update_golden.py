@@ -24,6 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
 SYN = "sample_traces/synthetic"
+#: one rank's trace of a capture folder: its findings name the code the program's facts point at
+CAP = "sample_traces/captures/slow_dataloader/rank0.cycle0.pt.trace.json.gz"
 
 #: golden file name → tracekit command line (paths relative to the repository root)
 CASES: dict[str, list[str]] = {
@@ -31,6 +33,10 @@ CASES: dict[str, list[str]] = {
     "analyze_host_sync.json": ["analyze", f"{SYN}/host_sync.kineto.json", "--format", "json"],
     "analyze_host_sync.md": ["analyze", f"{SYN}/host_sync.kineto.json", "--format", "markdown"],
     "analyze_host_sync.html": ["analyze", f"{SYN}/host_sync.kineto.json", "--format", "html"],
+    "analyze_capture_dataloader.txt": ["analyze", CAP, "--format", "text"],
+    "analyze_capture_dataloader.json": ["analyze", CAP, "--format", "json"],
+    "analyze_capture_dataloader.md": ["analyze", CAP, "--format", "markdown"],
+    "analyze_capture_dataloader.html": ["analyze", CAP, "--format", "html"],
     "analyze_dataloader_stall_nsys.html": ["analyze", f"{SYN}/dataloader_stall.nsys.sqlite", "--format", "html"],
     "diff_dataloader.txt": ["diff", f"{SYN}/dataloader_stall.kineto.json", f"{SYN}/dataloader_fixed.nsys.sqlite"],
     "diff_dataloader.json": ["diff", f"{SYN}/dataloader_stall.kineto.json", f"{SYN}/dataloader_fixed.nsys.sqlite", "--format", "json"],

@@ -803,7 +803,7 @@ SAMPLES = sorted((REPO / "sample_traces" / "captures").glob("*.expected.json"))
 @pytest.mark.parametrize("expected_file", SAMPLES, ids=[p.name.split(".")[0] for p in SAMPLES])
 def test_shipped_captures_say_what_they_promise(expected_file: Path, tmp_path: Path) -> None:
     """sample_traces/captures/: each capture's analysis matches its stated expectation."""
-    from capture_samples import check  # scripts/ is on the test path (pyproject.toml)
+    from capture_samples import check, check_program  # scripts/ is on the test path (pyproject.toml)
 
     doc = json.loads(expected_file.read_text())
     folder = expected_file.with_name(doc["sample"])
@@ -813,6 +813,7 @@ def test_shipped_captures_say_what_they_promise(expected_file: Path, tmp_path: P
     assert meta["command"][0] == "python"
     assert meta["cwd"] == "."
     assert check(doc["expected"], _findings(folder, tmp_path)) == []
+    assert check_program(doc["expected"], meta) == []
 
 
 def test_forward_ranges_move_from_global_hooks_to_the_top_level_modules(tmp_path: Path) -> None:

@@ -127,11 +127,11 @@ def test_a_fix_hidden_behind_another_enters_the_plan_after_it(tmp_path: Path) ->
     assert second.saves_ms > 0.2 * step_ms
 
 
-def test_combined_edits_compose_field_by_field() -> None:
+def test_all_of_combines_every_edit_field_by_field() -> None:
     a = Edit("a", host={"data_loading": 0.0, "cpu": 0.5}, gpu={"kernel": 0.5}, drop_sync=frozenset({"sync"}), workers=True)
     b = Edit("b", host={"cpu": 0.5}, gpu={"kernel": 0.8, "fp32_matmul": 0.4}, drop_sync=frozenset({"pageable_memcpy"}), pin=True,
-             launch_factor=0.05)
-    c = Edit.combined(a, b)
+             launch_factor=0.05, pin_min_bytes=1024)
+    c = Edit.all_of(a, b)
     assert c.label == "a+b"
     assert dict(c.host) == {"data_loading": 0.0, "cpu": 0.25}
     assert dict(c.gpu) == pytest.approx({"kernel": 0.4, "fp32_matmul": 0.4})
@@ -139,11 +139,13 @@ def test_combined_edits_compose_field_by_field() -> None:
     assert c.pin
     assert c.workers
     assert c.launch_factor == pytest.approx(0.05)
+    assert c.pin_min_bytes == 1024
     # every field of Edit has a rule: combining an edit with the identity edit gives it back
     for f in dataclasses.fields(Edit):
         if f.name != "label":
-            assert getattr(Edit.combined(b, Edit()), f.name) == getattr(b, f.name), f.name
-    assert Edit.combined(a) == a
+            assert getattr(Edit.all_of(b, Edit()), f.name) == getattr(b, f.name), f.name
+            assert getattr(Edit.all_of(Edit(), a), f.name) == getattr(a, f.name), f.name
+    assert Edit.all_of(a) == a
 
 
 def test_a_stall_in_some_steps_states_the_plan_on_the_mean_step(tmp_path: Path) -> None:

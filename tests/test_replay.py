@@ -62,6 +62,10 @@ def test_replay_reproduces_the_measured_step(name: str, tmp_path: Path) -> None:
 
 
 _CASES = [(name, fix) for name, (_, fixes) in SCENARIOS.items() for fix in fixes]
+#: a finding kind whose modelled fix is a simulator fix of another name: the launch-bound
+#: finding's fix is CUDA graphs (the simulator's own ``launch_bound`` edit, dispatch and launch
+#: cost ÷ 20, was the first replay model's assumption, not a behaviour of PyTorch)
+TRUTH_OF = {"launch_bound": "cuda_graphs"}
 
 
 @pytest.mark.parametrize(("name", "fix"), _CASES)
@@ -69,7 +73,7 @@ def test_what_if_matches_the_resimulated_fix(name: str, fix: str, tmp_path: Path
     loop, _ = SCENARIOS[name]
     r, _step = _replay(loop, tmp_path, (fix,))
     predicted = r.predicted_step_ms(fix)  # type: ignore[attr-defined]
-    expected = truth(loop, fix) / 1e6
+    expected = truth(loop, TRUTH_OF.get(fix, fix)) / 1e6
     assert predicted is not None
     assert abs(predicted - expected) / expected <= WORST_ERROR, (predicted, expected)
 
@@ -81,7 +85,7 @@ def test_mean_what_if_error_within_target(tmp_path: Path) -> None:
             continue
         r, _ = _replay(loop, tmp_path, fixes)
         for fix in fixes:
-            expected = truth(loop, fix) / 1e6
+            expected = truth(loop, TRUTH_OF.get(fix, fix)) / 1e6
             errors.append(abs(r.predicted_step_ms(fix) - expected) / expected)  # type: ignore[attr-defined]
     assert sum(errors) / len(errors) <= MEAN_ERROR
 

@@ -766,3 +766,28 @@ def test_snapshot_job(snap_compare: Any, job_session: Session) -> None:
         await settle(app, pilot)
 
     assert snap_compare(app, run_before=press, terminal_size=SNAP_SIZE)
+
+
+def test_finding_detail_shows_where_in_the_code() -> None:
+    """One rank's trace of a capture folder: the data-loading finding names the DataLoader's line."""
+    trace = SAMPLE_TRACES / "captures" / "slow_dataloader" / "rank0.cycle0.pt.trace.json.gz"
+    app = make_app(session=load_session(trace, cache=False))
+
+    async def scenario(pilot: Any) -> None:
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert "DataLoader" in text_of(app, "#finding-head")
+        assert text_of(app, "#finding-location").startswith("scripts/examples/slow_dataloader.py:61 in main (×5): loader = DataLoader(")
+
+    drive(app, scenario)
+
+
+def test_finding_detail_without_a_location_has_no_code_section(host_sync_session: Session) -> None:
+    app = make_app(session=host_sync_session)
+
+    async def scenario(pilot: Any) -> None:
+        await pilot.press("enter")
+        assert isinstance(app.screen, FindingScreen)
+        assert not app.screen.query("#finding-location")
+
+    drive(app, scenario)

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from .analysis.view import StepView
     from .progress import Progress
     from .reading.job import Job, RankTrace
+    from .reading.program import ProgramFacts
+    from .reading.source import SourceLines
     from .schema import TraceTables
 
 #: most events drawn in a report's timeline picture (HTML and Markdown reports, the notebook)
@@ -75,6 +77,8 @@ class TraceInput:
     #: the path as the caller gave it
     source: str
     tables: TraceTables
+    #: what the program built, when the file is one rank's trace of a capture folder
+    program: ProgramFacts | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,12 +137,13 @@ def load_trace(
     source: str | os.PathLike[str], *, cache: bool = True, progress: Progress | None = None, subject: str | None = None
 ) -> TraceInput:
     """Read one trace file; ``progress`` is told ``subject`` (the file's name by default) first."""
+    from .reading.job import program_of_trace
     from .reading.trace import read_trace
 
     path = Path(source)
     if progress is not None:
         progress.subject(path.name if subject is None else subject)
-    return TraceInput(os.fspath(source), read_trace(path, cache=cache, progress=progress))
+    return TraceInput(os.fspath(source), read_trace(path, cache=cache, progress=progress), program_of_trace(path))
 
 
 # --------------------------------------------------------------------------- what run returns
@@ -293,9 +298,13 @@ def run(
         tracekit.errors.UsageError: ``what_ifs`` asked of a job or a folder (one trace only).
     """
     from .analysis import diagnose, diagnose_job
+    from .reading.source import SourceLines
 
     if isinstance(loaded, TraceInput):
-        return TraceResult(loaded.source, loaded.tables, diagnose(loaded.tables, what_if=what_ifs, progress=progress))
+        code = SourceLines.near([loaded.source])
+        return TraceResult(loaded.source, loaded.tables, diagnose(
+            loaded.tables, what_if=what_ifs, progress=progress, program=loaded.program, code=code
+        ))
     if what_ifs:
         raise UsageError("what-if answers for one trace", path=loaded.source, hint="analyze one rank's file with a what-if")
     jobs = (loaded.job,) if isinstance(loaded, JobInput) else loaded.jobs
@@ -304,9 +313,16 @@ def run(
         ranks = sum(len(job.ranks) for job in jobs)
         progress.phase(f"analyzing {ranks} rank{'s' if ranks != 1 else ''}")
     if isinstance(loaded, JobInput):
-        return JobResult(loaded.source, diagnose_job(loaded.job, on_rank=on_rank))
-    results = tuple(JobResult(job.name, diagnose_job(job, on_rank=on_rank)) for job in jobs)
+        return JobResult(loaded.source, diagnose_job(loaded.job, on_rank=on_rank, code=_source_lines(loaded.job)))
+    results = tuple(JobResult(job.name, diagnose_job(job, on_rank=on_rank, code=_source_lines(job))) for job in jobs)
     return FolderResult(loaded.source, results, loaded.skipped)
+
+
+def _source_lines(job: Job) -> SourceLines:
+    """The source lines a job's findings may show: files under its traces' folders or the cwd."""
+    from .reading.source import SourceLines
+
+    return SourceLines.near([r.path for r in job.ranks])
 
 
 # --------------------------------------------------------------------------- comparisons

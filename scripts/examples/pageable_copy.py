@@ -19,6 +19,7 @@ import sys
 import time
 
 import torch
+from _timing import StepClock, add_timing_arguments
 from torch import nn
 
 
@@ -27,6 +28,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--pin", action="store_true", help="the fix: pinned buffers and non_blocking copies")
     parser.add_argument("--mib", type=int, default=256, help="size of each batch in MiB")
+    add_timing_arguments(parser)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("pageable_copy.py needs a CUDA GPU: pageable host-to-device copies do not exist on the CPU", file=sys.stderr)
@@ -41,6 +43,7 @@ def main() -> None:
         batches = [b.pin_memory() for b in batches]
     model = nn.Sequential(nn.Linear(features, 1024), nn.ReLU(), nn.Linear(1024, 1)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    clock = StepClock(torch, device, args.timing, args.timing_warmup)
 
     start = time.perf_counter()
     for step in range(args.steps):
@@ -49,6 +52,8 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        clock.step()
+    clock.finish(batch_size=rows, batch_mib=args.mib)
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     print(f"{args.steps} steps in {elapsed:.2f} s ({args.mib} MiB per batch, pinned={args.pin})")

@@ -17,6 +17,7 @@ import polars as pl
 from ..progress import Progress
 from ..schema import GPU_ACTIVITY_KINDS, EventKind, TraceTables
 from .causes import CAUSES, SUPERSEDES
+from .codeloc import LineSource, evidence_count, finding_locations
 from .efficiency import efficiency, efficiency_findings
 from .findings import MIN_SHARE, Finding, build_findings
 from .host import host_breakdown
@@ -27,6 +28,7 @@ from .kernels import kernel_stats
 from .memory import memory_headroom
 from .multirank import RankProfile, analyze_ranks, rank_profiles
 from .pricing import PricingInputs, answer
+from .program_advice import advise, memory_from_program
 from .results import Diagnosis
 from .steady import WarmUp, find_warmup, per_median_step
 from .steps import Steps, find_steps
@@ -36,15 +38,22 @@ from .whatif import WhatIf
 
 if TYPE_CHECKING:
     from ..reading.job import Job, RankTrace
+    from ..reading.program import ProgramFacts
 
 
-def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = (), progress: Progress | None = None) -> Diagnosis:
+def diagnose(
+    tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = (), progress: Progress | None = None,
+    program: ProgramFacts | None = None, code: LineSource | None = None,
+) -> Diagnosis:
     """Run every analysis on one trace.
 
     ``what_if`` lists extra questions (each a mapping cause → factor, see
     :mod:`tracekit.analysis.whatif`); every finding's fix is priced regardless, and the what-if
     engine (:mod:`tracekit.analysis.pricing`) decides which model answers each.
     ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``plan``).
+    ``program``: what a capture recorded of the program (its DataLoaders, autocast, compile, memory:
+    :mod:`.program_advice` words the fixes with it).  ``code``: reads a source line for the findings'
+    code locations (:mod:`.codeloc`; without it locations carry no code text).
 
     Example (from the repository root): a loop whose single-process DataLoader stalls the GPU,
     and whose ``loss.item()`` keeps the host from loading the next batch while the GPU computes
@@ -70,7 +79,7 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
     timeline = analyze_timeline(events, links, steps.frame)
     syncs = find_syncs(events, links, steps.frame)
     kstats = kernel_stats(events, links, tables.devices)
-    headroom = tuple(memory_headroom(tables.memory, tables.devices))
+    headroom = tuple(memory_headroom(tables.memory, tables.devices)) or memory_from_program(program)
 
     primary = pl.DataFrame(
         {"rank": list(timeline.primary_device), "device": list(timeline.primary_device.values())},
@@ -118,10 +127,14 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         PricingInputs(
             events=events, links=links, steps=steps.frame, step_ms=step_ms_median, utilization=utilization, host_only=host_only,
             per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, breakdown_ms=breakdown_ms,
+            batch_size=_batch_size(program),
         ),
         findings, asked, eff, phase=phase,
     )
     cpath, findings, replay_notes = priced.critical_path, list(priced.findings), priced.notes
+    findings = _located(findings, events, links, step_table, syncs, program, host_only, code)
+    # the plan's steps carry the findings as located (file:line, the program's own words)
+    fix_plan = priced.plan.with_findings(findings)
     return Diagnosis(
         info=tables.info,
         steps=step_table,
@@ -142,8 +155,28 @@ def diagnose(tables: TraceTables, *, what_if: Sequence[Mapping[str, float]] = ()
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
         efficiency=eff,
         warmup=warmup,
-        plan=priced.plan,
+        plan=fix_plan,
     )
+
+
+def _located(
+    findings: Sequence[Finding], events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, syncs: pl.DataFrame,
+    program: ProgramFacts | None, host_only: bool, code: LineSource | None,
+) -> list[Finding]:
+    """Each finding with the place in the user's code its evidence comes from (the trace's Python
+    frames, :mod:`.codeloc`), then with what the program's facts say (:mod:`.program_advice`)."""
+    where = finding_locations([f.kind for f in findings], events, links, steps, syncs, code)
+    located = [dataclasses.replace(f, location=where[f.kind]) if f.kind in where else f for f in findings]
+    if program is None:
+        return located
+    loading = evidence_count("data_loading", events, links, steps, syncs) if any(f.kind == "data_loading" for f in located) else 0
+    return advise(located, program, host_only=host_only, data_points=loading, code=code)
+
+
+def _batch_size(program: ProgramFacts | None) -> int | None:
+    """The training loop's batch size, when the capture recorded its DataLoader (the plan's throughput)."""
+    loader = None if program is None else program.training_loader()
+    return None if loader is None else loader.batch_size
 
 
 def _without_superseded(findings: Sequence[Finding]) -> list[Finding]:
@@ -204,17 +237,21 @@ def _data_quality(tables: TraceTables, steps: Steps, syncs: pl.DataFrame, warmup
 # --------------------------------------------------------------------------- jobs
 
 
-def diagnose_job(job: Job, *, on_rank: Callable[[int, RankTrace], None] | None = None) -> JobDiagnosis:
+def diagnose_job(
+    job: Job, *, on_rank: Callable[[int, RankTrace], None] | None = None, code: LineSource | None = None
+) -> JobDiagnosis:
     """Diagnose each rank of ``job`` (:func:`tracekit.reading.job.read_job`) and compare the ranks.
 
-    ``on_rank(i, rank)`` is called before the ``i``-th rank is diagnosed (for progress).
+    ``on_rank(i, rank)`` is called before the ``i``-th rank is diagnosed (for progress).  Each rank
+    is diagnosed with what the capture recorded of its program (``job.program``), and ``code``
+    reads the source lines of the findings' locations.
     """
     diagnoses: dict[int, Diagnosis] = {}
     profiles: list[RankProfile] = []
     for i, r in enumerate(job.ranks):
         if on_rank is not None:
             on_rank(i, r)
-        d = diagnose(r.tables)
+        d = diagnose(r.tables, program=job.program.get(r.rank), code=code)
         diagnoses[r.rank] = d
         profiles.extend(rank_profiles(r.tables.events, d, r.path))
     multirank = analyze_ranks(profiles, world_size=job.world_size)

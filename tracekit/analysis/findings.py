@@ -30,6 +30,7 @@ from .causes import (
     TITLES,
     EvidenceInputs,
 )
+from .codeloc import CodeLocation
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
 
@@ -58,6 +59,9 @@ class Finding:
     worst_steps: tuple[int, ...] = field(default_factory=tuple)
     #: the fix the replay modelled to price this finding (None: priced by the critical path)
     modelled_fix: str | None = None
+    #: where in the user's code it comes from (Python stacks in the trace, or what a capture
+    #: recorded of the program); None when neither says
+    location: CodeLocation | None = None
 
     @classmethod
     def of(
@@ -96,6 +100,7 @@ class Finding:
             "evidence": self.evidence,
             "fix": self.fix,
             "modelled_fix": self.modelled_fix,
+            "location": None if self.location is None else self.location.to_dict(),
         }
 
 

@@ -11,7 +11,7 @@ the step once the loader keeps up.  The plan therefore replays the fixes *togeth
   and the efficiency fixes (AMP/TF32, fusing elementwise chains, larger GEMMs), whose edits
   scale the GPU kernels they speed up (:func:`efficiency_edit`);
 * each greedy round replays, in one call of the prepared :class:`~.replay.Replayer`, every
-  remaining candidate combined (:meth:`~.causes.Edit.combined`) with the steps already chosen,
+  remaining candidate combined (:meth:`~.causes.Edit.all_of`) with the steps already chosen,
   and the candidate that saves the most on top of them becomes the next step;
 * a candidate whose saving vanishes once a step is applied, and whose saving alone was about
   that step's (within :data:`SAME_SAVING`), is that step's *alternative* ("dropping the
@@ -37,6 +37,7 @@ from typing import Any
 import polars as pl
 
 from .causes import ACTIONS, FINDING_BY_NAME, REPLAY_TENSOR_CORE_SPEEDUP, Edit, cause_label, fix_edit
+from .codeloc import CodeLocation
 from .efficiency import Efficiency
 from .findings import MIN_SHARE, Finding
 from .kernels import KernelStats
@@ -81,12 +82,9 @@ class PlanStep:
         return ACTIONS.get(self.kind) or self.finding.title
 
     @property
-    def location(self) -> Any:
-        """The finding's code location (file, line, function, code), where findings carry one.
-
-        HOOK: the ``codeloc`` branch adds ``Finding.location``; until it is merged this is None
-        and renderers show no location."""
-        return getattr(self.finding, "location", None)
+    def location(self) -> CodeLocation | None:
+        """Where in the user's code the finding's cause is (None: the trace has no stacks)."""
+        return self.finding.location
 
     def to_dict(self) -> dict[str, Any]:
         loc = self.location
@@ -100,7 +98,7 @@ class PlanStep:
             "gpu_utilization": None if self.gpu_utilization is None else round(self.gpu_utilization, 4),
             "throughput_per_s": None if self.throughput is None else round(self.throughput, 2),
             "alternatives": list(self.alternatives),
-            "location": None if loc is None else dataclasses.asdict(loc),
+            "location": None if loc is None else loc.to_dict(),
         }
 
 
@@ -169,6 +167,13 @@ class Plan:
     def to_list(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.steps]
 
+    def with_findings(self, findings: Sequence[Finding]) -> Plan:
+        """The plan with each step's finding replaced by the finding of its kind in ``findings``
+        (the same findings once located in the user's code and reworded with the program's facts)."""
+        by_kind = {f.kind: f for f in findings}
+        steps = tuple(dataclasses.replace(st, finding=by_kind.get(st.kind, st.finding)) for st in self.steps)
+        return dataclasses.replace(self, steps=steps, findings=tuple(findings))
+
 
 def _lead(utilization: float | None, f: Finding, step: str = "step") -> str:
     what = f.title[0].lower() + f.title[1:]
@@ -231,7 +236,7 @@ def build_plan(x: PlanInputs) -> Plan:
     mean = False
     predicted = base = step_ms
     while candidates:
-        edits = [Edit.combined(*(e for _, e in chosen), e) for _, e in candidates]
+        edits = [Edit.all_of(*(e for _, e in chosen), e) for _, e in candidates]
         r = x.replayer.run(edits)
         if not chosen:
             # a cause in only some steps: the whole plan is stated on the mean steady step

@@ -74,8 +74,8 @@ class PricingInputs:
     kernels: KernelStats
     #: breakdown cause → ms in the median step (what bounds the step once the plan is applied)
     breakdown_ms: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    #: the batch size, for the plan's throughput (None: unknown).  HOOK: the capture's
-    #: DataLoader arguments (branch ``codeloc``) give it
+    #: the batch size, for the plan's throughput (None: unknown; a capture's training-loop
+    #: DataLoader gives it)
     batch_size: int | None = None
 
 

@@ -41,7 +41,7 @@ import networkx as nx
 import polars as pl
 
 from ..schema import EventKind
-from .causes import FIX_MODELS, WHAT_IF_CAUSES, Edit, fix_edit
+from .causes import FIX_MODELS, WHAT_IF_CAUSES, Edit, GraphCapture, fix_edit
 from .critical_path import EdgeKind, build_graph
 from .critical_path.longest import acyclic_order
 from .sweep import longest, native_available, topological
@@ -60,6 +60,9 @@ HOST_COPY_BW = 10.0
 STREAM_GAP_NS = 2_000
 #: a copy this small says nothing about the link's bandwidth
 _BW_MIN_BYTES = 1 << 20
+#: the host events a collapse rule's intervals hold, and the graph's edges of host stretches
+_HOST_KINDS = [EventKind.ANNOTATION.value, EventKind.CPU_OP.value, EventKind.RUNTIME.value, EventKind.DRIVER.value, EventKind.SYNC.value]
+_HOST_EDGE_KINDS = [EdgeKind.CPU.value, EdgeKind.DATA_LOADING.value]
 
 def what_if_edit(what_if: WhatIf) -> Edit:
     """A ``--what-if CAUSE=FACTOR`` question as a graph edit: the cause's tags are scaled on the
@@ -196,10 +199,11 @@ def replay(
 class Replayer:
     """The complete steps of a trace prepared for replay once — every group's graph, its sweep
     order and its step marks — so that several rounds of edits (a fix plan asks one round per
-    step it adds) pay for the sweeps only, never for building the graphs again."""
+    step it adds) pay for the edits' marks and the sweeps only, never for building the graphs again."""
 
     def __init__(self, events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, *, group_steps: int = GROUP_STEPS) -> None:
         complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
+        self._events, self._links = events, links
         self._pinned_bw = PINNED_BW
         self._single = False
         self._copy_bytes = pl.DataFrame()
@@ -222,7 +226,10 @@ class Replayer:
         cols = {f"{e.label}_ns": pl.Int64 for e in edits}
         if not self._groups:
             return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
-        parts = _in_pool(lambda g: _sweep_group(g, edits, self._pinned_bw, self._single, self._copy_bytes), self._groups)
+        collapsed = {e.label: _collapsed(e, self._events, self._links) for e in edits if e.collapse is not None}
+        parts = _in_pool(
+            lambda g: _sweep_group(g, edits, self._pinned_bw, self._single, self._copy_bytes, collapsed), self._groups
+        )
         busy: dict[str, int] = {}
         for _, totals in parts:
             for label, ns in totals.items():
@@ -263,6 +270,85 @@ def _copy_bytes(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class _Collapsed:
+    """What an edit's collapse rule removes: its host intervals (pid, tid, _cs, _ce), and the
+    events that start inside one (host calls and the GPU activities they launched)."""
+
+    spans: pl.DataFrame
+    ids: pl.Series
+
+
+def _collapsed(e: Edit, events: pl.DataFrame, links: pl.DataFrame) -> _Collapsed:
+    """The intervals ``e.collapse`` marks and the events inside them (see :attr:`Edit.collapse`)."""
+    assert e.collapse is not None
+    spans = e.collapse(events, links).select(
+        pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("start_ns").alias("_cs"), pl.col("end_ns").alias("_ce")
+    ).sort("_cs")
+    host = events.filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null() & pl.col("kind").is_in(_HOST_KINDS)).select(
+        "event_id", pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), "start_ns", "end_ns"
+    )
+    inside = _within(host, spans, "start_ns", "end_ns")["event_id"]
+    launched = links.filter(pl.col("launch_event_id").is_in(inside.implode()))["gpu_event_id"]
+    return _Collapsed(spans=spans, ids=pl.concat([inside, launched.cast(inside.dtype)]).unique())
+
+
+def _within(rows: pl.DataFrame, spans: pl.DataFrame, start: str, end: str) -> pl.DataFrame:
+    """The rows (with pid, tid and the ``start``/``end`` columns) that lie inside a span of their thread."""
+    if rows.height == 0 or spans.height == 0:
+        return rows.clear()
+    found = rows.sort(start).join_asof(spans, left_on=start, right_on="_cs", by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    return found.filter(pl.col("_ce").is_not_null() & (pl.col(end) <= pl.col("_ce"))).drop("_cs", "_ce")
+
+
+def _marked(base: pl.DataFrame, edits: Sequence[Edit], collapsed: dict[str, _Collapsed], launches: pl.Series) -> pl.DataFrame:
+    """``base`` with the per-edge facts the edits' rules read: ``_graph_replay`` (the host cost
+    of a region's replay on its first captured stretch, :func:`_graph_regions`) when an edit
+    captures graphs, and ``_in_<label>`` (the edge lies inside the intervals of that edit's
+    collapse rule).  ``launches``: the event ids of the calls that launched GPU work."""
+    capture = next((e.graphs for e in edits if e.graphs is not None), None)
+    if capture is not None:
+        base = base.with_columns(_graph_regions(base, capture, launches))
+    for e in edits:
+        c = collapsed.get(e.label)
+        if c is None:
+            continue
+        host = base.with_row_index("_row").filter(pl.col("kind").is_in(_HOST_EDGE_KINDS) & pl.col("pid").is_not_null())
+        rows = _within(host.select("_row", pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), "start_ns", "end_ns"), c.spans, "start_ns", "end_ns")
+        in_host = pl.int_range(pl.len()).is_in(rows["_row"].implode())
+        by_id = pl.col("kind").is_in([EdgeKind.GPU.value, EdgeKind.SYNC.value]) & pl.col("event_id").is_in(c.ids.implode())
+        # what held a removed activity back (its launch, its stream's previous activity) goes with it
+        starts = base.filter((pl.col("kind") == EdgeKind.GPU.value) & pl.col("event_id").is_in(c.ids.implode()))["src"]
+        into = pl.col("kind").is_in([EdgeKind.LAUNCH.value, EdgeKind.STREAM.value, EdgeKind.CROSS_STREAM.value]) & pl.col("dst").is_in(starts.implode())
+        base = base.with_columns((in_host | by_id | into).fill_null(False).alias(f"_in_{e.label}"))
+    return base
+
+
+def _captured(capture: GraphCapture) -> pl.Expr:
+    """A host stretch inside a captured region (see :class:`GraphCapture`)."""
+    short = (pl.col("tag") == "cpu") & (pl.col("w") < capture.host_ns)
+    return (pl.col("kind") == EdgeKind.CPU.value) & ((pl.col("tag") == "launch") | short)
+
+
+def _graph_regions(base: pl.DataFrame, capture: GraphCapture, launches: pl.Series) -> pl.Series:
+    """The host cost of each region's replay, on the region's first captured stretch (the first
+    of its thread after something that could not be captured, or the thread's first), null on
+    every other edge: one replay plus :attr:`GraphCapture.node_ns` for every launch call the
+    region holds (a call's stretches count once), all paid before its first kernel starts."""
+    chain = base.with_row_index("_row").filter(pl.col("kind").is_in(_HOST_EDGE_KINDS) & pl.col("pid").is_not_null())
+    chain = chain.sort(["pid", "tid", "start_ns", "end_ns"]).with_columns(_captured(capture).alias("_in"))
+    first = pl.col("_in") & ~pl.col("_in").shift(1).over(["pid", "tid"]).fill_null(False)
+    chain = chain.with_columns(first.alias("_first")).with_columns(pl.col("_first").cum_sum().over(["pid", "tid"]).alias("_region"))
+    calls = chain.filter(pl.col("_in") & pl.col("event_id").is_in(launches.implode())).group_by("pid", "tid", "_region").agg(
+        pl.col("event_id").n_unique().alias("_calls")
+    )
+    firsts = chain.filter(pl.col("_first")).join(calls, on=["pid", "tid", "_region"], how="left").select(
+        "_row", (capture.replay_ns + capture.node_ns * pl.col("_calls").fill_null(0)).cast(pl.Float64).alias("_graph_replay")
+    )
+    rows = base.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"))
+    return rows.join(firsts, on="_row", how="left", maintain_order="left")["_graph_replay"]
+
+
 def _window(rank: int, group: pl.DataFrame) -> pl.DataFrame:
     """One window spanning the group's steps (the graph of the whole group is one graph)."""
     w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
@@ -290,11 +376,14 @@ class _Prepared:
 
     #: rank, step, steady, measured_ns, recorded_ns of the group's steps
     head: dict[str, list[Any]]
-    #: the group's edges (src, dst, w, kind, tag, removable, event_id, start_ns, end_ns); None: no edges
+    #: the group's edges (src, dst, w, kind, tag, removable, event_id, pid, tid, start_ns,
+    #: end_ns); None: no edges
     base: pl.DataFrame | None = None
     plan: _Plan | None = None
     markers: list[int | None] = field(default_factory=list)
     owner: pl.DataFrame | None = None
+    #: the event ids of the calls that launched the group's GPU work
+    launches: pl.Series | None = None
 
 
 #: one window: its source S is node 0 and its sink T node 1
@@ -306,7 +395,8 @@ def _prepare_group(events: pl.DataFrame, links: pl.DataFrame, rank: int, group: 
     # the rows the graph can use (build_graph keeps the events overlapping the window): taken
     # in one filter, so the rank's whole table is never copied for one group
     near = (pl.col("rank") == rank) & (pl.col("end_ns") >= window["start_ns"][0]) & (pl.col("start_ns") <= window["end_ns"][0])
-    graph = build_graph(*_near(events, links, near), window)
+    near_events, near_links = _near(events, links, near)
+    graph = build_graph(near_events, near_links, window)
     nodes, edges = graph.nodes, graph.edges
     starts = group["start_ns"].to_list()
     measured = group["dur_ns"].to_list() if "dur_ns" in group.columns else [e - s for s, e in zip(starts, group["end_ns"].to_list(), strict=True)]
@@ -320,30 +410,33 @@ def _prepare_group(events: pl.DataFrame, links: pl.DataFrame, rank: int, group: 
         head["recorded_ns"] = [None] * group.height
         return _Prepared(head)
     markers, owner = _step_nodes(nodes, edges, starts, group["end_ns"].to_list())
-    base = edges.select("src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "removable", "event_id", "start_ns", "end_ns")
+    base = edges.select(
+        "src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "removable", "event_id", "pid", "tid", "start_ns", "end_ns"
+    )
     w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
     ends = nodes["t"]
     lo, hi = int(ends.min()) - 1, int(ends.max()) + 1  # type: ignore[arg-type]
     times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == _T_NODE).then(hi).otherwise(pl.col("t")).alias("t"))
+    # the order depends on the edges only, never on an edit's marks or weights
     plan = _order(base, times)
     recorded = nodes.select("node", (pl.col("t") - w0).alias("d"))
     head["recorded_ns"] = _steps_of(recorded, ["d"], markers, owner, _T_NODE, len(starts))[0]
-    return _Prepared(head, base=base, plan=plan, markers=markers, owner=owner)
+    return _Prepared(head, base=base, plan=plan, markers=markers, owner=owner, launches=near_links["launch_event_id"])
 
 
 def _sweep_group(
-    g: _Prepared, edits: Sequence[Edit], pinned_bw: float, single: bool, copy_bytes: pl.DataFrame
+    g: _Prepared, edits: Sequence[Edit], pinned_bw: float, single: bool, copy_bytes: pl.DataFrame, collapsed: dict[str, _Collapsed]
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """The group's steps replayed unchanged and under each edit, and its GPU busy time under
     each (``replayed`` and every edit's label → ns: the GPU activities' summed durations)."""
     schema = {**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}}
     n = len(g.head["step"])
     out = dict(g.head)
-    if g.base is None or g.plan is None or g.owner is None:
+    if g.base is None or g.plan is None or g.owner is None or g.launches is None:
         for col in schema:
             out.setdefault(col, [None] * n)
         return pl.DataFrame(out, schema=schema), {}
-    base = g.base
+    base = _marked(g.base, edits, collapsed, g.launches)
     # every edit's weights in one pass; an edit that changes no edge (its cause is absent from
     # the group) replays the same as the unchanged graph, the others are swept together
     weighted = base.select("w", *(_edited(e, base, pinned_bw, single, copy_bytes).alias(f"_e{i}") for i, e in enumerate(edits)))
@@ -371,9 +464,11 @@ def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFra
         if graph.edges.height == 0:
             continue
         base = graph.edges.select(
-            "src", "dst", _stream_floor(graph.edges).alias("w"), "kind", "tag", "removable", "event_id", "start_ns", "end_ns"
+            "src", "dst", _stream_floor(graph.edges).alias("w"), "kind", "tag", "removable", "event_id", "pid", "tid", "start_ns", "end_ns"
         )
         if edit is not None:
+            collapsed = {edit.label: _collapsed(edit, events, links)} if edit.collapse is not None else {}
+            base = _marked(base, [edit], collapsed, links["launch_event_id"])
             base = base.with_columns(_edited(edit, base, _pinned_bandwidth(events), False, _copy_bytes(events, links)).alias("w"))
         base = base.drop_nulls("w")
         dist = _sweep(_order(base), base, "w")
@@ -411,8 +506,15 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
         expr = pl.when(pl.col("kind") == EdgeKind.LAUNCH.value).then(w * e.launch_factor).otherwise(expr)
     for tag, factor in e.gpu.items():
         expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == tag)).then(w * factor).otherwise(expr)
+    if e.graphs is not None:
+        expr = _graph_weights(e.graphs, expr)
+    if e.collapse is not None and f"_in_{e.label}" in edges.columns:
+        inside = pl.col(f"_in_{e.label}")
+        expr = pl.when(inside & (pl.col("kind") == EdgeKind.SYNC.value)).then(None).when(inside).then(0.0).otherwise(expr)
     if e.pin:
-        # a pinned copy runs at pinned bandwidth (never slower than it was)
+        # a pinned copy runs at pinned bandwidth (never slower than it was); a small one keeps
+        # its blocking (its bytes are below the edit's bound)
+        copy_bytes = copy_bytes.filter(pl.col("bytes") >= e.pin_min_bytes)
         gpu_bytes = dict(zip(copy_bytes["event_id"].to_list(), copy_bytes["bytes"].to_list(), strict=True))
         pinned = pl.col("event_id").replace_strict(gpu_bytes, default=None, return_dtype=pl.Float64) / pinned_bw
         expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == "pageable_memcpy") & pinned.is_not_null()).then(
@@ -427,8 +529,26 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
             expr = pl.when(pl.col("kind").is_in(host_kinds) & host_copy.is_not_null() & last).then(expr + host_copy).otherwise(expr)
     if e.drop_sync:
         dropped = (pl.col("kind") == EdgeKind.SYNC.value) & pl.col("removable") & pl.col("tag").is_in(sorted(e.drop_sync))
+        if e.pin and e.pin_min_bytes and "pageable_memcpy" in e.drop_sync:
+            # a pageable copy below the bound keeps its wait (the sync edge names its call)
+            small = copy_bytes.filter(pl.col("bytes") < e.pin_min_bytes)["launch_id"].drop_nulls()
+            dropped = dropped & ~((pl.col("tag") == "pageable_memcpy") & pl.col("event_id").is_in(small.implode()))
         expr = pl.when(dropped).then(None).otherwise(expr)
     return expr.round(0).cast(pl.Int64)
+
+
+def _graph_weights(capture: GraphCapture, expr: pl.Expr) -> pl.Expr:
+    """Edge weights under CUDA graphs: a captured host stretch weighs nothing except the first
+    of its region, which pays one replay; the hand-overs between the driving thread and the
+    autograd thread are gone (the replay runs the backward's kernels too); consecutive GPU
+    activities run at most the graph's kernel gap apart."""
+    captured = _captured(capture)
+    return (
+        pl.when(captured & pl.col("_graph_replay").is_not_null()).then(pl.col("_graph_replay"))
+        .when(captured | (pl.col("kind") == EdgeKind.WAKE.value)).then(0.0)
+        .when(pl.col("kind") == EdgeKind.STREAM.value).then(pl.min_horizontal(expr, pl.lit(float(capture.kernel_gap_ns))))
+        .otherwise(expr)
+    )
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ Sources, merged into one table (one row per sync point):
   was recorded — inferred, and marked so.
 
 Each point names the operator that caused it (the outermost ``cpu_op`` around it on the
-same thread, e.g. ``aten::item`` for ``loss.item()``) and the innermost Python frame when
-the trace has stacks.
+same thread, e.g. ``aten::item`` for ``loss.item()``) and, when the trace has stacks, the
+innermost frame of the user's code around it (:mod:`.codeloc`: not torch, the standard
+library or an installed package), as the trace names it (``train.py(42): train_step``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import polars as pl
 
 from ..schema import EventKind
 from .classify import is_blocking_call, is_data_dependent_op, is_host_wait_row
+from .codeloc import locate, user_frames
 from .intervals import enclosing
 
 SYNC_COLUMNS = {
@@ -75,11 +77,10 @@ def find_syncs(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame) -
     if points.height == 0:
         return pl.DataFrame(schema=SYNC_COLUMNS)
     cpu_ops = events.filter(pl.col("kind") == EventKind.CPU_OP.value)
-    py = events.filter(pl.col("kind") == EventKind.PYTHON.value)
     points = points.with_row_index("_p")
     outer = enclosing(points, cpu_ops, "op", outermost=True, take="name")
-    frame = enclosing(points, py, "python_frame", outermost=False, take="name")
-    points = points.join(outer.select("_p", "op"), on="_p", how="left").join(frame.select("_p", "python_frame"), on="_p", how="left")
+    frame = locate(points, user_frames(events)).select("_p", pl.col("frame").alias("python_frame"))
+    points = points.join(outer.select("_p", "op"), on="_p", how="left").join(frame, on="_p", how="left")
     # an op that is itself the point (an inferred data-dependent op) names itself
     points = points.with_columns(pl.coalesce("op", pl.when(pl.col("sync_kind") == "data_dependent_op").then(pl.col("api"))).alias("op"))
     points = _assign_step(points, steps)

@@ -61,6 +61,9 @@ class ProcessFacts:
     describe: Callable[[], dict[str, Any]] = dict
     #: True inside a DataLoader worker process (never instrumented)
     is_worker: Callable[[], bool] = lambda: False
+    #: the report's ``program`` section (what the program built), given whether the process is
+    #: exiting; None: not recorded (:class:`tracekit.capture.program.ProgramRecorder`)
+    program: Callable[[bool], dict[str, Any] | None] = lambda final: None
 
 
 __all__ = ["Backend", "NullBackend", "ProcessFacts", "Ranges"]

@@ -39,9 +39,10 @@ from ..errors import CaptureError, ExternalToolError, UsageError
 from .config import ENV_VAR, PROCESS_DIR, CaptureConfig, bootstrap_dir, is_inside_name
 
 METADATA = "metadata.json"
-#: format name and version of metadata.json
+#: format name and version of metadata.json (2 added the ``program`` section: what each rank's
+#: program built, tracekit.capture.program; readers accept 1 and 2)
 METADATA_FORMAT = "tracekit-capture"
-METADATA_VERSION = 1
+METADATA_VERSION = 2
 NSYS_REPORT = "raw/report"
 NSYS_TRACE = "cuda,nvtx,osrt"
 
@@ -296,6 +297,20 @@ def _first(reports: Sequence[Mapping[str, Any]], key: str) -> Any:
     return next((r[key] for r in reports if r.get(key)), None)
 
 
+def program_section(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``metadata.json``'s ``program``: each instrumented process's ``program`` report, with its
+    rank and pid, in the order of ``ranks``; a process whose report has none (or not an object)
+    is left out."""
+    from .program import PROGRAM_VERSION
+
+    ranks = []
+    for r in sorted(reports, key=lambda r: (int(r.get("rank") or 0), int(r["pid"]))):
+        facts = r.get("program")
+        if isinstance(facts, dict):
+            ranks.append({"rank": int(r.get("rank") or 0), "pid": int(r["pid"]), **{k: v for k, v in facts.items() if k != "version"}})
+    return {"version": PROGRAM_VERSION, "ranks": ranks}
+
+
 def build_metadata(
     *,
     command: Sequence[str],
@@ -394,7 +409,10 @@ def build_metadata(
         "cuda_version": _first(reports, "cuda_version") or _first(reports, "hip_version"),
         "gpus": gpus,
         "cuda_sync_events": _first(reports, "cuda_sync_events"),
+        "nvtx": _first(reports, "nvtx"),
+        "nvtx_version": _first(reports, "nvtx_version"),
         "ranks": ranks,
+        "program": program_section(reports),
         "notes": all_notes,
     }
 

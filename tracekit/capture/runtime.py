@@ -35,14 +35,16 @@ def activate(torch: Any) -> Session | None:
     if config is None:
         return None
     from . import torch_hooks
+    from .program import ProgramRecorder
 
+    program = ProgramRecorder(torch, torch_hooks.compiling_check(torch))
     session = Session(
         config,
         backend=torch_hooks.make_backend(torch, config, lambda: _SESSION),
         ranges=torch_hooks.TorchRanges(torch),
-        facts=torch_hooks.process_facts(torch, current),
+        facts=torch_hooks.process_facts(torch, current, program),
     )
-    torch_hooks.install(torch, current)
+    torch_hooks.install(torch, current, program)
     _SESSION = session
     _set_marks(session)
 

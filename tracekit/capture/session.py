@@ -19,9 +19,10 @@ are tested with fakes:
   :func:`tracekit.step` blocks take over from the optimizer rule once used.
 * **Profiler.** The backend is started at step 0 and told about every new step
   (``torch.profiler``'s ``step()``), so ``ProfilerStep#N`` matches ``step N``.
-* **Report.** The process writes ``.tracekit/process-<pid>.json`` in the output folder after
-  every trace and at exit: rank, versions, devices, steps, traces, and the error that ended
-  it, if any.  The wrapper merges these into ``metadata.json``.
+* **Report.** The process writes ``.tracekit/process-<pid>.json`` in the output folder when
+  it starts training, after every trace and at exit: rank, versions, devices, steps, traces,
+  what the program built (``program``, :mod:`tracekit.capture.program`) and the error that
+  ended it, if any.  The wrapper merges these into ``metadata.json``.
 * **Exit.** At exit (normal, an exception, Ctrl-C, or SIGTERM when the script has no handler
   of its own) the profiler is stopped, which saves a recorded window cut short.
 """
@@ -379,6 +380,13 @@ class Session:
             data.update(self.facts.describe())
         except Exception as exc:
             data.setdefault("notes", []).append(f"could not describe the process: {exc}")
+        try:
+            program = self.facts.program(self.finished)
+        except Exception as exc:
+            data["notes"].append(f"could not record what the program built: {type(exc).__name__}: {exc}")
+        else:
+            if program is not None:
+                data["program"] = program
         return data
 
     def write_report(self) -> None:

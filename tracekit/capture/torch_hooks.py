@@ -8,7 +8,9 @@ Hooks (all no-ops while ``torch.compiler.is_compiling()``, so compiled regions s
 * ``_BaseDataLoaderIter.__next__`` is wrapped: ``tracekit.data_loading`` around every fetch;
 * global module forward pre/post hooks: ``tracekit.forward`` around the outermost module call;
 * ``torch.autograd.backward`` is wrapped (``Tensor.backward`` calls it): ``tracekit.backward``;
-* global optimizer step pre/post hooks: ``tracekit.optimizer``, and the end of a step.
+* global optimizer step pre/post hooks: ``tracekit.optimizer``, and the end of a step;
+* what the program builds (DataLoaders, optimizers, autocast, ``torch.compile``, CUDA graphs)
+  is recorded by :class:`tracekit.capture.program.ProgramRecorder`, whose hooks go in with these.
 
 Ranges go to NVTX (the ``nvtx`` package, domain ``tracekit``; without it ``torch.cuda.nvtx``
 on a CUDA machine; otherwise nowhere) and, while a torch profiler records, to
@@ -31,6 +33,7 @@ from .backend import NullBackend, ProcessFacts
 from .config import NONE, RECORD, RECORD_AND_SAVE, WARMUP, CaptureConfig
 
 if TYPE_CHECKING:
+    from .program import ProgramRecorder
     from .session import Session
 
 GetSession = Callable[[], "Session | None"]
@@ -371,9 +374,10 @@ def env_rank_info(environ: Mapping[str, str]) -> tuple[int, int, int | None, str
     return 0, 1, local, "default"
 
 
-def process_facts(torch: Any, get_session: GetSession = lambda: None) -> ProcessFacts:
+def process_facts(torch: Any, get_session: GetSession = lambda: None, program: ProgramRecorder | None = None) -> ProcessFacts:
     """How a session learns about this process; ``get_session`` returns the session once it exists
-    (the process report says whether its backend records sync events)."""
+    (the process report says whether its backend records sync events); ``program`` records
+    what the program built (the report's ``program`` section)."""
 
     def rank_info() -> tuple[int, int, int | None, str]:
         try:
@@ -394,7 +398,9 @@ def process_facts(torch: Any, get_session: GetSession = lambda: None) -> Process
         except Exception:
             return False
 
-    return ProcessFacts(rank_info=rank_info, describe=describe, is_worker=is_worker)
+    if program is None:
+        return ProcessFacts(rank_info=rank_info, describe=describe, is_worker=is_worker)
+    return ProcessFacts(rank_info=rank_info, describe=describe, is_worker=is_worker, program=program.snapshot)
 
 
 def describe_process(torch: Any, get_session: GetSession = lambda: None) -> dict[str, Any]:
@@ -431,7 +437,8 @@ def describe_process(torch: Any, get_session: GetSession = lambda: None) -> dict
 # ---------------------------------------------------------------------- hooks
 
 
-def _compiling(torch: Any) -> Callable[[], bool]:
+def compiling_check(torch: Any) -> Callable[[], bool]:
+    """``torch.compiler.is_compiling`` (a function that says False where torch has none)."""
     fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     if fn is None:
         return lambda: False
@@ -455,17 +462,21 @@ class Installed:
 _INSTALLED: Installed | None = None
 
 
-def install(torch: Any, get_session: GetSession) -> Installed:
-    """Install every hook (once per process; a second call returns the first installation)."""
+def install(torch: Any, get_session: GetSession, program: ProgramRecorder | None = None) -> Installed:
+    """Install every hook (once per process; a second call returns the first installation),
+    with ``program``'s when given."""
     global _INSTALLED
     if _INSTALLED is not None:
         return _INSTALLED
-    compiling = _compiling(torch)
+    compiling = compiling_check(torch)
     installed = Installed()
     forward = ForwardRanges(get_session, compiling, installed)
-    _install_dataloader(torch, get_session, compiling, installed, forward)
+    if program is not None:
+        program.watch_modules(forward.modules)
+        program.install(installed.add)
+    _install_dataloader(torch, get_session, compiling, installed, forward, program)
     _install_backward(torch, get_session, compiling, installed)
-    _install_optimizer(torch, get_session, compiling, installed, forward)
+    _install_optimizer(torch, get_session, compiling, installed, forward, program)
     _INSTALLED = installed
     return installed
 
@@ -530,11 +541,15 @@ class ForwardRanges:
         if session is not None:
             session.forward_post()
 
+    def modules(self) -> list[Any]:
+        """The top-level modules found so far that are still alive."""
+        return [m for m in (ref() for ref in list(self.roots.values())) if m is not None]
+
     def at_boundary(self, session: Session) -> None:
         """Between steps (no forward running): replace the global hooks once discovery is over."""
         if not self.discovering or session.steps_completed < DISCOVERY_STEPS or session.state.forward_depth:
             return
-        alive = [m for m in (ref() for ref in self.roots.values()) if m is not None]
+        alive = self.modules()
         if not alive:
             return
         self.discovering = False
@@ -555,7 +570,8 @@ class ForwardRanges:
 
 
 def _install_dataloader(
-    torch: Any, get: GetSession, compiling: Callable[[], bool], installed: Installed, forward: ForwardRanges
+    torch: Any, get: GetSession, compiling: Callable[[], bool], installed: Installed, forward: ForwardRanges,
+    program: ProgramRecorder | None = None,
 ) -> None:
     cls = torch.utils.data.dataloader._BaseDataLoaderIter
     original = cls.__next__
@@ -569,7 +585,10 @@ def _install_dataloader(
                 forward.at_boundary(session)
             handle = session.fetch_begin()
         try:
-            return original(self)
+            batch = original(self)
+            if program is not None:
+                program.fetched(self)
+            return batch
         except StopIteration:
             if handle is not None:
                 session.end(handle)  # type: ignore[union-attr]
@@ -602,13 +621,16 @@ def _install_backward(torch: Any, get: GetSession, compiling: Callable[[], bool]
 
 
 def _install_optimizer(
-    torch: Any, get: GetSession, compiling: Callable[[], bool], installed: Installed, forward: ForwardRanges
+    torch: Any, get: GetSession, compiling: Callable[[], bool], installed: Installed, forward: ForwardRanges,
+    program: ProgramRecorder | None = None,
 ) -> None:
     from torch.optim import optimizer as optim
 
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
         if compiling():
             return
+        if program is not None:
+            program.optimizer_stepped(opt)
         session = get()
         if session is not None:
             session.optimizer_pre()

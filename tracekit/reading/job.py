@@ -38,6 +38,7 @@ import polars as pl
 
 from ..errors import TraceFormatError, TracekitError, UsageError
 from ..schema import TraceTables
+from .program import ProgramFacts, read_program
 
 if TYPE_CHECKING:
     from ..progress import Progress
@@ -126,10 +127,28 @@ class CaptureMetadata:
     #: process id → rank
     rank_of_pid: Mapping[int, int]
     raw: Mapping[str, Any]
+    #: rank → what its program built (empty for captures made before ``tracekit capture``
+    #: recorded it, metadata format 1; see :mod:`tracekit.reading.program`)
+    program: Mapping[int, ProgramFacts] = field(default_factory=dict)
+
+    def program_of(self, rank: int = 0) -> ProgramFacts | None:
+        """What ``rank``'s program built, or None when the capture did not record it."""
+        return self.program.get(rank)
 
 
 def read_capture_metadata(folder: str | Path) -> CaptureMetadata | None:
-    """The capture description of ``folder``, or None when it has none (or it is unreadable)."""
+    """The capture description of ``folder``, or None when it has none (or it is unreadable).
+
+    Malformed parts are read as absent: ranks without a rank number, trace names that are not
+    strings, and (in the ``program`` section) values of the wrong type.
+
+    Example (from the repository root)::
+
+        >>> from tracekit.reading.job import read_capture_metadata
+        >>> meta = read_capture_metadata("sample_traces/captures/slow_dataloader")
+        >>> meta.world_size, sorted(meta.traces)
+        (1, ['rank0.cycle0.pt.trace.json.gz'])
+    """
     path = Path(folder) / CAPTURE_METADATA
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -162,10 +181,20 @@ def read_capture_metadata(folder: str | Path) -> CaptureMetadata | None:
         rank_of_trace=by_trace,
         rank_of_pid=by_pid,
         raw=raw,
+        program=read_program(raw.get("program")),
     )
 
 
 # --------------------------------------------------------------------------- grouping
+
+
+def program_of_trace(path: str | Path) -> ProgramFacts | None:
+    """What the program that wrote the trace file ``path`` built, when the file lies in a capture
+    folder whose ``metadata.json`` names it as one rank's trace (None otherwise)."""
+    p = Path(path)
+    meta = read_capture_metadata(p.parent) if (p.parent / CAPTURE_METADATA).is_file() else None
+    rank = None if meta is None else meta.rank_of_trace.get(p.name)
+    return None if meta is None or rank is None else meta.program_of(rank)
 
 
 @dataclass(frozen=True)
@@ -394,6 +423,8 @@ class Job:
     #: (path, reason) of files of the folder that could not be read
     skipped: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    #: rank → what its program built, as the capture recorded it (empty without a capture's program section)
+    program: Mapping[int, ProgramFacts] = field(default_factory=dict)
 
     @property
     def rank_numbers(self) -> tuple[int, ...]:
@@ -553,11 +584,12 @@ def _assemble(name: str, loaded: Mapping[str, TraceTables], *, capture: CaptureM
         metadata=dict(capture.raw) if capture is not None else {},
         skipped=skipped,
         notes=tuple(notes),
+        program=dict(capture.program) if capture is not None else {},
     )
 
 
 __all__ = [
     "CaptureMetadata", "FileMeta", "Job", "JobPlan", "RankTrace", "assign_ranks",
-    "group_jobs", "is_trace_name", "name_template", "rank_from_name", "read_capture_metadata", "read_job", "read_jobs",
+    "group_jobs", "is_trace_name", "name_template", "program_of_trace", "rank_from_name", "read_capture_metadata", "read_job", "read_jobs",
     "relabel_rank", "split_ranks",
 ]

@@ -174,6 +174,14 @@ def _unfused_words(ev: dict[str, Any]) -> list[str]:
     return bits
 
 
+def _elementwise_transfer_words(ev: dict[str, Any]) -> list[str]:
+    where = f" at {ev['location']}" if ev.get("location") else ""
+    return [
+        f"{ev.get('element_reads', 0):,} reads of {ev.get('bytes_per_read', 0)} bytes by {ev.get('op')} in "
+        f"{ev.get('loops', 0)} loop(s){where}, each waiting for the GPU"
+    ]
+
+
 def _allocator_words(ev: dict[str, Any]) -> list[str]:
     return [f"{c['api']} ×{c['count']}" for c in ev.get("calls", [])]
 
@@ -199,9 +207,20 @@ EVIDENCE_WORDING: Mapping[str, Wording] = MappingProxyType({
     "fp32_gemm": _fp32_gemm_words,
     "small_gemm": _small_gemm_words,
     "unfused_elementwise": _unfused_words,
+    "elementwise_transfer": _elementwise_transfer_words,
     "allocator": _allocator_words,
     "cpu_bound": _host_work_words,
 })
+
+
+def location_text(loc: Any) -> str:
+    """``file:line in function (×N): code`` of a code location (``Finding.location``), or ''."""
+    if loc is None:
+        return ""
+    where = f"{loc.file}:{loc.line}" + (f" in {loc.function}" if getattr(loc, "function", None) else "")
+    count = getattr(loc, "count", 0)
+    code = getattr(loc, "code", None)
+    return where + (f" (×{count})" if count else "") + (f": {code}" if code else "")
 
 
 def evidence_text(f: Finding) -> str:
@@ -287,6 +306,7 @@ __all__ = [
     "job_evidence_text",
     "job_label",
     "job_lines",
+    "location_text",
     "path_label",
     "scale_ns",
 ]
@@ -340,11 +360,3 @@ def plan_lines(plan: Plan, kinds: bool = True) -> list[str]:
         out.append(f"  then the step is bound by {plan.bound.text}")
     return out
 
-
-def location_text(loc: Any) -> str:
-    """``file:line in function: code`` of a code location (``Finding.location``), or ''."""
-    if loc is None:
-        return ""
-    where = f"{loc.file}:{loc.line}" + (f" in {loc.function}" if getattr(loc, "function", None) else "")
-    code = getattr(loc, "code", None)
-    return where + (f": {code}" if code else "")

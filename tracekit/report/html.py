@@ -412,6 +412,8 @@ def _finding_html(i: int, f: Finding, evidence: Callable[[Finding], str] = evide
         parts.append(f"<p><b>Evidence:</b> {_e(summary)}</p>")
     if f.evidence:
         parts.append(f"<details><summary>All evidence</summary>{_value_html(f.evidence)}</details>")
+    if f.location is not None:
+        parts.append(f"<p><b>Where in the code:</b> <code>{_e(location_text(f.location))}</code></p>")
     parts.append(f"<p><b>Fix:</b> {_e(f.fix)}</p></div>")
     return "".join(parts)
 

@@ -99,6 +99,8 @@ def render_text(d: Diagnosis) -> str:
             ev = evidence_text(f)
             if ev:
                 out.append(f"    evidence: {ev}")
+            if f.location is not None:
+                out.append(f"    at {location_text(f.location)}")
             out.append(f"    fix: {f.fix}")
         out.append("")
     elif s["gpu_utilization"] is not None:
@@ -266,7 +268,8 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
                 f" (worst: {', '.join(str(x) for x in f.worst_steps)})." if f.worst_steps else "."
             )
             modelled = f" Fix modelled (replay): {f.modelled_fix}." if f.modelled_fix else ""
-            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}. Fix: {f.fix}{modelled}")
+            at = "" if f.location is None else f" At `{_cell(location_text(f.location))}`."
+            out.append(f"{i}. **{f.title}**.{where} Evidence: {evidence_text(f) or 'see JSON report'}.{at} Fix: {f.fix}{modelled}")
         out.append("")
     else:
         out += ["No findings.", ""]
@@ -599,6 +602,8 @@ def render_jobs_text(folder: str, jds: list[Any], skipped: list[tuple[str, str]]
             if f.predicted_step_ms is not None:
                 line += f"; {f.predicted_step_ms:,.2f} ms per step if fixed"
             out.append(line)
+            if f.location is not None:
+                out.append(f"    at {location_text(f.location)}")
             out.append(f"    fix: {f.fix}")
         if not findings:
             out.append("no findings" + (" across ranks" if len(jd.diagnoses) > 1 else ""))
@@ -632,8 +637,9 @@ def render_jobs_markdown(folder: str, jds: list[Any], skipped: list[tuple[str, s
         out.append("")
         for i, f in enumerate(findings, 1):
             pred = f"; {f.predicted_step_ms:,.2f} ms per step if fixed" if f.predicted_step_ms is not None else ""
+            at = "" if f.location is None else f"At `{_cell(location_text(f.location))}`. "
             out.append(f"{i}. **{f.title}** (`{f.kind}`): {f.ms_per_step:,.2f} ms per step ({100 * f.share_of_step:.1f}%){pred}. "
-                       f"Fix: {f.fix}")
+                       f"{at}Fix: {f.fix}")
         if not findings:
             out.append("No findings.")
         out.append("")

@@ -44,7 +44,7 @@ from .attribution import (
     SyncInduced,
     Untraced,
 )
-from .builtins import LAUNCH_SPEEDUP, REPLAY_TENSOR_CORE_SPEEDUP, TENSOR_CORE_SPEEDUP
+from .builtins import GRAPH_KERNEL_GAP_NS, GRAPH_REPLAY_NS, REPLAY_TENSOR_CORE_SPEEDUP, TENSOR_CORE_SPEEDUP
 from .detectors import HOST_CATEGORY_COLUMNS, HostEvents
 from .docs import (
     breakdown_markdown,
@@ -67,8 +67,10 @@ from .model import (
     FindingKind,
     Fix,
     GpuMark,
+    GraphCapture,
     Knob,
     PathCause,
+    SpanRule,
 )
 from .registry import REGISTRY, LiveMapping, LiveSequence, knobs_of, register, registered, unregister
 from .tables import (
@@ -129,12 +131,12 @@ from .tables import (
 __all__ = [
     "ACTIONS", "BREAKDOWN", "BY_NAME", "CAUSES", "CAUSE_COLORS", "CAUSE_LABELS", "CP_CAUSES", "DETECTOR", "EDGE_TAGS", "FALLBACK_CAUSE",
     "FINDINGS", "FINDING_BY_NAME", "FINDING_COLOR", "FINDING_KINDS", "FINDING_WHAT_IF", "FIXES", "FIX_MODELS", "GENERIC",
-    "HOST_CATEGORY_COLUMNS", "HOST_FIXES", "HOST_TITLES", "IDLE_CAUSES", "IDLE_LIKE", "INK", "JOB_FIXES", "JOB_TITLES",
-    "KNOBS", "LAUNCH_GAP_NS", "LAUNCH_LATENCY_NS", "LAUNCH_SPEEDUP", "MEASURED_FINDINGS", "ON_DARK", "ON_LIGHT", "PATH",
+    "GRAPH_KERNEL_GAP_NS", "GRAPH_REPLAY_NS",     "HOST_CATEGORY_COLUMNS", "HOST_FIXES", "HOST_TITLES", "IDLE_CAUSES", "IDLE_LIKE", "INK", "JOB_FIXES", "JOB_TITLES",
+    "KNOBS", "LAUNCH_GAP_NS", "LAUNCH_LATENCY_NS", "MEASURED_FINDINGS", "ON_DARK", "ON_LIGHT", "PATH",
     "PATH_BY_NAME", "PATH_LABELS", "REGISTRY", "REPLAYED_FINDINGS", "REPLAY_FOUND", "REPLAY_TENSOR_CORE_SPEEDUP",
     "SHORT_LABELS", "SUPERSEDES", "TENSOR_CORE_SPEEDUP", "TITLES", "WHAT_IF_CAUSES", "WHITE", "Cause", "Detected", "Edit",
-    "EvidenceInputs", "FindingKind", "Fix", "GapParts", "GpuMark", "HostEvents", "Knob", "LiveMapping", "LiveSequence",
-    "LongHostWork", "OwnTime", "PathCause", "Rule", "ShortHostWork", "SyncInduced", "Untraced", "breakdown",
+    "EvidenceInputs", "FindingKind", "Fix", "GapParts", "GpuMark", "GraphCapture", "HostEvents", "Knob", "LiveMapping", "LiveSequence",
+    "LongHostWork", "OwnTime", "PathCause", "Rule", "ShortHostWork", "SpanRule", "SyncInduced", "Untraced", "breakdown",
     "breakdown_markdown", "by_name", "cause_color", "cause_label", "cause_text_color", "detected", "edge_tags",
     "finding_by_name", "finding_cause", "finding_color", "finding_kinds_markdown", "finding_what_if_markdown", "findings",
     "fix_edit", "gpu_claimants", "idle_causes", "idle_causes_markdown", "knobs", "knobs_markdown", "knobs_of",

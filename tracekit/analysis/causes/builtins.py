@@ -11,12 +11,36 @@ from __future__ import annotations
 
 from . import detectors as D
 from . import evidence as E
-from .attribution import LongHostWork, OwnTime, ShortHostWork, SyncInduced, Untraced
-from .model import DETECTOR, ON_DARK, ON_LIGHT, WHITE, Cause, Edit, Entry, FindingKind, Fix, GpuMark, Knob, PathCause
+from .attribution import LAUNCH_GAP_NS, LongHostWork, OwnTime, ShortHostWork, SyncInduced, Untraced
+from .model import (
+    DETECTOR,
+    ON_DARK,
+    ON_LIGHT,
+    WHITE,
+    Cause,
+    Edit,
+    Entry,
+    FindingKind,
+    Fix,
+    GpuMark,
+    GraphCapture,
+    Knob,
+    PathCause,
+)
 
-#: CUDA graphs / torch.compile as the replay models them: per-kernel host dispatch and launch
-#: cost is divided by this
-LAUNCH_SPEEDUP = 20.0
+#: CUDA graphs / torch.compile(mode="reduce-overhead") as the replay models them (see
+#: :class:`~.model.GraphCapture`).  One replay's host cost: ``CUDAGraph.replay()``'s Python and
+#: ``cudaGraphLaunch`` take some 10-30 µs (torch.compile adds its guards and the cudagraph
+#: trees' checks to the upper end), and the launch a fraction of a µs more per kernel node; kernels of one graph start about 0.5 µs after the previous
+#: one ends (NVIDIA's measurement of back-to-back short kernels in a graph, against a few µs
+#: from a stream); a stretch of untraced host time shorter than the launch-overhead bound is
+#: Python between operators, inside the region
+#: a copy from or to pageable memory smaller than this moves too few bytes for pinning to pay:
+#: the pageable fix leaves it as it is (64 KiB take about 6 µs even at pageable bandwidth)
+PIN_MIN_BYTES = 64 << 10
+GRAPH_REPLAY_NS = 25_000
+GRAPH_NODE_NS = 200
+GRAPH_KERNEL_GAP_NS = 500
 #: AMP / TF32 as the replay models them: fp32 GEMM and convolution kernels are divided by this
 REPLAY_TENSOR_CORE_SPEEDUP = 2.5
 #: the critical path's what-if of the same fix: assumed speed-up of fp32 GEMMs once they run on
@@ -25,8 +49,10 @@ REPLAY_TENSOR_CORE_SPEEDUP = 2.5
 TENSOR_CORE_SPEEDUP = 2.0
 
 _LAUNCH_FIX = Fix(
-    Edit(host={"launch": 1.0 / LAUNCH_SPEEDUP}, launch_factor=1.0 / LAUNCH_SPEEDUP),
-    f"CUDA graphs / torch.compile: per-kernel host dispatch and launch cost ÷ {LAUNCH_SPEEDUP:g}",
+    Edit(graphs=GraphCapture(replay_ns=GRAPH_REPLAY_NS, node_ns=GRAPH_NODE_NS, kernel_gap_ns=GRAPH_KERNEL_GAP_NS, host_ns=LAUNCH_GAP_NS)),
+    "CUDA graphs / torch.compile(mode='reduce-overhead'): each captured region's host work (Python, dispatch, "
+    f"autograd, launches, on every thread) becomes one replay ({GRAPH_REPLAY_NS / 1000:g} µs + {GRAPH_NODE_NS} ns per "
+    f"kernel), its kernels {GRAPH_KERNEL_GAP_NS} ns apart; syncs, data loading and longer host work stay eager",
 )
 
 ENTRIES: tuple[Entry, ...] = (
@@ -74,9 +100,10 @@ ENTRIES: tuple[Entry, ...] = (
             action="copy from pinned memory with non_blocking=True",
             evidence=E.pageable_evidence, wording="pageable_memcpy",
             replay=Fix(
-                Edit(drop_sync=frozenset({"pageable_memcpy"}), pin=True),
+                Edit(drop_sync=frozenset({"pageable_memcpy"}), pin=True, pin_min_bytes=PIN_MIN_BYTES),
                 "pin_memory=True + non_blocking=True: copies no longer block the host and run at pinned bandwidth; "
-                "with num_workers=0 the main thread pins each batch (a host copy at memory bandwidth)",
+                "with num_workers=0 the main thread pins each batch (a host copy at memory bandwidth); "
+                f"copies under {PIN_MIN_BYTES >> 10} KiB stay as they are (their bandwidth does not matter)",
             ),
             replay_finds=True,
         ),
@@ -103,6 +130,21 @@ ENTRIES: tuple[Entry, ...] = (
                        "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)"),
             replay_finds=True,
         ),
+    ),
+    FindingKind(
+        "elementwise_transfer", "A tensor is read element by element: one copy and sync per element",
+        "Transfer the tensor once, then loop on the host: values = t.tolist() (or t.cpu() before the loop) instead of "
+        "t[i].item() or t[i].cpu() per element; better, keep the logic on the GPU (vectorised tensor ops). Pinned "
+        "memory does not help here: each tiny copy waits for the GPU, whatever its memory.",
+        "a Python loop reading a CUDA tensor element by element: many tiny device→host copies in a row, each "
+        "waiting for the GPU (sync in a loop)",
+        what_if={"host_device_sync": 0.0},
+        what_if_doc="`host_device_sync=0` (the waits of the reads gone)",
+        evidence=DETECTOR, wording="elementwise_transfer",
+        replay=Fix(Edit(collapse=D.transfer_loops),
+                   "one transfer of the whole tensor: the first read stays (it waits for the GPU work that produced the "
+                   "tensor); the other reads, their copies, their syncs and the host loop around them are gone"),
+        cause="host_device_sync", detect=E.elementwise_transfers,
     ),
     Cause(
         "allocator", "allocator", "allocator", "#9d755d", "#ebcb8b", ON_LIGHT,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ...schema import LAUNCH_KINDS, EventKind
+from ...schema import GPU_ACTIVITY_KINDS, LAUNCH_KINDS, EventKind
 from .. import patterns
 from ..classify import is_api_call, is_data_dependent_op, is_host_sync
 from ..intervals import enclosing
@@ -147,3 +147,84 @@ def kernel() -> pl.Expr:
 def any_activity() -> pl.Expr:
     """Any GPU activity (copies and memsets, after the kernels)."""
     return pl.lit(True)
+
+
+_GPU_WORK = list(GPU_ACTIVITY_KINDS)
+#: a device→host copy of at most this many bytes reads a few elements (a scalar, a short row)
+ELEMENT_BYTES = 256
+#: this many element reads in a row on one thread, each waiting for the GPU, are a loop
+MIN_ELEMENT_READS = 16
+
+
+def element_reads(events: pl.DataFrame) -> pl.DataFrame:
+    """Every element read: a device→host copy of at most :data:`ELEMENT_BYTES` whose call the
+    host waited on before it launched anything else (``t[i].item()``, ``t[i].cpu()``), with the
+    outermost operator around the call.  Columns rank, pid, tid, call_id, start_ns (the
+    operator's, else the call's), end_ns (the wait's end, at least the operator's), op, bytes."""
+    copies = events.filter(
+        (pl.col("kind") == EventKind.MEMCPY.value) & (pl.col("memcpy_kind") == "DtoH") & (pl.col("bytes") <= ELEMENT_BYTES)
+        & pl.col("correlation").is_not_null()
+    ).select("rank", "correlation", "bytes")
+    calls = events.filter(is_api_call() & pl.col("tid").is_not_null() & pl.col("correlation").is_not_null())
+    launched = events.filter(pl.col("kind").is_in(_GPU_WORK) & pl.col("correlation").is_not_null()).select("rank", "correlation").unique()
+    launches = calls.join(launched, on=["rank", "correlation"], how="semi").select(
+        "rank", "pid", "tid", "event_id", "correlation", "start_ns", "end_ns"
+    ).sort("start_ns")
+    launches = launches.with_columns(pl.col("start_ns").shift(-1).over(["rank", "pid", "tid"]).alias("_next_launch"))
+    reads = launches.join(copies, on=["rank", "correlation"], how="inner")
+    if reads.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "call_id": pl.Int64, "start_ns": pl.Int64,
+                                    "end_ns": pl.Int64, "op": pl.String, "bytes": pl.Int64})
+    # the host waits for the copy (a sync call or row starting after the copy's call, before the
+    # thread's next launch), or the copy's call itself blocks
+    waits = events.filter(is_host_sync() & ~is_data_dependent_op() & pl.col("tid").is_not_null()).select(
+        "rank", "pid", "tid", pl.col("start_ns").alias("_ws"), pl.col("end_ns").alias("_we")
+    ).sort("_ws")
+    reads = reads.sort("start_ns").join_asof(waits, left_on="start_ns", right_on="_ws", by=["rank", "pid", "tid"], strategy="forward",
+                                             check_sortedness=False)
+    waited = pl.col("_ws").is_not_null() & (pl.col("_next_launch").is_null() | (pl.col("_ws") < pl.col("_next_launch")))
+    reads = reads.filter(waited).with_columns(pl.col("event_id").alias("call_id"))
+    ops = events.filter((pl.col("kind") == EventKind.CPU_OP.value) & pl.col("tid").is_not_null() & not_step())
+    points = reads.select("pid", "tid", "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")).with_row_index("_p")
+    outer = enclosing(points, ops, "_op", outermost=True, take="event_id")
+    found = outer.select("_p", "_op").join(ops.select(pl.col("event_id").alias("_op"), pl.col("name").alias("op"),
+                                                      pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe")), on="_op")
+    reads = reads.with_row_index("_p").join(found, on="_p", how="left")
+    return reads.select(
+        pl.col("rank").cast(pl.Int32), pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("call_id").cast(pl.Int64),
+        pl.coalesce("_os", "start_ns").alias("start_ns"), pl.max_horizontal("_we", "_oe").alias("end_ns"), "op", pl.col("bytes").cast(pl.Int64),
+    ).sort("start_ns")
+
+
+def transfer_loops(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Loops of element reads (:func:`element_reads`): at least :data:`MIN_ELEMENT_READS` in a
+    row on one thread with no other launch between them.  One interval per loop, from the end
+    of its first read (which stands for the one transfer of the whole tensor: it waits for the
+    GPU work that produced it) to the end of its last one's wait, with ``reads`` (how many),
+    ``op`` (the most frequent operator around them) and ``bytes`` (per read, the median)."""
+    del links  # copies and calls are matched by correlation id (the findings have no links table)
+    reads = element_reads(events)
+    schema = {"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "reads": pl.UInt32,
+              "op": pl.String, "bytes": pl.Int64}
+    if reads.height < MIN_ELEMENT_READS:
+        return pl.DataFrame(schema=schema)
+    # every launch call of the reading threads, in order: a run of reads is a loop
+    calls = events.filter(is_api_call() & pl.col("tid").is_not_null() & pl.col("correlation").is_not_null())
+    launched = events.filter(pl.col("kind").is_in(_GPU_WORK)).select("rank", "correlation").unique()
+    launches = calls.join(launched, on=["rank", "correlation"], how="semi").join(
+        reads.select("pid", "tid").unique(), on=["pid", "tid"], how="semi"
+    ).select("rank", "pid", "tid", pl.col("event_id").alias("call_id"), "start_ns").sort("start_ns")
+    launches = launches.join(reads.select("call_id", pl.lit(True).alias("_read")), on="call_id", how="left").with_columns(
+        pl.col("_read").fill_null(False)
+    )
+    key = ["rank", "pid", "tid"]
+    launches = launches.with_columns((pl.col("_read") != pl.col("_read").shift(1).over(key)).fill_null(True).cum_sum().over(key).alias("_run"))
+    runs = launches.filter(pl.col("_read")).select(*key, "call_id", "_run").join(
+        reads.select("call_id", "start_ns", "end_ns", "op", "bytes"), on="call_id"
+    )
+    loops = runs.group_by([*key, "_run"]).agg(
+        pl.col("end_ns").sort_by("start_ns").first().alias("start_ns"), pl.col("end_ns").max(), pl.len().alias("reads"),
+        pl.col("op").drop_nulls().mode().sort().first().alias("op"), pl.col("bytes").median().cast(pl.Int64).alias("bytes"),
+    )
+    loops = loops.filter(pl.col("reads") >= MIN_ELEMENT_READS).sort("start_ns")
+    return loops.select(list(schema)).cast(schema)  # type: ignore[arg-type]

@@ -218,3 +218,37 @@ def small_batch(x: EvidenceInputs) -> Detected | None:
         "median_gemm_blocks": None if kernels.gemm_median_blocks is None else round(kernels.gemm_median_blocks, 1),
         "sm_count": kernels.sm_count,
     })
+
+
+def elementwise_transfers(x: EvidenceInputs) -> Detected | None:
+    """A tensor read element by element in a Python loop (``.item()``/``.cpu()`` per element,
+    :func:`.detectors.transfer_loops`): the loops' host time as a share of the steps' time, the
+    operator and, with Python stacks, the line the reads come from (``location``: None without
+    stacks)."""
+    from .detectors import transfer_loops
+
+    loops = transfer_loops(x.events, x.events.clear())
+    if loops.height == 0:
+        return None
+    span = x.windows_ns or int(x.per_step["dur_ns"].sum())
+    ns = int((loops["end_ns"] - loops["start_ns"]).sum())
+    reads = int(loops["reads"].sum())
+    ops = loops.group_by("op").agg(pl.col("reads").sum()).sort(["reads", "op"], descending=[True, False], nulls_last=True)
+    # the Python line of the syncs inside the loops (recorded with with_stack=True)
+    frames = x.syncs.filter(pl.col("python_frame").is_not_null()).select("pid", "tid", "start_ns", "python_frame").sort("start_ns")
+    inside = frames.join_asof(
+        loops.select("pid", "tid", pl.col("start_ns").alias("_ls"), pl.col("end_ns").alias("_le")).sort("_ls"),
+        left_on="start_ns", right_on="_ls", by=["pid", "tid"], strategy="backward", check_sortedness=False,
+    ).filter(pl.col("_le").is_not_null() & (pl.col("start_ns") < pl.col("_le")))
+    top = inside.group_by("python_frame").len().sort(["len", "python_frame"], descending=[True, False])
+    location = top["python_frame"][0] if top.height else None
+    evidence = {
+        "loops": loops.height,
+        "element_reads": reads,
+        "reads_per_loop": round(reads / loops.height, 1),
+        "op": ops["op"][0],
+        "bytes_per_read": int(loops["bytes"].median() or 0),  # type: ignore[arg-type]
+        "loop_ms_total": round(ns / 1e6, 3),
+        "location": location,
+    }
+    return Detected(evidence=evidence, share=min(ns / span, 1.0) if span else 0.0)

@@ -8,8 +8,8 @@ evidence builder) is a function written next to the built-in entries
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,54 +47,107 @@ FindingDetector = Callable[["EvidenceInputs"], "Detected | None"]
 
 
 @dataclass(frozen=True)
-class Edit:
-    """How one question edits the replay's graph: tag → weight factor, and the GPU → host waits removed.
+class GraphCapture:
+    """CUDA graphs (``torch.cuda.graph``, ``torch.compile(mode="reduce-overhead")``) as a replay
+    edit: the host execution of the captured region becomes one graph replay.
 
-    Several fixes applied together are one edit, :meth:`combined`, built field by field; a field
-    added here says in its comment how two values of it combine, and :meth:`combined` gets its
-    rule (``tests/test_plan.py`` checks that every field has one).
+    The captured region is the host work between operators that the replay would otherwise
+    repeat every step: launch calls and the operators that dispatch them, the short untraced
+    stretches between operators (Python, the autograd engine's bookkeeping) and the hand-overs
+    between the driving thread and the autograd thread, on every thread.  Anything else on a
+    thread (a sync, a data-loading range, a pageable copy, an allocator call, host work longer
+    than :attr:`host_ns`) cannot be captured: it runs eagerly and ends a region, and the next
+    region is another replay costing :attr:`replay_ns` and :attr:`node_ns` per launch on its
+    thread, before the first of its kernels starts.  On the GPU, consecutive
+    activities of a region run :attr:`kernel_gap_ns` apart at most (the device schedules a
+    graph's kernels itself).
     """
 
-    #: the replay's column for it (a finding kind's fix: the kind's name, given at registration).
-    #: Combined: the labels joined with ``+``
+    #: host time of one replay: the replay wrapper's Python (torch.compile's guards and its
+    #: cudagraph trees' checks) and ``cudaGraphLaunch``
+    replay_ns: int
+    #: ``cudaGraphLaunch``'s cost per kernel node of the graph (on top of :attr:`replay_ns`)
+    node_ns: int
+    #: the gap between consecutive kernels of one graph on the device
+    kernel_gap_ns: int
+    #: an untraced stretch of a thread shorter than this is inside a region (Python between
+    #: operators); a longer one is host work of its own (logging, metrics) that stays eager
+    host_ns: int
+
+
+#: the host intervals a rule marks on each thread: a frame of pid, tid, start_ns, end_ns, from
+#: the trace's events and links (see :attr:`Edit.collapse`)
+SpanRule = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """How one question edits the replay's graph: tag → weight factor, and the GPU → host waits removed."""
+
+    #: the replay's column for it (a finding kind's fix: the kind's name, given at registration)
     label: str = ""
-    #: tag → factor on host-side edges (cpu / data_loading / wake).  Combined: factors of the
-    #: same tag multiply (two speed-ups of the same work compound; 0 stays 0)
+    #: tag → factor on host-side edges (cpu / data_loading / wake)
     host: Mapping[str, float] = field(default_factory=dict)
-    #: tag → factor on GPU activities.  Combined: as ``host``
+    #: tag → factor on GPU activities
     gpu: Mapping[str, float] = field(default_factory=dict)
-    #: removable sync edges whose tag is in here are removed.  Combined: the union
+    #: removable sync edges whose tag is in here are removed
     drop_sync: frozenset[str] = frozenset()
-    #: pageable copies run at pinned bandwidth (and the main thread pins without workers).
-    #: Combined: either
+    #: pageable copies run at pinned bandwidth (and the main thread pins without workers)
     pin: bool = False
-    #: factor on launch edges (call → GPU start).  Combined: the product
+    #: factor on launch edges (call → GPU start)
     launch_factor: float = 1.0
+    #: the host execution of captured regions becomes one graph replay each (None: eager)
+    graphs: GraphCapture | None = None
+    #: host intervals whose work the fix removes (:data:`SpanRule`): the host edges inside them
+    #: weigh nothing, the GPU activities launched from them take no time and the waits of their
+    #: calls for the GPU are gone (an element-wise transfer loop becomes one transfer)
+    collapse: SpanRule | None = None
+    #: a copy from pageable memory smaller than this keeps its blocking and its bandwidth under
+    #: :attr:`pin` (pinning pays where bandwidth matters: a 4-byte read still waits for its value)
+    pin_min_bytes: int = 0
     #: the fix moves loading into DataLoader worker processes: a batch is pinned by their
-    #: pin-memory thread, not on the main thread.  Combined: either
+    #: pin-memory thread, not on the main thread (under :attr:`pin`)
     workers: bool = False
 
-    @classmethod
-    def combined(cls, *edits: Edit) -> Edit:
-        """One edit that applies every one of ``edits`` (see each field for its rule)."""
-        return cls(
-            label="+".join(e.label for e in edits),
-            host=_product(e.host for e in edits),
-            gpu=_product(e.gpu for e in edits),
-            drop_sync=frozenset().union(*(e.drop_sync for e in edits)),
-            pin=any(e.pin for e in edits),
-            launch_factor=math.prod(e.launch_factor for e in edits),
-            workers=any(e.workers for e in edits),
+    def combined(self, other: Edit, label: str = "") -> Edit:
+        """This edit and ``other`` applied together (a plan of several fixes), field by field:
+        a tag both scale gets the product of their factors, the waits either removes are
+        removed, pinning applies when either pins (from the smaller of their size bounds), the
+        launch factors multiply, a graph capture of either is kept (of both: this edit's), the
+        intervals either collapse rule marks are collapsed, loading is in workers when either
+        moves it there, and the label is ``label``.  A field added to :class:`Edit` gets its rule
+        here (``tests/test_plan.py`` checks that every field has one)."""
+        def factors(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+            return {tag: a.get(tag, 1.0) * b.get(tag, 1.0) for tag in (*a, *(t for t in b if t not in a))}
+
+        pins = [e.pin_min_bytes for e in (self, other) if e.pin]
+        return Edit(
+            label=label, host=factors(self.host, other.host), gpu=factors(self.gpu, other.gpu),
+            drop_sync=self.drop_sync | other.drop_sync, pin=self.pin or other.pin,
+            launch_factor=self.launch_factor * other.launch_factor, graphs=self.graphs or other.graphs,
+            collapse=_either(self.collapse, other.collapse), pin_min_bytes=min(pins) if pins else 0,
+            workers=self.workers or other.workers,
         )
 
+    @classmethod
+    def all_of(cls, *edits: Edit) -> Edit:
+        """One edit applying every one of ``edits`` (:meth:`combined` in turn), labelled with
+        their labels joined by ``+`` (the fix plan's column for a prefix of its steps)."""
+        out = cls()
+        for e in edits:
+            out = out.combined(e)
+        return dataclasses.replace(out, label="+".join(e.label for e in edits))
 
-def _product(factors: Iterable[Mapping[str, float]]) -> dict[str, float]:
-    """tag → the product of its factors over ``factors`` (a tag absent from one is 1 there)."""
-    out: dict[str, float] = {}
-    for one in factors:
-        for tag, factor in one.items():
-            out[tag] = out.get(tag, 1.0) * factor
-    return out
+
+def _either(a: SpanRule | None, b: SpanRule | None) -> SpanRule | None:
+    """The intervals either rule marks (one rule: itself)."""
+    if a is None or b is None or a is b:
+        return a or b
+
+    def both(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([a(events, links), b(events, links)], how="vertical_relaxed")
+
+    return both
 
 
 @dataclass(frozen=True)

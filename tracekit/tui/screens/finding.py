@@ -13,7 +13,7 @@ from textual.widgets import Footer, Label, Static
 
 from ...analysis.causes import finding_cause
 from ...analysis.findings import Finding
-from ...report.formatting import finding_cost
+from ...report.formatting import finding_cost, location_text
 from ..bindings import FINDING, bindings
 from ..model import Focus, first_occurrence
 from ..widgets.frame_table import Column, FrameTable, ms
@@ -93,6 +93,9 @@ class FindingScreen(SessionScreen):
             yield Static(self._head(f), id="finding-head")
             yield Label("Evidence", classes="section")
             yield Static("\n".join(evidence_lines(f.evidence)) or "—", id="finding-evidence", markup=False)
+            if f.location is not None:
+                yield Label("Where in the code", classes="section")
+                yield Static(location_text(f.location), id="finding-location", markup=False)
             yield Label("Fix", classes="section")
             yield Static(f.fix, id="finding-fix", markup=False)
         gaps = involved_gaps(self.tk.trace.frame("gaps"), d.timeline.gaps, f)
