@@ -150,12 +150,13 @@ class Plan:
             first = self.steps[0]
             busy = _busy(self.gpu_utilization, first.gpu_utilization)
             return (
-                f"{_lead(self.gpu_utilization, first.finding, self._step_words)} ({first.saves_ms:.1f} ms per step): {first.action}, "
+                f"{_lead(self.gpu_utilization, first.finding, self._step_words)} ({first.saves_ms:.1f} ms per step): "
+                f"{first.action}{_where(first.finding)}, "
                 f"and the {self._step_words} would go from {self.step_ms:.1f} to {first.predicted_step_ms:.1f} ms{busy}."
             )
         if self.findings and self.note:
             top = self.findings[0]
-            return f"{_lead(self.gpu_utilization, top)} ({top.ms_per_step:.1f} ms per step): {ACTIONS.get(top.kind) or top.fix}."
+            return f"{_lead(self.gpu_utilization, top)} ({top.ms_per_step:.1f} ms per step): {ACTIONS.get(top.kind) or top.fix}{_where(top)}."
         bound = f", bound by {self.bound.text}" if self.bound is not None else ""
         util = "" if self.gpu_utilization is None else f", GPU busy {self.gpu_utilization:.0%}"
         return f"Nothing worth fixing: no fix saves {MIN_STEP_SHARE:.0%} of the {self.step_ms:.1f} ms step{util}{bound}."
@@ -186,6 +187,12 @@ def _lead(utilization: float | None, f: Finding, step: str = "step") -> str:
 
 def _each(step: str) -> str:
     return "each step" if step == "step" else f"the {step}"
+
+
+def _where(f: Finding) -> str:
+    """`` (file:line)`` of the finding's code location, or ''."""
+    loc = f.location
+    return "" if loc is None else f" ({loc.file}:{loc.line})"
 
 
 def _busy(before: float | None, after: float | None) -> str:
