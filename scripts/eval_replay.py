@@ -377,12 +377,6 @@ def main(argv: list[str] | None = None) -> int:
         perrs = [r["error"] for r in prows if r["error"] is not None]
         if perrs:
             print(f"\nmean error {_f(statistics.mean(perrs), True)}, worst {_f(max(perrs), True)} over {len(perrs)} plan prefixes")
-            from test_plan import PENDING
-
-            rest = [r["error"] for r in prows if r["error"] is not None and r["scenario"] not in PENDING]
-            if rest and len(rest) < len(perrs):
-                print(f"without {', '.join(PENDING)} (pending: {'; '.join(PENDING.values())}): mean error "
-                      f"{_f(statistics.mean(rest), True)}, worst {_f(max(rest), True)} over {len(rest)} prefixes")
         out["plans"] = rows = plan_truths()
         print("\n### Every subset of each mixed scenario's fixes, re-simulated together\n")
         _table(["scenario", "fixes applied", "truth ms"], 2, [[r["scenario"], " + ".join(r["fixes"]) or "(none)", _f(r["truth_ms"])] for r in rows])
