@@ -15,7 +15,9 @@ Five reports, printed as Markdown tables (``--json FILE`` also writes them as JS
     analysis as it is (the replay's edit of the finding kind that names the fix, or the
     efficiency finding's saving) against the loop re-simulated with the fix, and the findings
     ``diagnose`` reports on the healthy controls;
-(e) plans: the re-simulated step of every subset of each mixed scenario's fixes applied together.
+(e) plans: each mixed scenario's fix plan (tracekit/analysis/plan.py), every prefix's predicted
+    step against the loop re-simulated with the prefix's fixes applied together, then the
+    re-simulated step of every subset of the scenario's fixes.
 
 Usage::
 
@@ -218,6 +220,34 @@ def plan_truths() -> list[dict[str, Any]]:
     return rows
 
 
+def plan_errors() -> list[dict[str, Any]]:
+    """Section (e): every prefix of each plan scenario's fix plan against the re-simulated loop
+    (the finding kinds → simulator fixes of tests/test_plan.py)."""
+    from loopsim import PLANS, simulate, truth, write_kineto
+    from test_plan import SIM_FIX
+
+    from tracekit.analysis import diagnose
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (loop, _fixes) in PLANS.items():
+            print(f"  plan {name}", file=sys.stderr)
+            tables = tracekit.read_trace(write_kineto(simulate(loop), Path(tmp) / f"{name}.json"), cache=False)
+            d = diagnose(tables)
+            applied: list[str] = []
+            if not d.plan.steps:
+                rows.append({"scenario": name, "step": 0, "kind": None, "fixes": [], "predicted_ms": d.step_ms_median,
+                             "truth_ms": truth(loop, []) / 1e6, "error": None, "alternatives": []})
+            for i, st in enumerate(d.plan.steps, 1):
+                applied.append(SIM_FIX[st.kind])
+                true_ms = truth(loop, applied) / 1e6
+                rows.append({
+                    "scenario": name, "step": i, "kind": st.kind, "fixes": list(applied), "predicted_ms": st.predicted_step_ms,
+                    "truth_ms": true_ms, "error": abs(st.predicted_step_ms - true_ms) / true_ms, "alternatives": list(st.alternatives),
+                })
+    return rows
+
+
 def pairs() -> list[dict[str, Any]]:
     cases = [
         ("data_loading", SAMPLES / "captures" / "slow_dataloader", SAMPLES / "captures" / "slow_dataloader_fixed"),
@@ -337,8 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         out["behaviours"], out["behaviour_controls"] = rows, controls
         _print_behaviours(rows, controls)
     if args.only in (None, "e"):
+        out["plan_errors"] = prows = plan_errors()
+        print("\n## (e) Fix plans: every prefix of the plan against the loop re-simulated with its fixes\n")
+        _table(["scenario", "#", "step (kind)", "simulator fixes applied", "alternatives", "predicted ms", "truth ms", "error"], 5, [
+            [r["scenario"], str(r["step"]), r["kind"] or "(empty plan)", " + ".join(r["fixes"]) or "(none)", ", ".join(r["alternatives"]),
+             _f(r["predicted_ms"]), _f(r["truth_ms"]), _f(r["error"], True)]
+            for r in prows
+        ])
+        perrs = [r["error"] for r in prows if r["error"] is not None]
+        if perrs:
+            print(f"\nmean error {_f(statistics.mean(perrs), True)}, worst {_f(max(perrs), True)} over {len(perrs)} plan prefixes")
         out["plans"] = rows = plan_truths()
-        print("\n## (e) Plans: every subset of each mixed scenario's fixes, re-simulated together\n")
+        print("\n### Every subset of each mixed scenario's fixes, re-simulated together\n")
         _table(["scenario", "fixes applied", "truth ms"], 2, [[r["scenario"], " + ".join(r["fixes"]) or "(none)", _f(r["truth_ms"])] for r in rows])
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))

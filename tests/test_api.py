@@ -240,7 +240,7 @@ def test_displays_are_self_contained_fragments(tmp_path: Path) -> None:
         for svg in re.findall(r"<svg\b.*?</svg>", html, flags=re.S):
             ET.fromstring(svg)  # well-formed pictures
     trace_html = _stall()._repr_html_()
-    assert trace_html.count("<svg") == 3  # breakdown, timeline (and the steps chart, folded)
+    assert trace_html.count("<svg") == 4  # fix plan, breakdown, timeline (and the steps chart, folded)
     assert "Fix:" in trace_html
     assert "Timeline of step" in trace_html
 
@@ -272,3 +272,13 @@ def test_displays_render_in_headless_chromium(tmp_path: Path) -> None:
             assert title.replace("&", "&amp;") in dom, (name, title)
     stall = shots.read_png(tmp_path / "trace.png")
     assert stall.count(shots.hex_rgb(CAUSE_COLORS["data_loading"])) > 10_000  # the stall in the bar and the timeline
+
+
+def test_the_notebook_report_has_the_answer_and_the_plan() -> None:
+    r = tracekit.analyze("sample_traces/synthetic/dataloader_stall.kineto.json")
+    assert r.answer is not None
+    assert r.answer.startswith("The GPU is idle 40% of each step")
+    assert r.plan["kind"].to_list() == ["data_loading"]
+    assert r.plan["alternatives"].to_list() == [["host_device_sync"]]
+    assert r.plan["predicted_step_ms"][0] == pytest.approx(60.0, abs=0.1)
+    assert r.answer in repr(r)

@@ -330,3 +330,24 @@ def test_fp32_matrix_math_judged_two_ways_is_neither_fixed_nor_new(tmp_path: Pat
     assert status["no_tensor_cores"] == "not_measured"
     assert status["fp32_gemm"] == "not_measured"
     assert any("the same cause measured two ways" in n for n in r.notes)
+
+
+@pytest.mark.parametrize(("made", "via"), [("data_loading", {}), ("host_device_sync", {"data_loading": "host_device_sync"})])
+def test_diff_names_the_plan_step_the_change_made(tmp_path: Path, made: str, via: dict[str, str]) -> None:
+    """A simulated loop before and after one fix: the diff names BEFORE's plan step it made
+    (directly, or by its alternative) and compares its prediction with AFTER's step."""
+    from loopsim import PLANS, apply_fixes, simulate, write_kineto
+
+    from tracekit.analysis import diagnose
+    from tracekit.analysis.compare import compare
+
+    loop, _ = PLANS["sync_loader"]
+    before = diagnose(tracekit.read_trace(write_kineto(simulate(loop), tmp_path / "before.json"), cache=False))
+    after = diagnose(tracekit.read_trace(write_kineto(simulate(apply_fixes(loop, made)), tmp_path / "after.json"), cache=False))
+    check = compare(before, after).plan
+    assert check is not None
+    assert (check.step, check.kinds, check.via) == (1, ("data_loading",), via)
+    assert check.predicted_ms == pytest.approx(before.plan.steps[0].predicted_step_ms)
+    assert check.measured_ms == pytest.approx(after.step_ms_median)
+    assert abs(check.error_pct) < 10.0
+    assert check.sentence().startswith("The change matches step 1 of the before plan")

@@ -94,7 +94,7 @@ def test_run_a_trace_with_its_phases_and_what_ifs() -> None:
     progress = Progress(on_update=rec)
     r = pipeline.run(pipeline.load(STALL, cache=False, progress=progress), what_ifs=[{"data_loading": 0.0}], progress=progress)
     assert isinstance(r, pipeline.TraceResult)
-    assert rec.phases() == ["reading", "decoding", "steps", "idle time", "findings", "critical path", "replay"]
+    assert rec.phases() == ["reading", "decoding", "steps", "idle time", "findings", "critical path", "replay", "plan"]
     assert [f.kind for f in r.diagnosis.findings] == ["data_loading", "host_device_sync"]
     assert [a.what_if.label for a in r.diagnosis.what_ifs] == ["data_loading=0"]
     assert r.path == str(STALL)

@@ -35,7 +35,7 @@ def test_reading_reports_every_byte_of_the_file_then_the_analysis_phases(tmp_pat
     p = Progress(on_update=rec)
     tables = read_trace(TRACE, cache=False, progress=p)
     diagnose(tables, progress=p)
-    assert rec.phases() == ["reading", "decoding", "steps", "idle time", "findings", "critical path", "replay"]
+    assert rec.phases() == ["reading", "decoding", "steps", "idle time", "findings", "critical path", "replay", "plan"]
     size = TRACE.stat().st_size
     assert rec.bytes_in("reading") == (size, size)
     # bytes only grow within a phase

@@ -335,16 +335,16 @@ def test_an_error_in_one_group_stops_the_replay(tmp_path: Path, monkeypatch: pyt
     tables = _tables(loop, tmp_path)
     steps = find_steps(tables.events, tables.links).frame
     started: list[int] = []
-    real = replay_module._replay_group
+    real = replay_module._prepare_group
 
-    def failing(*args: object) -> pl.DataFrame:
+    def failing(*args: object) -> object:
         started.append(1)
         if len(started) == 1:
             raise RuntimeError("group failed")
         time.sleep(0.2)  # (the others take a while: the caller sees the error long before they are all done)
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(replay_module, "_replay_group", failing)
+    monkeypatch.setattr(replay_module, "_prepare_group", failing)
     with pytest.raises(RuntimeError, match="group failed"):
         replay(tables.events, tables.links, steps, group_steps=2)
     groups = -(-steps.filter(pl.col("complete")).height // 2)

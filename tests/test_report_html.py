@@ -70,8 +70,18 @@ def test_html_is_self_contained() -> None:
     assert not re.search(r"\b(src|href)\s*=", html)
     assert "url(" not in html
     assert "@import" not in html
-    assert len(_svgs(html)) == 3  # breakdown, steps, timeline
+    assert len(_svgs(html)) == 4  # fix plan, breakdown, steps, timeline
     assert render_html(d, view) == html  # deterministic
+
+
+def test_the_plan_picture_shows_the_step_today_and_after_each_step() -> None:
+    d, view = _load("host_sync.kineto.json")
+    html = render_html(d, view)
+    plan = _svgs(html)[0]
+    titles = [t.text or "" for t in plan.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(t.startswith("today: 75.01 ms") for t in titles)
+    assert any(t.endswith("60.00 ms per step") for t in titles)
+    assert d.plan.sentence() in html.replace("&#x27;", "'")
 
 
 def test_report_content() -> None:
@@ -90,7 +100,7 @@ def test_report_content() -> None:
 
 def test_breakdown_and_steps_charts() -> None:
     d, view = _load("dataloader_stall.kineto.json")
-    breakdown, steps, _ = _svgs(render_html(d, view))
+    _plan, breakdown, steps, _ = _svgs(render_html(d, view))
     bars = {el.get("fill"): float(el.get("width", 0)) for el, title in _titled(breakdown, "rect") if "per step" in title}
     width = float(breakdown.get("width", 0))
     assert bars[CAUSE_COLORS["data_loading"]] / width == pytest.approx(0.40, abs=0.002)
@@ -153,7 +163,7 @@ def test_timeline_draws_the_critical_path_when_present() -> None:
     )
     with_cp = _with_critical_path(d, segments)
     html = render_html(with_cp, view)
-    timeline = _svgs(html)[2]
+    timeline = _svgs(html)[3]
     path = [(el, t) for el, t in _titled(timeline, "line") if el.get("stroke") == CRITICAL_COLOR and t]
     assert [t.split(":")[0] for _, t in path] == ["critical path #0", "critical path #1"]  # other steps/tracks skipped
     assert path[1][0].get("stroke-dasharray") == "4 2"  # inferred segment drawn dashed
@@ -223,7 +233,7 @@ def test_real_trace_report() -> None:
     assert pick is not None
     view = step_view(tables, d.steps, d.timeline.gaps, d.syncs, *pick, max_events=6000)
     html = render_html(d, view)
-    timeline = _svgs(html)[2]
+    timeline = _svgs(html)[3]
     assert len(_titled(timeline, "rect")) > view.events.height  # every event plus gaps and lanes
     assert "The GPU waits for the DataLoader" in html
 
@@ -251,7 +261,7 @@ def test_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert image.count(shots.hex_rgb(CAUSE_COLORS["data_loading"])) > 20_000
     assert image.count(shots.hex_rgb(CAUSE_COLORS["compute"])) > 20_000
     dom = shots.dump_dom(page)
-    assert dom.count("<svg") == 3
+    assert dom.count("<svg") == 4
     assert "The GPU waits for the DataLoader" in dom
 
 

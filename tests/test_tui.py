@@ -229,6 +229,23 @@ def test_keys_move_between_screens(host_sync_session: Session) -> None:
     drive(app, scenario)
 
 
+def test_the_overview_opens_with_the_answer_and_the_fix_plan(host_sync_session: Session) -> None:
+    app = make_app(session=host_sync_session)
+
+    async def scenario(pilot: Any) -> None:
+        assert isinstance(app.screen, OverviewScreen)
+        d = host_sync_session.traces[0].diagnosis
+        shown = text_of(app, "#plan")
+        sentence = d.plan.sentence()
+        assert sentence is not None
+        assert shown.startswith(sentence)
+        assert d.plan.steps
+        assert "Fix plan" in shown
+        assert d.plan.steps[0].kind in shown
+
+    drive(app, scenario)
+
+
 def test_finding_detail_then_timeline_at_its_first_occurrence(host_sync_session: Session) -> None:
     app = make_app(session=host_sync_session)
     d = host_sync_session.traces[0].diagnosis

@@ -214,6 +214,13 @@ class _Rendered(ABC):
         return self.to_markdown()
 
 
+#: :attr:`TraceReport.plan`'s columns
+_PLAN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "kind": pl.String, "action": pl.String, "predicted_step_ms": pl.Float64, "saves_ms": pl.Float64, "saves_alone_ms": pl.Float64,
+    "gpu_utilization": pl.Float64, "throughput_per_s": pl.Float64, "alternatives": pl.List(pl.String),
+}
+
+
 def _findings_frame(findings: Sequence[Any], baseline_ms: float | None) -> pl.DataFrame:
     rows = [
         {
@@ -299,7 +306,27 @@ class TraceReport(_Rendered):
         """Cause → ms per step (the parts add up to the step)."""
         return dict(self.diagnosis.breakdown_ms)
 
+    @property
+    def answer(self) -> str | None:
+        """The report's opening sentence: the main cause, its cost, the first fix and the step
+        before → after (None: the trace has no step time)."""
+        return self.diagnosis.plan.sentence()
+
     # -- the tables
+    @property
+    def plan(self) -> pl.DataFrame:
+        """The fix plan, one row per step in the order to make them: ``kind``, ``action``,
+        ``predicted_step_ms`` (with this and every earlier step applied), ``saves_ms``,
+        ``saves_alone_ms``, ``gpu_utilization`` (after it), ``throughput_per_s``,
+        ``alternatives`` (kinds that save about the same instead); empty when nothing is worth
+        fixing (``diagnosis.plan.note`` says when it was not priced)."""
+        if "plan" not in self._memo:
+            rows = [
+                {k: v for k, v in st.to_dict().items() if k in _PLAN_SCHEMA} for st in self.diagnosis.plan.steps
+            ]
+            self._memo["plan"] = pl.DataFrame(rows, schema=_PLAN_SCHEMA)
+        return self._memo["plan"]  # type: ignore[no-any-return]
+
     @property
     def findings(self) -> pl.DataFrame:
         """One row per finding, ranked by what its fix saves: ``kind``, ``title``, ``ms_per_step``,
@@ -393,8 +420,10 @@ class TraceReport(_Rendered):
 
         d = self.diagnosis
         lines = [f"TraceReport({self.path!r})", *(f"  {line}" for line in headline(d, to_json_dict(d)))]
+        if self.answer:
+            lines.append(f"  {self.answer}")
         lines.extend(_finding_lines(d.findings))
-        lines.append("  tables: .findings .steps .gaps .syncs .kernels .what_ifs · print() for the full report")
+        lines.append("  tables: .plan .findings .steps .gaps .syncs .kernels .what_ifs · print() for the full report")
         return "\n".join(lines)
 
 

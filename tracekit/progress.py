@@ -6,7 +6,7 @@ down (``tracekit.pipeline.load(..., progress=p)`` and ``run(..., progress=p)``, 
 to the readers and the analyses):
 
 * :meth:`Progress.phase` starts a named phase (``hashing``, ``reading``, ``decoding``,
-  ``caching``, ``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``report``),
+  ``caching``, ``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``plan``, ``report``),
   optionally with a total in bytes;
 * :meth:`Progress.advance` adds bytes done in the current phase.  The readers count bytes at
   the file-object layer (:mod:`tracekit.parsers._source`), so the count is right whatever

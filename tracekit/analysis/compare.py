@@ -151,6 +151,60 @@ class KernelChange:
 
 
 @dataclass(frozen=True)
+class PlanCheck:
+    """Which step of BEFORE's fix plan the change made, and the step it predicted against
+    AFTER's measured one."""
+
+    #: the plan step reached (1-based): every step up to it is fixed in AFTER
+    step: int
+    #: the kinds of the steps reached, in plan order
+    kinds: tuple[str, ...]
+    #: step kind → the alternative that made it instead (when that is how it was fixed)
+    via: dict[str, str]
+    predicted_ms: float
+    measured_ms: float
+
+    @property
+    def error_pct(self) -> float:
+        """Measured against predicted, in percent of the prediction (positive: slower than predicted)."""
+        return 100.0 * (self.measured_ms - self.predicted_ms) / self.predicted_ms if self.predicted_ms else 0.0
+
+    def sentence(self) -> str:
+        ways = ", ".join(f"{k} (by fixing {self.via[k]} instead)" if k in self.via else k for k in self.kinds)
+        what = f"step {self.step} of the before plan" if self.step == 1 else f"steps 1-{self.step} of the before plan"
+        return (f"The change matches {what} ({ways}): predicted {self.predicted_ms:,.1f} ms, "
+                f"measured {self.measured_ms:,.1f} ms, {round(self.error_pct, 1) + 0.0:+.1f}%.")
+
+
+def plan_check(before: Diagnosis, after: Diagnosis) -> PlanCheck | None:
+    """The longest prefix of BEFORE's plan whose every step is fixed in AFTER — its kind, or one
+    of its alternatives, was found before and AFTER neither reports nor plans it — with the step it predicted
+    (None: the change fixed no plan step, or a side has no step time)."""
+    if after.step_ms_median is None or not before.plan.steps:
+        return None
+    found_before = {f.kind for f in before.findings} | {st.kind for st in before.plan.steps}
+    # a kind is still to fix when AFTER reports it or plans it (fp32 GEMMs hidden behind a
+    # loader that still stalls are no finding there, but a later step of its plan)
+    remaining = {f.kind for f in after.findings} | {k for st in after.plan.steps for k in (st.kind, *st.alternatives)}
+    fixed = found_before - remaining
+    reached: list[str] = []
+    via: dict[str, str] = {}
+    for st in before.plan.steps:
+        if st.kind in fixed:
+            reached.append(st.kind)
+            continue
+        alt = next((a for a in st.alternatives if a not in remaining), None)
+        if alt is None:
+            break
+        reached.append(st.kind)
+        via[st.kind] = alt
+    if not reached:
+        return None
+    predicted = before.plan.steps[len(reached) - 1].predicted_step_ms
+    return PlanCheck(step=len(reached), kinds=tuple(reached), via=via, predicted_ms=predicted, measured_ms=after.step_ms_median)
+
+
+@dataclass(frozen=True)
 class DiffResult:
     """Everything :func:`compare` concluded (see the module docstring)."""
 
@@ -177,6 +231,8 @@ class DiffResult:
     noise_pct: float | None = None
     #: MFU and model TFLOP/s before and after
     efficiency: EfficiencyChange = field(default_factory=_no_efficiency)
+    #: which step of BEFORE's fix plan the change made, predicted vs measured (None: none)
+    plan: PlanCheck | None = None
 
     def slower_than(self, pct: float) -> bool:
         """True when the after step time is slower than before by more than ``pct`` percent
@@ -221,6 +277,7 @@ def compare(before: Diagnosis, after: Diagnosis) -> DiffResult:
         verdict_reasons=reasons,
         noise_pct=noise,
         efficiency=_efficiency_change(before.efficiency, after.efficiency),
+        plan=plan_check(before, after),
     )
 
 

@@ -50,7 +50,7 @@ def diagnose(
     ``what_if`` lists extra questions (each a mapping cause → factor, see
     :mod:`tracekit.analysis.whatif`); every finding's fix is priced regardless, and the what-if
     engine (:mod:`tracekit.analysis.pricing`) decides which model answers each.
-    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``).
+    ``progress`` is told each phase (``steps``, ``idle time``, ``findings``, ``critical path``, ``replay``, ``plan``).
     ``program``: what a capture recorded of the program (its DataLoaders, autocast, compile, memory:
     :mod:`.program_advice` words the fixes with it).  ``code``: reads a source line for the findings'
     code locations (:mod:`.codeloc`; without it locations carry no code text).
@@ -126,12 +126,15 @@ def diagnose(
     priced = answer(
         PricingInputs(
             events=events, links=links, steps=steps.frame, step_ms=step_ms_median, utilization=utilization, host_only=host_only,
-            per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats,
+            per_step=complete_main, gaps=finding_gaps, syncs=syncs, kernels=kstats, breakdown_ms=breakdown_ms,
+            batch_size=_batch_size(program),
         ),
         findings, asked, eff, phase=phase,
     )
     cpath, findings, replay_notes = priced.critical_path, list(priced.findings), priced.notes
     findings = _located(findings, events, links, step_table, syncs, program, host_only, code)
+    # the plan's steps carry the findings as located (file:line, the program's own words)
+    fix_plan = priced.plan.with_findings(findings)
     return Diagnosis(
         info=tables.info,
         steps=step_table,
@@ -152,6 +155,7 @@ def diagnose(
         what_ifs=tuple(a for a in (cpath.what_ifs if cpath is not None else ()) if a.what_if in asked),
         efficiency=eff,
         warmup=warmup,
+        plan=fix_plan,
     )
 
 
@@ -167,6 +171,12 @@ def _located(
         return located
     loading = evidence_count("data_loading", events, links, steps, syncs) if any(f.kind == "data_loading" for f in located) else 0
     return advise(located, program, host_only=host_only, data_points=loading, code=code)
+
+
+def _batch_size(program: ProgramFacts | None) -> int | None:
+    """The training loop's batch size, when the capture recorded its DataLoader (the plan's throughput)."""
+    loader = None if program is None else program.training_loader()
+    return None if loader is None else loader.batch_size
 
 
 def _without_superseded(findings: Sequence[Finding]) -> list[Finding]:

@@ -30,7 +30,8 @@ from .critical_path import CriticalPath, critical_path
 from .efficiency import Efficiency
 from .findings import HEALTHY_UTILIZATION, MIN_SHARE, Finding, found_by_replay, price_by_replay, rank_by_saving
 from .kernels import KernelStats
-from .replay import price
+from .plan import Plan, PlanInputs, build_plan, no_plan
+from .replay import Pricing, price
 from .steady import restate
 from .whatif import WhatIf, finding_what_if
 
@@ -52,6 +53,8 @@ class Answers:
     #: question (a finding kind, or an asked what-if's label) → the model that priced it:
     #: :data:`REPLAY` or :data:`CRITICAL_PATH`
     priced_by: Mapping[str, str]
+    #: the fixes priced together, in the order to make them (:mod:`.plan`)
+    plan: Plan
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,11 @@ class PricingInputs:
     gaps: pl.DataFrame
     syncs: pl.DataFrame
     kernels: KernelStats
+    #: breakdown cause → ms in the median step (what bounds the step once the plan is applied)
+    breakdown_ms: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: the batch size, for the plan's throughput (None: unknown; a capture's training-loop
+    #: DataLoader gives it)
+    batch_size: int | None = None
 
 
 def answer(
@@ -97,16 +105,47 @@ def answer(
         priced_by.update(dict.fromkeys(per_finding, CRITICAL_PATH))
         priced_by.update(dict.fromkeys((w.label for w in asked), CRITICAL_PATH))
     notes: tuple[str, ...] = ()
+    fix_plan = no_plan(
+        trace.step_ms, trace.utilization, ranked,
+        "Fixes are not priced together on a CPU-only trace; each finding's saving is its own." if trace.host_only and ranked else None,
+    )
     if cpath is not None and trace.step_ms is not None and not trace.host_only:
         phase("replay")
-        cpath, ranked, notes, by_replay = _by_replay(trace, cpath, ranked, asked, trace.step_ms)
+        before = ranked
+        cpath, ranked, notes, by_replay, pricing = _by_replay(trace, cpath, ranked, asked, trace.step_ms)
         priced_by.update(dict.fromkeys(by_replay, REPLAY))
-    return Answers(critical_path=cpath, findings=tuple(ranked), notes=notes, priced_by=priced_by)
+        phase("plan")
+        fix_plan = build_plan(PlanInputs(
+            findings=ranked, replayer=pricing.replayer, trusted=pricing.trusted, step_ms=trace.step_ms, utilization=trace.utilization,
+            efficiency=eff, kernels=trace.kernels, breakdown_ms=trace.breakdown_ms,
+            unreported=_unreported(trace, before, ranked, pricing) if pricing.trusted else {}, batch_size=trace.batch_size,
+        ))
+    return Answers(critical_path=cpath, findings=tuple(ranked), notes=notes, priced_by=priced_by, plan=fix_plan)
+
+
+def _unreported(trace: PricingInputs, before: Sequence[Finding], after: Sequence[Finding], pricing: Pricing) -> dict[str, Finding]:
+    """The fixes a plan may take that no finding reports: findings whose fix saves too little
+    alone (dropped by the replay's pricing), and on an unhealthy trace the kinds the replay may
+    find on its own (a pageable copy that only pays once the loader has workers)."""
+    reported = {f.kind for f in after}
+    out = {f.kind: f for f in before if f.kind not in reported}
+    healthy = trace.utilization is not None and trace.utilization >= HEALTHY_UTILIZATION
+    assert trace.step_ms is not None
+    for kind in () if healthy else REPLAY_FOUND:
+        if kind in reported or kind in out:
+            continue
+        saving, predicted = pricing.fixes.get(kind, (0.0, trace.step_ms))
+        f = found_by_replay(
+            kind, saving, predicted, trace.step_ms, FIX_MODELS.get(kind), per_step=trace.per_step, gaps=trace.gaps,
+            syncs=trace.syncs, kernels=trace.kernels, events=trace.events,
+        )
+        out[kind] = dataclasses.replace(f, evidence={**f.evidence, "found_by": "plan"})
+    return out
 
 
 def _by_replay(
     trace: PricingInputs, cpath: CriticalPath, findings: list[Finding], asked: Sequence[WhatIf], step_ms: float
-) -> tuple[CriticalPath, list[Finding], tuple[str, ...], list[str]]:
+) -> tuple[CriticalPath, list[Finding], tuple[str, ...], list[str], Pricing]:
     """Each finding's cost becomes the saving of its fix in the replay, causes the replay finds
     on its own (a sync that prevents overlap) are added, and the asked what-ifs are answered by
     the replay; unchanged where the replay does not reproduce the trace.  Returns the questions
@@ -115,7 +154,7 @@ def _by_replay(
     candidates = [f.kind for f in findings] + ([] if healthy else list(REPLAY_FOUND))
     pricing = price(candidates, trace.events, trace.links, trace.steps, step_ms, tuple(asked))
     if not pricing.trusted:
-        return cpath, findings, pricing.notes, []
+        return cpath, findings, pricing.notes, [], pricing
     raised = {f.kind for f in findings}
     extra = [
         found_by_replay(
@@ -131,7 +170,7 @@ def _by_replay(
         if wi.label in pricing.what_ifs and wi in answers:
             answers[wi] = dataclasses.replace(answers[wi], baseline_step_ms=step_ms, predicted_step_ms=pricing.what_ifs[wi.label])
     cpath = dataclasses.replace(cpath, what_ifs=tuple(answers[r.what_if] for r in cpath.what_ifs))
-    return cpath, findings, pricing.notes, [*pricing.fixes, *pricing.what_ifs]
+    return cpath, findings, pricing.notes, [*pricing.fixes, *pricing.what_ifs], pricing
 
 
 def _efficiency_what_ifs(found: Sequence[Finding], eff: Efficiency) -> dict[str, WhatIf]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +89,14 @@ class Replay:
     steps: pl.DataFrame
     #: the edits replayed, in order
     edits: tuple[Edit, ...]
+    #: the GPU activities' summed durations over the replayed groups, unchanged (``replayed``)
+    #: and under each edit (its label), ns
+    gpu_busy_ns: dict[str, int] = field(default_factory=dict)
+
+    def gpu_busy_ratio(self, label: str) -> float | None:
+        """The GPU's busy time under the edit as a share of its busy time unchanged."""
+        base, edited = self.gpu_busy_ns.get("replayed"), self.gpu_busy_ns.get(label)
+        return None if not base or edited is None else edited / base
 
     @property
     def measured_step_ms(self) -> float | None:
@@ -185,36 +193,61 @@ def replay(
     ``group_steps`` consecutive complete steps; the first step of a group starts from the
     recorded state, so a group's other steps are the steady state.
     """
-    complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
-    cols = {f"{e.label}_ns": pl.Int64 for e in edits}
-    frames: list[pl.DataFrame] = []
-    if complete.height:
-        pinned_bw = _pinned_bandwidth(events)
-        single = bool(events.select(pl.col("name").str.contains("SingleProcessDataLoaderIter").any()).item())
-        copy_bytes = _copy_bytes(events, links)
-        collapsed = {e.label: _collapsed(e, events, links) for e in edits if e.collapse is not None}
+    return Replayer(events, links, steps, group_steps=group_steps).run(edits)
+
+
+class Replayer:
+    """The complete steps of a trace prepared for replay once — every group's graph, its sweep
+    order and its step marks — so that several rounds of edits (a fix plan asks one round per
+    step it adds) pay for the edits' marks and the sweeps only, never for building the graphs again."""
+
+    def __init__(self, events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, *, group_steps: int = GROUP_STEPS) -> None:
+        complete = steps.filter(pl.col("complete") & (pl.col("end_ns") > pl.col("start_ns"))).sort(["rank", "start_ns"])
+        self._events, self._links = events, links
+        self._pinned_bw = PINNED_BW
+        self._single = False
+        self._copy_bytes = pl.DataFrame()
+        self._groups: list[_Prepared] = []
+        if complete.height == 0:
+            return
+        self._pinned_bw = _pinned_bandwidth(events)
+        self._single = bool(events.select(pl.col("name").str.contains("SingleProcessDataLoaderIter").any()).item())
+        self._copy_bytes = _copy_bytes(events, links)
         size = max(group_steps, 2)
         groups = [
             (int(rank), per_rank.slice(lo, size))
             for (rank,), per_rank in complete.partition_by("rank", as_dict=True, maintain_order=True).items()
             for lo in range(0, per_rank.height, size)
         ]
+        self._groups = _in_pool(lambda g: _prepare_group(events, links, g[0], g[1]), groups)
 
-        def one(group: tuple[int, pl.DataFrame]) -> pl.DataFrame:
-            return _replay_group(events, links, group[0], group[1], edits, pinned_bw, single, copy_bytes, collapsed)
+    def run(self, edits: Sequence[Edit] = ()) -> Replay:
+        """The prepared steps replayed unchanged and under each of ``edits`` (one column each)."""
+        cols = {f"{e.label}_ns": pl.Int64 for e in edits}
+        if not self._groups:
+            return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
+        collapsed = {e.label: _collapsed(e, self._events, self._links) for e in edits if e.collapse is not None}
+        parts = _in_pool(
+            lambda g: _sweep_group(g, edits, self._pinned_bw, self._single, self._copy_bytes, collapsed), self._groups
+        )
+        busy: dict[str, int] = {}
+        for _, totals in parts:
+            for label, ns in totals.items():
+                busy[label] = busy.get(label, 0) + ns
+        return Replay(steps=pl.concat([p for p, _ in parts], how="vertical_relaxed"), edits=tuple(edits), gpu_busy_ns=busy)
 
-        if len(groups) > 1:
-            pool = ThreadPoolExecutor(max_workers=REPLAY_THREADS, thread_name_prefix="tracekit-replay")
-            try:
-                frames = list(pool.map(one, groups))  # (in the groups' order)
-            finally:
-                # an error or Ctrl-C: the groups not started yet are dropped, not replayed
-                pool.shutdown(wait=True, cancel_futures=True)
-        else:
-            frames = [one(g) for g in groups]
-    if not frames:
-        return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
-    return Replay(steps=pl.concat(frames, how="vertical_relaxed"), edits=tuple(edits))
+
+def _in_pool(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``fn`` over ``items`` in order, side by side on :data:`REPLAY_THREADS` threads when
+    there are several (the graph builder's polars queries and the native sweeps release the GIL)."""
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    pool = ThreadPoolExecutor(max_workers=REPLAY_THREADS, thread_name_prefix="tracekit-replay")
+    try:
+        return list(pool.map(fn, items))  # (in the items' order)
+    finally:
+        # an error or Ctrl-C: the items not started yet are dropped, not run
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _pinned_bandwidth(events: pl.DataFrame) -> float:
@@ -336,53 +369,87 @@ def _near(events: pl.DataFrame, links: pl.DataFrame, near: pl.Expr) -> tuple[pl.
     return kept, links.filter(pl.col("launch_event_id").is_in(ids) | pl.col("gpu_event_id").is_in(ids))
 
 
-def _replay_group(
-    events: pl.DataFrame, links: pl.DataFrame, rank: int, group: pl.DataFrame, edits: Sequence[Edit], pinned_bw: float, single: bool,
-    copy_bytes: pl.DataFrame, collapsed: dict[str, _Collapsed],
-) -> pl.DataFrame:
+@dataclass(frozen=True)
+class _Prepared:
+    """One group of steps ready to sweep: its recorded columns and, when it has edges, its
+    graph in sweep order with the marks that turn node times into step durations."""
+
+    #: rank, step, steady, measured_ns, recorded_ns of the group's steps
+    head: dict[str, list[Any]]
+    #: the group's edges (src, dst, w, kind, tag, removable, event_id, pid, tid, start_ns,
+    #: end_ns); None: no edges
+    base: pl.DataFrame | None = None
+    plan: _Plan | None = None
+    markers: list[int | None] = field(default_factory=list)
+    owner: pl.DataFrame | None = None
+    #: the event ids of the calls that launched the group's GPU work
+    launches: pl.Series | None = None
+
+
+#: one window: its source S is node 0 and its sink T node 1
+_T_NODE = 1
+
+
+def _prepare_group(events: pl.DataFrame, links: pl.DataFrame, rank: int, group: pl.DataFrame) -> _Prepared:
     window = _window(rank, group)
     # the rows the graph can use (build_graph keeps the events overlapping the window): taken
     # in one filter, so the rank's whole table is never copied for one group
     near = (pl.col("rank") == rank) & (pl.col("end_ns") >= window["start_ns"][0]) & (pl.col("start_ns") <= window["end_ns"][0])
-    graph = build_graph(*_near(events, links, near), window)
+    near_events, near_links = _near(events, links, near)
+    graph = build_graph(near_events, near_links, window)
     nodes, edges = graph.nodes, graph.edges
     starts = group["start_ns"].to_list()
     measured = group["dur_ns"].to_list() if "dur_ns" in group.columns else [e - s for s, e in zip(starts, group["end_ns"].to_list(), strict=True)]
-    out: dict[str, list[Any]] = {
+    head: dict[str, list[Any]] = {
         "rank": [rank] * group.height,
         "step": group["step"].to_list(),
         "steady": [i > 0 or group.height == 1 for i in range(group.height)],
         "measured_ns": measured,
     }
-    schema = {**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}}
     if edges.height == 0:
-        for col in schema:
-            out.setdefault(col, [None] * group.height)
-        return pl.DataFrame(out, schema=schema)
+        head["recorded_ns"] = [None] * group.height
+        return _Prepared(head)
     markers, owner = _step_nodes(nodes, edges, starts, group["end_ns"].to_list())
     base = edges.select(
         "src", "dst", _stream_floor(edges).alias("w"), "kind", "tag", "removable", "event_id", "pid", "tid", "start_ns", "end_ns"
     )
-    base = _marked(base, edits, collapsed, links["launch_event_id"])
-    t_node = 1  # one window: its source S is node 0 and its sink T node 1
     w0 = int(group["start_ns"].min())  # type: ignore[arg-type]
     ends = nodes["t"]
     lo, hi = int(ends.min()) - 1, int(ends.max()) + 1  # type: ignore[arg-type]
-    times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == t_node).then(hi).otherwise(pl.col("t")).alias("t"))
+    times = nodes.select("node", pl.when(pl.col("node") == 0).then(lo).when(pl.col("node") == _T_NODE).then(hi).otherwise(pl.col("t")).alias("t"))
+    # the order depends on the edges only, never on an edit's marks or weights
     plan = _order(base, times)
     recorded = nodes.select("node", (pl.col("t") - w0).alias("d"))
-    out["recorded_ns"] = _steps_of(recorded, ["d"], markers, owner, t_node, len(starts))[0]
+    head["recorded_ns"] = _steps_of(recorded, ["d"], markers, owner, _T_NODE, len(starts))[0]
+    return _Prepared(head, base=base, plan=plan, markers=markers, owner=owner, launches=near_links["launch_event_id"])
+
+
+def _sweep_group(
+    g: _Prepared, edits: Sequence[Edit], pinned_bw: float, single: bool, copy_bytes: pl.DataFrame, collapsed: dict[str, _Collapsed]
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The group's steps replayed unchanged and under each edit, and its GPU busy time under
+    each (``replayed`` and every edit's label → ns: the GPU activities' summed durations)."""
+    schema = {**_STEP_SCHEMA, **{f"{e.label}_ns": pl.Int64 for e in edits}}
+    n = len(g.head["step"])
+    out = dict(g.head)
+    if g.base is None or g.plan is None or g.owner is None or g.launches is None:
+        for col in schema:
+            out.setdefault(col, [None] * n)
+        return pl.DataFrame(out, schema=schema), {}
+    base = _marked(g.base, edits, collapsed, g.launches)
     # every edit's weights in one pass; an edit that changes no edge (its cause is absent from
     # the group) replays the same as the unchanged graph, the others are swept together
     weighted = base.select("w", *(_edited(e, base, pinned_bw, single, copy_bytes).alias(f"_e{i}") for i, e in enumerate(edits)))
     changed = [f"_e{i}" for i in range(len(edits)) if not bool(weighted[f"_e{i}"].eq_missing(weighted["w"]).all())]
-    swept = _sweeps(plan, weighted, ["w", *changed])
-    dist = pl.DataFrame({"node": plan.nodes, **{c: d for c, d in zip(["w", *changed], swept, strict=True)}})
-    durations = dict(zip(["w", *changed], _steps_of(dist, ["w", *changed], markers, owner, t_node, len(starts)), strict=True))
+    swept = _sweeps(g.plan, weighted, ["w", *changed])
+    dist = pl.DataFrame({"node": g.plan.nodes, **{c: d for c, d in zip(["w", *changed], swept, strict=True)}})
+    durations = dict(zip(["w", *changed], _steps_of(dist, ["w", *changed], g.markers, g.owner, _T_NODE, n), strict=True))
     out["replayed_ns"] = durations["w"]
     for i, e in enumerate(edits):
         out[f"{e.label}_ns"] = list(durations.get(f"_e{i}", durations["w"]))
-    return pl.DataFrame(out, schema=schema)
+    gpu = weighted.filter(base["kind"] == EdgeKind.GPU.value).select(pl.all().clip(lower_bound=0).sum())
+    busy = {"replayed": int(gpu["w"][0] or 0), **{e.label: int(gpu[f"_e{i}"][0] or 0) for i, e in enumerate(edits)}}
+    return pl.DataFrame(out, schema=schema), busy
 
 
 def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFrame, edit: Edit | None = None) -> pl.DataFrame:
@@ -453,7 +520,7 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
         expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == "pageable_memcpy") & pinned.is_not_null()).then(
             pl.min_horizontal(w, pinned)
         ).otherwise(expr)
-        if single:
+        if single and not e.workers:
             # no workers: the main thread copies the batch into pinned memory first
             call_bytes = copy_bytes.drop_nulls("launch_id").group_by("launch_id").agg(pl.col("bytes").sum())
             per_call = dict(zip(call_bytes["launch_id"].to_list(), call_bytes["bytes"].to_list(), strict=True))
@@ -687,6 +754,8 @@ class Pricing:
     #: predicted step stays the median step once fixed: the headline's statistic, which a stall
     #: in every k-th step barely moves
     intermittent: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the replayed steps, prepared: further rounds of edits (the fix plan's) sweep them again
+    replayer: Replayer | None = None
 
 
 def _sampled_steps(events: pl.DataFrame, steps: pl.DataFrame, group_steps: int) -> tuple[pl.DataFrame, int]:
@@ -721,7 +790,8 @@ def price(
     chosen, size = _sampled_steps(events, steps, group_steps)
     if chosen.height == 0 or step_ms is None:
         return Pricing(replay=None, fixes={}, what_ifs={}, mean_shares={}, trusted=False)
-    r = replay(events, links, chosen, [*edits, *asked], group_steps=size)
+    replayer = Replayer(events, links, chosen, group_steps=size)
+    r = replayer.run([*edits, *asked])
     trusted = r.error is not None and r.error <= TRUST_ERROR
     notes: list[str] = []
     if r.error is not None and not trusted:
@@ -750,10 +820,11 @@ def price(
             if delta is not None:
                 answers[e.label] = max(step_ms - delta, 0.0)
     return Pricing(
-        replay=r, fixes=fixes, what_ifs=answers, mean_shares=means, trusted=trusted, notes=tuple(notes), intermittent=intermittent
+        replay=r, fixes=fixes, what_ifs=answers, mean_shares=means, trusted=trusted, notes=tuple(notes), intermittent=intermittent,
+        replayer=replayer,
     )
 
 
 __all__ = [
-    "FIX_MODELS", "GROUP_STEPS", "Edit", "Pricing", "Replay", "fix_edit", "median", "price", "replay", "replay_schedule", "what_if_edit",
+    "FIX_MODELS", "GROUP_STEPS", "Edit", "Pricing", "Replay", "Replayer", "fix_edit", "median", "price", "replay", "replay_schedule", "what_if_edit",
 ]

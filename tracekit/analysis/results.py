@@ -18,6 +18,7 @@ from .efficiency import Efficiency
 from .findings import Finding
 from .kernels import KernelStats
 from .memory import MemoryHeadroom
+from .plan import Plan, no_plan
 from .steady import WarmUp, no_warmup
 from .timeline import Timeline
 from .whatif import WhatIfResult
@@ -55,6 +56,8 @@ class Diagnosis:
     efficiency: Efficiency = field(default_factory=lambda: Efficiency(available=False, reason=None))
     #: one-time costs found in the profiled window and left out of the steady state
     warmup: WarmUp = field(default_factory=no_warmup)
+    #: the fixes to make, in order, each priced with the earlier ones applied (:mod:`.plan`)
+    plan: Plan = field(default_factory=lambda: no_plan(None, None))
 
     @property
     def complete_steps(self) -> int:

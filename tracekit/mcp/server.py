@@ -159,6 +159,8 @@ class TracekitServer:
         @mcp.tool(name="analyze", annotations=_READ_ONLY, description=(
             "Diagnose a trace file, a folder of one job's traces (one trace per rank, or a `tracekit capture` folder) or a "
             "folder of several jobs. Returns the JSON report (schema tracekit.report/1; tracekit.jobs/1 for several jobs): "
+            "`answer` (the diagnosis in one sentence), `plan` (the fixes to make in order, each with the step time after it and "
+            "every earlier fix, its saving and the fixes that would do instead), "
             "`summary` (step time, GPU utilization, breakdown of the step by cause), `findings` ranked by what fixing "
             "them saves per step, each with evidence, the fix and the predicted step time, `critical_path`, `kernels`, "
             "`sync_points` (with the Python line when the trace has stacks), `efficiency`, `memory`, `steps`, and for "
@@ -171,7 +173,8 @@ class TracekitServer:
             "Compare two trace files of the same training loop, before and after a change. Returns the tracekit.diff/1 "
             "document: `verdict` (faster, slower, within_noise, not_comparable) with `verdict_reasons`, `noise_pct` "
             "(the noise floor of both traces' step times), `step_ms` before/after/delta, each cause's ms per step, the "
-            "findings fixed, new, better or worse, and the top kernels."
+            "findings fixed, new, better or worse, the top kernels, and `plan_check` (which step of BEFORE's fix plan the "
+            "change made, its predicted step time against AFTER's measured one)."
         ))
         async def diff(before: str, after: str, ctx: Context) -> dict[str, Any]:
             return await self._call(ctx, "diff", lambda c: box.diff(before, after, c.progress))

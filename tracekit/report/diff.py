@@ -66,6 +66,10 @@ def diff_to_json_dict(r: DiffResult) -> dict[str, Any]:
         "after": _side_json(r.after),
         "verdict": r.verdict,
         "verdict_reasons": list(r.verdict_reasons),
+        "plan_check": None if r.plan is None else {
+            "step": r.plan.step, "kinds": list(r.plan.kinds), "via": dict(r.plan.via), "predicted_ms": _r(r.plan.predicted_ms),
+            "measured_ms": _r(r.plan.measured_ms), "error_pct": _r(r.plan.error_pct, 2),
+        },
         "noise_pct": _r(r.noise_pct, 2),
         "step_ms": _change_json(r.step_ms, delta_key="delta_ms", pct=True),
         "step_ms_mean": _change_json(r.step_ms_mean, delta_key="delta_ms", pct=True),
@@ -210,6 +214,8 @@ def _short(name: str, width: int) -> str:
 def render_diff_text(r: DiffResult) -> str:
     out = [f"tracekit diff · {diff_headline(r)}"]
     out.extend(f"  because {reason}" for reason in _reasons(r))
+    if r.plan is not None:
+        out.append(r.plan.sentence())
     for label, side in (("before", r.before), ("after", r.after)):
         out.append(f"  {label:<7} {side.path}")
         out.append(f"  {'':<7} {_describe(side)}")
@@ -256,6 +262,8 @@ def render_diff_markdown(r: DiffResult) -> str:
     out = [f"## tracekit diff: {diff_headline(r)}", ""]
     if _reasons(r):
         out += [f"- because {reason}" for reason in _reasons(r)] + [""]
+    if r.plan is not None:
+        out += [f"**{r.plan.sentence()}**", ""]
     out += ["| | trace | what |", "|---|---|---|"]
     for label, side in (("before", r.before), ("after", r.after)):
         out.append(f"| {label} | `{side.path}` | {_describe(side)} |")
@@ -311,7 +319,8 @@ def diff_sections(r: DiffResult) -> list[str]:
         f'<p class="meta"><b>{label}</b> <span class="mono">{e(side.path)}</span> · {e(_describe(side))}</p>'
         for label, side in (("before", r.before), ("after", r.after))
     )
-    parts = [f"<header><h1>tracekit diff: {e(diff_headline(r))}</h1>{sides}</header>"]
+    check = "" if r.plan is None else f'<p class="answer">{e(r.plan.sentence())}</p>'
+    parts = [f"<header><h1>tracekit diff: {e(diff_headline(r))}</h1>{check}{sides}</header>"]
     rows = "".join(
         f'<tr><td>{e(name)}</td><td class="n">{e(b)}</td><td class="n">{e(a)}</td><td class="n">{e(d)}</td></tr>'
         for name, b, a, d in _summary_rows(r)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis import Diagnosis
 from ..analysis.causes import (
+    ACTIONS,
     CAUSE_LABELS,
     CAUSES,
     FINDING_BY_NAME,
@@ -20,10 +21,12 @@ from ..analysis.causes import (
     IDLE_CAUSES,
     PATH_LABELS,
     SHORT_LABELS,
+    TITLES,
     cause_label,
     path_label,
 )
 from ..analysis.findings import Finding
+from ..analysis.plan import Plan
 
 
 def fmt_pct(x: float | None) -> str:
@@ -329,3 +332,31 @@ def intermittent_note(ev: Mapping[str, float]) -> str:
         f" (mean over the steady steps: it hits only some; the mean step {ev['mean_step_ms']:,.2f} → "
         f"{ev['predicted_mean_step_ms']:,.2f} ms, the median barely moves)"
     )
+
+
+def plan_lines(plan: Plan, kinds: bool = True) -> list[str]:
+    """The fix plan in plain lines: each step's fix, the step before → after with the earlier
+    steps applied, its saving and GPU busy share, its alternatives and code location, then
+    what bounds the step (empty: no plan and nothing to say)."""
+    if not plan.steps:
+        return [f"  {plan.note}"] if plan.note else []
+    out: list[str] = []
+    before, busy = plan.step_ms, plan.gpu_utilization
+    for i, st in enumerate(plan.steps, 1):
+        tag = f" [{st.kind}]" if kinds else ""
+        out.append(f" {i}. {st.action[0].upper()}{st.action[1:]}{tag}")
+        util = "" if busy is None or st.gpu_utilization is None else f", GPU busy {busy:.0%} → {st.gpu_utilization:.0%}"
+        rate = "" if st.throughput is None else f", {st.throughput:,.1f} samples/s"
+        step = "mean step" if plan.statistic == "mean" else "step"
+        out.append(f"    {step} {fmt_ms(before)} → {fmt_ms(st.predicted_step_ms)} (saves {st.saves_ms:,.2f} ms per step{util}{rate})")
+        loc = location_text(st.location)
+        if loc:
+            out.append(f"    at {loc}")
+        for alt in st.alternatives:
+            words = ACTIONS.get(alt) or TITLES.get(alt, alt)
+            out.append(f"    or instead: {words}" + (f" [{alt}]" if kinds else "") + " (about the same saving)")
+        before, busy = st.predicted_step_ms, st.gpu_utilization
+    if plan.bound is not None:
+        out.append(f"  then the step is bound by {plan.bound.text}")
+    return out
+

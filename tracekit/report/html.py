@@ -18,8 +18,9 @@ import polars as pl
 
 from .._version import __version__
 from ..analysis import Diagnosis
-from ..analysis.causes import CAUSE_LABELS, CAUSES, cause_label, finding_color
+from ..analysis.causes import ACTIONS, CAUSE_LABELS, CAUSES, cause_label, finding_color
 from ..analysis.findings import Finding
+from ..analysis.plan import PlanStep
 from ..analysis.view import StepView
 from ..pipeline import FolderResult, JobResult, TraceResult
 from . import formatting
@@ -38,7 +39,7 @@ from .formatting import (
 )
 from .json_report import JSON_SCHEMA_VERSION, to_json_dict
 from .registry import register
-from .svg import breakdown_svg, fmt_ms, lanes_step, rank_lanes_svg, roofline_svg, steps_svg, timeline_svg
+from .svg import breakdown_svg, fmt_ms, lanes_step, plan_svg, rank_lanes_svg, roofline_svg, steps_svg, timeline_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -51,6 +52,7 @@ header h1 { font-size: 22px; margin: 0 0 2px; }
 header .path { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: #444; margin: 0;
   word-break: break-all; }
 header .meta { color: #555; margin: 4px 0 0; }
+header .answer { font-size: 16px; font-weight: 600; margin: 8px 0 0; }
 section { background: #fff; border: 1px solid #e1e3e8; border-radius: 8px; padding: 14px 18px; margin: 16px 0; }
 section h2 { font-size: 17px; margin: 0 0 10px; }
 .cards { display: flex; flex-wrap: wrap; gap: 12px; background: none; border: 0; padding: 0; }
@@ -98,6 +100,7 @@ def report_sections(d: Diagnosis, view: StepView | None, data: dict[str, Any] | 
     return [
         header_html(d, data),
         _cards(d, data),
+        plan_section(d),
         breakdown_section(d),
         _steps_section(d, view),
         _timeline_section(d, view),
@@ -120,6 +123,7 @@ def render_html_fragment(d: Diagnosis, view: StepView | None = None) -> str:
     parts = [
         header_html(d, data),
         _cards(d, data),
+        plan_section(d),
         breakdown_section(d),
         _timeline_section(d, view),
         _findings_section(d, data),
@@ -130,9 +134,39 @@ def render_html_fragment(d: Diagnosis, view: StepView | None = None) -> str:
 
 
 def header_html(d: Diagnosis, data: dict[str, Any]) -> str:
+    answer = f'<p class="answer">{_e(data["answer"])}</p>' if data.get("answer") else ""
     return (
         f'<header><h1>tracekit diagnosis</h1><p class="path">{_e(data["trace"]["path"])}</p>'
-        f'<p class="meta">{_e(headline(d, data)[0])}</p></header>'
+        f'{answer}<p class="meta">{_e(headline(d, data)[0])}</p></header>'
+    )
+
+
+def plan_section(d: Diagnosis) -> str:
+    """The fix plan: a picture of the step time after each step, then the steps in words."""
+    plan = d.plan
+    if not plan.steps or plan.step_ms is None:
+        return f"<section><h2>Fix plan</h2><p>{_e(plan.note)}</p></section>" if plan.note else ""
+    bars = [(st.action, st.predicted_step_ms, finding_color(st.kind)) for st in plan.steps]
+    bound = f'<p class="caption">Then the step is bound by {_e(plan.bound.text)}.</p>' if plan.bound is not None else ""
+    return (
+        "<section><h2>Fix plan <span class=\"muted\">(in order; each step priced with the earlier ones applied)</span></h2>"
+        f'<div class="figure">{plan_svg(plan.step_ms, bars)}</div>'
+        + "".join(_plan_step_html(i, st) for i, st in enumerate(plan.steps, 1))
+        + bound + "</section>"
+    )
+
+
+def _plan_step_html(i: int, st: PlanStep) -> str:
+    alts = "".join(f"<li>or instead: {_e(ACTIONS.get(a) or a)} <span class=\"kind\">{_e(a)}</span> (about the same saving)</li>"
+                   for a in st.alternatives)
+    loc = location_text(st.location)
+    where = f"<li>at <code>{_e(loc)}</code></li>" if loc else ""
+    util = "" if st.gpu_utilization is None else f", GPU busy after it {st.gpu_utilization:.0%}"
+    return (
+        f'<div class="finding" style="border-left-color: {finding_color(st.kind)}">'
+        f'<h3>{i}. {_e(st.action[0].upper() + st.action[1:])} <span class="kind">{_e(st.kind)}</span></h3>'
+        f"<p>Step <b>{st.predicted_step_ms:,.2f} ms</b> (saves {st.saves_ms:,.2f} ms per step{util})</p>"
+        f"<ul>{where}{alts}</ul></div>"
     )
 
 

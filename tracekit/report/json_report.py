@@ -1,7 +1,7 @@
 """The JSON report: a stable, documented contract (docs/json-report.md).
 
-Top-level keys: ``schema``, ``tracekit_version``, ``trace``, ``summary``, ``steps``,
-``findings``, ``sync_points``, ``kernels``, ``efficiency``, ``memory``, ``critical_path``,
+Top-level keys: ``schema``, ``tracekit_version``, ``trace``, ``answer``, ``summary``, ``plan``,
+``plan_summary``, ``steps``, ``findings``, ``sync_points``, ``kernels``, ``efficiency``, ``memory``, ``critical_path``,
 ``data_quality``, ``warnings``.
 Times are milliseconds in ``*_ms`` keys and integer nanoseconds in ``*_ns`` keys; shares are
 fractions in 0..1.  New keys may be added; existing keys keep their meaning.
@@ -16,6 +16,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis import CAUSES, CriticalPath, Diagnosis
 from ..analysis.efficiency import to_dict as efficiency_dict
+from ..analysis.plan import Plan
 from ..pipeline import FolderResult, JobResult, TraceResult
 from .registry import register_document
 
@@ -61,6 +62,7 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
                 for row in _devices(d).iter_rows(named=True)
             ],
         },
+        "answer": d.plan.sentence(),
         "summary": {
             "steps": int(d.steps.height),
             "complete_steps": d.complete_steps,
@@ -76,6 +78,8 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
             "mfu_note": d.efficiency.headline,
             "warmup": d.warmup.to_dict() if d.warmup.found else None,
         },
+        "plan": d.plan.to_list(),
+        "plan_summary": plan_summary(d.plan),
         "steps": step_rows,
         "findings": [f.to_dict() for f in d.findings],
         "sync_points": {
@@ -113,6 +117,21 @@ def to_json_dict(d: Diagnosis) -> dict[str, Any]:
         "critical_path": _critical_path(d),
         "data_quality": list(d.data_quality),
         "warnings": list(info.warnings),
+    }
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """How the plan was priced and where it leaves the step (``plan`` holds its steps)."""
+    bound = plan.bound
+    return {
+        "priced_by": plan.priced_by,
+        "statistic": plan.statistic,
+        "step_ms": _r(plan.step_ms),
+        "predicted_step_ms": _r(plan.predicted_step_ms) if plan.steps else None,
+        "gpu_utilization": _r(plan.gpu_utilization),
+        "bound": None if bound is None else {"what": bound.what, "text": bound.text, "roofline_share": _r(bound.roofline_share)},
+        "batch_size": plan.batch_size,
+        "note": plan.note,
     }
 
 

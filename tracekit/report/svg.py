@@ -619,3 +619,27 @@ def roofline_svg(
     classes = [c for c in CLASS_COLORS if c in set(pts["op_class"].to_list())]
     _legend(svg, left + 8, top + 14, [(CLASS_COLORS[c], c) for c in classes], max_x=left + pw / 2)
     return svg.render()
+
+
+# --------------------------------------------------------------------------- fix plan
+
+
+def plan_svg(step_ms: float, steps: Sequence[tuple[str, float, str]], *, width: float = 1180) -> str:
+    """The step time today and after each step of the fix plan, one bar each, on one scale
+    (``steps``: the step's words, its predicted step in ms with the earlier steps applied,
+    and its colour)."""
+    rows = [("today", step_ms, MUTED), *steps]
+    bar_h, gap, top = 22.0, 8.0, 4.0
+    label_w = min(LABEL_W * 2.0, width / 2)
+    scale = (width - label_w - 90) / step_ms if step_ms > 0 else 0.0
+    svg = Svg(width, top + len(rows) * (bar_h + gap) + 4, label="Step time after each step of the fix plan")
+    for i, (words, ms, color) in enumerate(rows):
+        y = top + i * (bar_h + gap)
+        svg.text(0, y + 15, _truncate(words if i == 0 else f"{i}. {words}", int(label_w / 6.6)), size=12, fill=INK, title=words)
+        svg.rect(label_w, y, ms * scale, bar_h, color, title=f"{words}: {fmt_ms(ms)} per step")
+        if i:
+            # what the step saved, as a faint bar behind: where the previous step ended
+            prev = rows[i - 1][1]
+            svg.rect(label_w + ms * scale, y, max(prev - ms, 0.0) * scale, bar_h, GRID)
+        svg.text(label_w + max(ms, rows[i - 1][1] if i else ms) * scale + 6, y + 15, fmt_ms(ms), size=12, fill=INK)
+    return svg.render()

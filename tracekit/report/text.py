@@ -23,6 +23,7 @@ from .formatting import (
     job_label,
     job_lines,
     location_text,
+    plan_lines,
 )
 from .json_report import to_json_dict
 from .registry import register
@@ -67,7 +68,10 @@ def _efficiency_text(data: dict[str, Any]) -> list[str]:
 def render_text(d: Diagnosis) -> str:
     data = to_json_dict(d)
     s = data["summary"]
-    out = [f"tracekit · {data['trace']['path']}", *headline(d, data), ""]
+    out = [f"tracekit · {data['trace']['path']}", *_answer(data), *headline(d, data), ""]
+    plan = plan_lines(d.plan)
+    if plan:
+        out += ["Fix plan (in order; each step priced with the earlier ones applied)", *plan, ""]
     if s["breakdown"]:
         out.append("Where the step time goes (ms per step, share of step)")
         for cause in CAUSES:
@@ -120,6 +124,11 @@ def render_text(d: Diagnosis) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+
+
+def _answer(data: dict[str, Any]) -> list[str]:
+    """The report's opening sentence (none without a step time)."""
+    return [data["answer"]] if data.get("answer") else []
 
 
 def _saving(summary: dict[str, Any], predicted_ms: float) -> str:
@@ -221,10 +230,13 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
     data = to_json_dict(d)
     s = data["summary"]
     out = [f"## tracekit diagnosis: `{data['trace']['path']}`", ""]
+    if data.get("answer"):
+        out += [f"**{data['answer']}**", ""]
     out.extend(f"{line}  " for line in headline(d, data))
     out.append("")
     if image:
         out += [f"![tracekit report]({image})", ""]
+    out += _plan_markdown(d)
     if s["breakdown"]:
         out += ["### Where the step time goes", "", "| cause | ms per step | share |", "|---|---:|---:|"]
         for cause in CAUSES:
@@ -296,6 +308,25 @@ def render_markdown(d: Diagnosis, view: StepView | None = None, image: str | Non
         out.append("")
     out.append(f"<sub>tracekit {data['tracekit_version']}</sub>")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _plan_markdown(d: Diagnosis) -> list[str]:
+    """The fix plan as a table: each step with the earlier ones applied."""
+    plan = d.plan
+    if not plan.steps:
+        return ["### Fix plan", "", plan.note, ""] if plan.note else []
+    out = ["### Fix plan", "", "Each step is priced with the earlier ones applied (replay).", "",
+           "| # | fix | step after | saves | GPU busy after | instead (same saving) |", "|---:|---|---:|---:|---:|---|"]
+    for i, st in enumerate(plan.steps, 1):
+        loc = location_text(st.location)
+        where = f" at `{_cell(loc)}`" if loc else ""
+        alts = ", ".join(f"`{a}`" for a in st.alternatives)
+        out.append(f"| {i} | {_cell(st.action)} (`{st.kind}`){where} | {st.predicted_step_ms:,.2f} ms | {st.saves_ms:,.2f} ms | "
+                   f"{fmt_pct(st.gpu_utilization)} | {alts} |")
+    out.append("")
+    if plan.bound is not None:
+        out += [f"Then the step is bound by {plan.bound.text}.", ""]
+    return out
 
 
 def _gib(b: int | None) -> str:

@@ -83,7 +83,7 @@ _PHASE_SPANS = {
     "hashing": (0.0, 0.1), "loading cached tables": (0.1, 0.15), "exporting with nsys": (0.1, 0.2),
     "reading": (0.15, 0.5), "decoding": (0.5, 0.55), "caching": (0.55, 0.6),
     "steps": (0.6, 0.65), "idle time": (0.65, 0.75), "findings": (0.75, 0.8), "critical path": (0.8, 0.9),
-    "replay": (0.9, 0.95),
+    "replay": (0.9, 0.94), "plan": (0.94, 0.96),
 }
 
 

@@ -74,6 +74,7 @@ from .model import (
 )
 from .registry import REGISTRY, LiveMapping, LiveSequence, knobs_of, register, registered, unregister
 from .tables import (
+    ACTIONS,
     BREAKDOWN,
     BY_NAME,
     CAUSE_COLORS,
@@ -128,7 +129,7 @@ from .tables import (
 )
 
 __all__ = [
-    "BREAKDOWN", "BY_NAME", "CAUSES", "CAUSE_COLORS", "CAUSE_LABELS", "CP_CAUSES", "DETECTOR", "EDGE_TAGS", "FALLBACK_CAUSE",
+    "ACTIONS", "BREAKDOWN", "BY_NAME", "CAUSES", "CAUSE_COLORS", "CAUSE_LABELS", "CP_CAUSES", "DETECTOR", "EDGE_TAGS", "FALLBACK_CAUSE",
     "FINDINGS", "FINDING_BY_NAME", "FINDING_COLOR", "FINDING_KINDS", "FINDING_WHAT_IF", "FIXES", "FIX_MODELS", "GENERIC",
     "GRAPH_KERNEL_GAP_NS", "GRAPH_REPLAY_NS",     "HOST_CATEGORY_COLUMNS", "HOST_FIXES", "HOST_TITLES", "IDLE_CAUSES", "IDLE_LIKE", "INK", "JOB_FIXES", "JOB_TITLES",
     "KNOBS", "LAUNCH_GAP_NS", "LAUNCH_LATENCY_NS", "MEASURED_FINDINGS", "ON_DARK", "ON_LIGHT", "PATH",

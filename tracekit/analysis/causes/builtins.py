@@ -73,12 +73,13 @@ ENTRIES: tuple[Entry, ...] = (
             "pin_memory=True, prefetch_factor=2-4, persistent_workers=True); move slow preprocessing (decode, augment) "
             "into the workers or onto the GPU; cache decoded samples.",
             "the GPU waits while the host loads/prepares the next batch",
+            action="load batches in DataLoader workers (num_workers > 0, pin_memory=True)",
             host_title="The training loop waits for the DataLoader",
             host_fix="Load data in parallel and ahead of time: DataLoader(num_workers=N > 0, prefetch_factor=2-4, "
             "persistent_workers=True) so batches are ready when the loop asks; move slow preprocessing (decode, augment) "
             "into the workers; cache decoded samples.",
             evidence=E.data_loading_evidence, wording="data_loading",
-            replay=Fix(Edit(host={"data_loading": 0.0}), "the DataLoader's __next__ costs only a hand-off (workers keep up)"),
+            replay=Fix(Edit(host={"data_loading": 0.0}, workers=True), "the DataLoader's __next__ costs only a hand-off (workers keep up)"),
             replay_finds=True,
         ),
     ),
@@ -96,6 +97,7 @@ ENTRIES: tuple[Entry, ...] = (
             "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then "
             ".to(device, non_blocking=True) so the copy runs asynchronously and overlaps compute.",
             "copies from/to pageable host memory (`pin_memory=False`)",
+            action="copy from pinned memory with non_blocking=True",
             evidence=E.pageable_evidence, wording="pageable_memcpy",
             replay=Fix(
                 Edit(drop_sync=frozenset({"pageable_memcpy"}), pin=True, pin_min_bytes=PIN_MIN_BYTES),
@@ -122,6 +124,7 @@ ENTRIES: tuple[Entry, ...] = (
             "(.item() or .cpu() in a Python loop): transfer it once (t.tolist(), t.cpu()) or keep the logic on the GPU; "
             "use .to(device, non_blocking=True).",
             "the host waits for the GPU (`.item()`, `.cpu()`, `torch.cuda.synchronize`, blocking copies), draining its queue",
+            action="remove the per-step host-device syncs (.item(), .cpu(), synchronize)",
             evidence=E.sync_evidence, wording="host_device_sync",
             replay=Fix(Edit(host={"sync": 0.0}, drop_sync=frozenset({"sync"})),
                        "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)"),
@@ -153,6 +156,7 @@ ENTRIES: tuple[Entry, ...] = (
             "Stop allocating in the steady state: keep shapes stable, reuse buffers, do not call torch.cuda.empty_cache() "
             "in the loop, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
             "`cudaMalloc`/`cudaFree` in the steady state",
+            action="stop allocating device memory in the steady state",
             evidence=E.allocator_evidence, wording="allocator",
             replay=Fix(Edit(host={"allocator": 0.0}), "caching allocator: no cudaMalloc/cudaFree in the steady state"),
             replay_finds=True,
@@ -163,6 +167,7 @@ ENTRIES: tuple[Entry, ...] = (
         "Use the tensor cores: mixed precision with torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
         "(or float16 with a GradScaler), or at least TF32 via torch.set_float32_matmul_precision('high').",
         "fp32 matrix multiplies on a GPU with tensor cores (no AMP/TF32)",
+        action="run the matrix multiplies on tensor cores (AMP or TF32)",
         what_if={"fp32_matmul": 1.0 / TENSOR_CORE_SPEEDUP},
         what_if_doc="`fp32_matmul=0.5` (a conservative 2× speed-up on tensor cores)",
         evidence=DETECTOR, wording="no_tensor_cores",
@@ -176,6 +181,7 @@ ENTRIES: tuple[Entry, ...] = (
         "and most device memory is unused, so each step pays fixed launch costs for little work. If the batch must stay, "
         "cut the per-launch cost instead: torch.compile(mode='reduce-overhead') or CUDA graphs for the step.",
         "launch-bound, with most device memory unused and matrix multiplies too small to fill the GPU",
+        action="increase the batch size (or capture the step in CUDA graphs)",
         # a larger batch amortises the per-launch cost: the step loses its launch overhead
         what_if={"launch_bound": 0.0},
         what_if_doc="`launch_bound=0` (a bigger batch amortises the per-launch cost)",
@@ -195,6 +201,7 @@ ENTRIES: tuple[Entry, ...] = (
             "Overlap communication with compute: tune DDP bucket_cap_mb, use gradient_as_bucket_view=True and no_sync() "
             "during accumulation; with FSDP enable backward_prefetch/forward_prefetch; check the interconnect.",
             "communication kernels running with no compute to hide them",
+            action="overlap communication with compute",
             evidence=E.communication_evidence, wording="exposed_communication", job_wording="exposed_communication",
             job_title="Communication is not overlapped with compute (all ranks)",
             replay=Fix(Edit(host={"collective": 0.0}, gpu={"comm_kernel": 0.0}),
@@ -211,6 +218,7 @@ ENTRIES: tuple[Entry, ...] = (
             "Give the GPU more work per launch: a larger batch, torch.compile (mode='reduce-overhead' adds CUDA graphs), "
             "CUDA graphs for the step, fused kernels and optimizers (foreach=True / fused=True).",
             "kernels finish faster than the host launches them",
+            action="cut the per-kernel launch cost (CUDA graphs / torch.compile)",
             evidence=E.launch_evidence, wording="launch_bound", replay=_LAUNCH_FIX,
         ),
     ),
@@ -223,6 +231,7 @@ ENTRIES: tuple[Entry, ...] = (
             "Move host work off the GPU's path: log and compute metrics every N steps, use foreach/fused optimizers, "
             "avoid Python loops over parameters; profile with with_stack=True to find the lines.",
             "other host code (optimizer, logging) between GPU work",
+            action="move other host work off the GPU's path",
             host_title="Host code other than the model dominates the step",
             evidence=E.host_work_evidence, wording="cpu_bound",
             replay=Fix(Edit(host={"cpu": 0.0}), "other host work (Python between operators, untraced time) removed"),
@@ -241,6 +250,7 @@ ENTRIES: tuple[Entry, ...] = (
         "torch.set_float32_matmul_precision('high'); the evidence lists the fp32 shapes and the saving at each "
         "dtype's peak.",
         "fp32 GEMM/convolution operators (from recorded shapes and dtypes) on a GPU whose bf16/TF32 peak is far higher",
+        action="run the matrix multiplies in bf16 (autocast) or TF32",
         what_if_doc="compute kernels scaled to lose the fp32 GEMMs' excess time at the bf16/TF32 peak",
         evidence=DETECTOR, wording="fp32_gemm",
         # the same cause, measured from the operators' dtypes rather than kernel names
@@ -252,6 +262,7 @@ ENTRIES: tuple[Entry, ...] = (
         "batched GEMMs instead of loops), pad dimensions to multiples of 64/128; the evidence lists the shapes, "
         "their output tiles against the GPU's SM count and the TFLOP/s they reach.",
         "GEMMs whose output tiles leave most SMs idle (wave quantisation) and reach a small share of the peak",
+        action="give each GEMM more work (a larger batch, fused projections)",
         what_if_doc="compute kernels scaled to lose the small GEMMs' time beyond a well-filled GPU's",
         evidence=DETECTOR, wording="small_gemm",
     ),
@@ -261,6 +272,7 @@ ENTRIES: tuple[Entry, ...] = (
         "normalisations), fused optimizers (fused=True / foreach=True) and fused layers (e.g. fused LayerNorm, "
         "F.scaled_dot_product_attention); each unfused op reads and writes the whole tensor again.",
         "runs of memory-bound elementwise/normalisation kernels that a compiler would fuse",
+        action="fuse the elementwise chains (torch.compile)",
         what_if_doc="compute kernels scaled to lose the traffic that fusing the chains saves",
         evidence=DETECTOR, wording="unfused_elementwise",
     ),

@@ -8,6 +8,7 @@ evidence builder) is a function written next to the built-in entries
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -104,13 +105,18 @@ class Edit:
     #: a copy from pageable memory smaller than this keeps its blocking and its bandwidth under
     #: :attr:`pin` (pinning pays where bandwidth matters: a 4-byte read still waits for its value)
     pin_min_bytes: int = 0
+    #: the fix moves loading into DataLoader worker processes: a batch is pinned by their
+    #: pin-memory thread, not on the main thread (under :attr:`pin`)
+    workers: bool = False
 
     def combined(self, other: Edit, label: str = "") -> Edit:
         """This edit and ``other`` applied together (a plan of several fixes), field by field:
         a tag both scale gets the product of their factors, the waits either removes are
         removed, pinning applies when either pins (from the smaller of their size bounds), the
         launch factors multiply, a graph capture of either is kept (of both: this edit's), the
-        intervals either collapse rule marks are collapsed, and the label is ``label``."""
+        intervals either collapse rule marks are collapsed, loading is in workers when either
+        moves it there, and the label is ``label``.  A field added to :class:`Edit` gets its rule
+        here (``tests/test_plan.py`` checks that every field has one)."""
         def factors(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
             return {tag: a.get(tag, 1.0) * b.get(tag, 1.0) for tag in (*a, *(t for t in b if t not in a))}
 
@@ -120,7 +126,17 @@ class Edit:
             drop_sync=self.drop_sync | other.drop_sync, pin=self.pin or other.pin,
             launch_factor=self.launch_factor * other.launch_factor, graphs=self.graphs or other.graphs,
             collapse=_either(self.collapse, other.collapse), pin_min_bytes=min(pins) if pins else 0,
+            workers=self.workers or other.workers,
         )
+
+    @classmethod
+    def all_of(cls, *edits: Edit) -> Edit:
+        """One edit applying every one of ``edits`` (:meth:`combined` in turn), labelled with
+        their labels joined by ``+`` (the fix plan's column for a prefix of its steps)."""
+        out = cls()
+        for e in edits:
+            out = out.combined(e)
+        return dataclasses.replace(out, label="+".join(e.label for e in edits))
 
 
 def _either(a: SpanRule | None, b: SpanRule | None) -> SpanRule | None:
@@ -188,6 +204,9 @@ class FindingKind:
     fix: str
     #: what it means (docs/json-report.md)
     doc: str
+    #: the fix as one short imperative clause, for a report's opening sentence and its fix plan
+    #: ("load batches in DataLoader workers ..."; empty: the plan names the kind's title)
+    action: str = ""
     #: the what-if (knob → factor) that models fixing it on the critical path; a cause's own
     #: finding without one is priced as that cause at 0
     what_if: Mapping[str, float] | None = None

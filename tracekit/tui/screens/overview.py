@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Label, Static
 
 from ...analysis import Diagnosis
+from ...report.formatting import plan_lines
 from ..bindings import OVERVIEW, bindings
 from ..model import breakdown_rows, findings_frame, first_occurrence, utilization_per_step
 from ..session import InputKind
@@ -66,6 +67,7 @@ class OverviewScreen(SessionScreen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="summary")
+        yield Static(id="plan", markup=False)
         with Horizontal(id="charts"):
             yield BreakdownChart(id="breakdown")
             yield StepBars(id="utilization")
@@ -82,6 +84,7 @@ class OverviewScreen(SessionScreen):
         tk = self.tk
         d = tk.trace.diagnosis
         self.query_one("#summary", Static).update(summary_text(tk.session.source, tk.session.kind, d, tk.where()))
+        self.query_one("#plan", Static).update(plan_text(d))
         self.query_one("#breakdown", BreakdownChart).set_rows(breakdown_rows(d))
         util = utilization_per_step(d, tk.rank)
         self.query_one("#utilization", StepBars).set_data(
@@ -117,8 +120,20 @@ class OverviewScreen(SessionScreen):
         self.action_open_finding()
 
 
+def plan_text(d: Diagnosis) -> Text:
+    """The answer first (the report's opening sentence), then the fix plan's steps."""
+    text = Text()
+    sentence = d.plan.sentence()
+    if sentence:
+        text.append(sentence, "bold")
+    lines = plan_lines(d.plan)
+    if lines:
+        text.append("\nFix plan (each step with the earlier ones applied)\n" + "\n".join(lines))
+    return text
+
+
 def findings_frame_empty() -> pl.DataFrame:
     return pl.DataFrame(schema={c.key: pl.String for c in FINDING_COLUMNS})
 
 
-__all__ = ["OverviewScreen", "summary_text"]
+__all__ = ["OverviewScreen", "plan_text", "summary_text"]
