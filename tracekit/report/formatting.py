@@ -23,6 +23,7 @@ from ..analysis.causes import (
     cause_label,
     path_label,
 )
+from ..analysis.efficiency import nonzero_digits
 from ..analysis.findings import Finding
 
 
@@ -62,8 +63,8 @@ def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     util = "host only (no GPU recorded)" if host_only else f"GPU utilization {fmt_pct(s['gpu_utilization'])}"
     lines.append(f"step time {fmt_ms(s['step_ms_median'])} (median) · {util}")
     if s.get("mfu_note"):
-        eff = data["efficiency"]
-        rate = f" · {eff['achieved_tflops']:,.1f} model TFLOP/s achieved" if eff.get("achieved_tflops") is not None else ""
+        achieved = d.efficiency.achieved_tflops
+        rate = f" · {nonzero_digits(achieved)} model TFLOP/s achieved" if achieved is not None else ""
         lines.append(s["mfu_note"] + rate)
     return lines
 
