@@ -31,6 +31,10 @@ def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+#: how the job step of a one-step capture is measured (the job model's ``one_step``)
+ONE_STEP_BASIS = "of the one profiled step: from each rank's step start to its end, median over ranks"
+
+
 def fmt_ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.2f} ms"
 
