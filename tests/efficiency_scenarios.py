@@ -45,8 +45,14 @@ def write(
     step_us: int | None = None,
     device: str | None = H100,
     shapes: bool = True,
+    shaped_steps: set[int] | None = None,
+    marked_steps: int | None = None,
 ) -> Path:
-    """Write the trace; every step lasts ``step_us`` (default: the GPU work plus 50 us)."""
+    """Write the trace; every step lasts ``step_us`` (default: the GPU work plus 50 us).
+
+    ``shaped_steps``: the steps whose operators record shapes (None: every step, when ``shapes``);
+    ``marked_steps``: how many steps have a ``ProfilerStep`` marker (None: all; the others run
+    after the last marked one, outside any counted step)."""
     gpu_us = sum(max(o.kernel_us, 1) for o in ops)
     step_us = step_us if step_us is not None else 20 * len(ops) + gpu_us + 50
     assert step_us >= 10 + gpu_us + 4, "the step must hold its GPU work"
@@ -55,23 +61,24 @@ def write(
     t0 = 1_000_000
     for s in range(steps):
         start = t0 + s * step_us
-        events.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": f"ProfilerStep#{s}",
-                "pid": 1,
-                "tid": 1,
-                "ts": start,
-                "dur": step_us,
-            }
-        )
+        if marked_steps is None or s < marked_steps:
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{s}",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": start,
+                    "dur": step_us,
+                }
+            )
         gpu = start + 10
         for i, op in enumerate(ops):
             corr += 1
             cpu = start + 1 + 2 * i
             args: dict[str, Any] = {"External id": corr}
-            if shapes:
+            if shapes and (shaped_steps is None or s in shaped_steps):
                 args.update({"Input Dims": op.dims, "Input type": op.types})
                 if op.concrete is not None:
                     args["Concrete Inputs"] = op.concrete

@@ -305,7 +305,7 @@ def check_mfu_text(rel: str, events: pl.DataFrame, out: str) -> None:
         return
     assert "record_shapes=True" not in line  # a trace with shapes is never told to record them
     if rel in MFU_MEASURED:
-        assert re.match(r"MFU \d+\.\d% of the (bf16|fp16|tf32|fp32|fp8) peak \([\d.]+ TFLOP/s, .+\)", line), line
+        assert re.match(r"MFU \d+\.\d+% of the (bf16|fp16|tf32|fp32|fp8) peak \([\d.]+ TFLOP/s, .+\)", line), line
         assert re.search(r"How well the busy time is used: roofline on .+ \(peak [\d.]+ TFLOP/s", out)
         assert re.search(r"^\s+gemm\s+[\d.,]+\s+[\d.,]+", out, flags=re.MULTILINE), "no GEMM row in the roofline summary"
     else:

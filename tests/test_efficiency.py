@@ -214,3 +214,93 @@ def test_analyze_prints_mfu_and_the_roofline_or_why_not(rel: str, capsys: pytest
     tables = tracekit.read_trace(path)  # fills the (per-test) cache the command reads
     assert main(["analyze", str(path), "--format", "text"]) == 0
     check_mfu_text(rel, tables.events, capsys.readouterr().out)
+
+# --- MFU that cannot be measured is n/a everywhere, never 0.0% -----------------------------
+
+
+def _every_rendering(tmp_path: Path, path: Path) -> dict[str, str]:
+    """What each front end shows of a trace: text, Markdown, HTML, the notebook object's repr and
+    HTML, the TUI's overview header."""
+    from tracekit.api import TraceReport
+    from tracekit.report.html import render_html
+    from tracekit.report.text import render_markdown, render_text
+    from tracekit.tui.screens.overview import summary_text
+    from tracekit.tui.session import InputKind
+
+    report = tracekit.analyze(path, cache=False)
+    assert isinstance(report, TraceReport)
+    d = report.diagnosis
+    return {
+        "text": render_text(d),
+        "markdown": render_markdown(d),
+        "html": render_html(d),
+        "notebook": repr(report) + report._repr_html_(),
+        "tui": str(summary_text(str(path), InputKind.TRACE, d, "").plain),
+    }
+
+
+def test_matrix_shapes_only_outside_the_counted_steps_give_mfu_na(tmp_path: Path) -> None:
+    """Shapes recorded only on a step after the last ProfilerStep (not counted): the counted steps
+    have no model FLOPs, so MFU and the model FLOP rate are unknown, not 0.0%."""
+    path = sc.write(tmp_path / "t.json", sc.healthy_bf16(), steps=5, shaped_steps={4}, marked_steps=4)
+    d = diagnose(tracekit.read_trace(path, cache=False))
+    eff = d.efficiency
+    assert d.complete_steps == 4
+    assert eff.available
+    assert eff.mfu_dtype == "bf16"
+    assert eff.mfu is None
+    assert eff.achieved_tflops is None
+    why = "no GEMM, convolution or attention operator with recorded shapes ran in the counted steps"
+    assert eff.reason == why
+    assert eff.headline == f"MFU n/a: {why}"
+    assert eff.per_step["mfu"].null_count() == eff.per_step.height
+    from tracekit.report.json_report import to_json_dict
+
+    data = to_json_dict(d)
+    assert (data["summary"]["mfu"], data["summary"]["mfu_note"]) == (None, f"MFU n/a: {why}")
+    assert (data["efficiency"]["mfu"], data["efficiency"]["reason"], data["efficiency"]["achieved_tflops"]) == (None, why, None)
+    assert all(s["mfu"] is None for s in data["efficiency"]["steps"])
+    shown = _every_rendering(tmp_path, path)
+    for where, out in shown.items():
+        assert "MFU 0.0%" not in out, where
+        assert ">0.0%<" not in out, where
+        assert "TFLOP/s achieved" not in out, where
+    for where in ("text", "markdown", "notebook", "tui"):
+        assert f"MFU n/a: {why}" in shown[where], where
+    assert '<div class="k">MFU</div><div class="v">n/a</div>' in shown["html"]
+
+
+def test_no_shapes_on_a_v100_is_na_in_every_front_end(tmp_path: Path) -> None:
+    path = sc.write(tmp_path / "v100.json", sc.fp32_gemms(), device="Tesla V100-SXM2-32GB", shapes=False)
+    line = "MFU n/a: no operator shapes in the trace (capture with record_shapes=True)"
+    shown = _every_rendering(tmp_path, path)
+    for where in ("text", "markdown", "notebook", "tui"):
+        assert line in shown[where], where
+    assert '<div class="k">MFU</div><div class="v">n/a</div>' in shown["html"]
+    for where, out in shown.items():
+        assert "MFU 0.0%" not in out, where
+        assert ">0.0%<" not in out, where
+
+
+def test_a_tiny_measured_mfu_keeps_its_digits(tmp_path: Path) -> None:
+    """One 64×64×64 bf16 GEMM in a 200 ms step: MFU is measured and tiny; every front end gives it
+    with two significant digits instead of 0.0%."""
+    path = sc.write(tmp_path / "tiny.json", [sc.linear(64, 64, 64, sc.BF16, 2)], steps=4, step_us=200_000)
+    d = diagnose(tracekit.read_trace(path, cache=False))
+    flops = 2 * 64 * 64 * 64
+    mfu = flops / 0.2 / H100_BF16
+    assert d.efficiency.mfu == pytest.approx(mfu, rel=1e-9)
+    assert f"{100 * mfu:.2g}" == "2.6e-07"
+    assert d.efficiency.headline == "MFU 0.00000026% of the bf16 peak (989.4 TFLOP/s, H100 SXM)"
+    shown = _every_rendering(tmp_path, path)
+    for where in ("text", "markdown", "notebook"):
+        assert "MFU 0.00000026% of the bf16 peak (989.4 TFLOP/s, H100 SXM) · 0.0000026 model TFLOP/s achieved" in shown[where], where
+    assert d.efficiency.headline in shown["tui"]
+    assert '<div class="k">MFU</div><div class="v">0.00000026%</div>' in shown["html"]
+
+
+def test_nonzero_digits() -> None:
+    from tracekit.analysis.efficiency import mfu_pct, nonzero_digits
+
+    assert [nonzero_digits(v) for v in (1234.56, 0.1, 0.0994, 0.012345, 0.0)] == ["1,234.6", "0.1", "0.099", "0.012", "0.0"]
+    assert [mfu_pct(v) for v in (0.4123, 0.001, 0.00012)] == ["41.2%", "0.1%", "0.012%"]

@@ -238,6 +238,40 @@ def write_job(run: JobRun, folder: Path) -> Path:
     return folder
 
 
+def one_step(run: JobRun, k: int) -> JobRun:
+    """The job as a ``schedule(wait=..., active=1)`` capture records it: step ``k`` only.
+
+    Each rank keeps the host rows that start inside its step ``k`` (from the step's start to the
+    next step's, or to the end), the GPU rows and sync rows those launched, and the collectives'
+    ends of that step; the simulated times are untouched, so the step's truth is the full
+    simulation's (:func:`step_truth_ns`)."""
+    runs = []
+    for rr in run.runs:
+        start = rr.step_starts[k]
+        stop = rr.step_starts[k + 1] if k + 1 < len(rr.step_starts) else rr.host_end
+        host = [h for h in rr.host if start <= h.start < stop]
+        launched = {h.correlation for h in host if h.correlation is not None}
+        runs.append(
+            dataclasses.replace(
+                rr,
+                host=host,
+                gpu=[g for g in rr.gpu if g.correlation in launched],
+                syncs=[s for s in rr.syncs if s.correlation in launched],
+                step_starts=[start],
+                gpu_done=[rr.gpu_done[k]],
+                host_end=stop,
+            )
+        )
+    ends = {key: end for key, end in run.ends.items() if key[0] == k}
+    return JobRun(spec=run.spec, runs=tuple(runs), ends=ends)
+
+
+def step_truth_ns(run: JobRun, k: int) -> float:
+    """The job's step ``k`` as simulated: the median over ranks of each rank's step ``k`` (from its
+    start to the next step's start, or to when its GPU finished the step's work if later)."""
+    return float(statistics.median(r.step_ns[k] for r in run.runs))
+
+
 def _streams(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """GPU rows whose args name another stream go on that stream's track."""
     for e in events:

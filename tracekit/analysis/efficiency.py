@@ -140,8 +140,22 @@ class Efficiency:
     def headline(self) -> str:
         """One line for report headlines: ``MFU 41.2% of bf16 peak`` or why it is missing."""
         if self.mfu is not None and self.mfu_dtype is not None:
-            return f"MFU {self.mfu:.1%} of the {self.mfu_dtype} peak ({self.peak_tflops:g} TFLOP/s, {self.peaks.model if self.peaks else '?'})"
+            return f"MFU {mfu_pct(self.mfu)} of the {self.mfu_dtype} peak ({self.peak_tflops:g} TFLOP/s, {self.peaks.model if self.peaks else '?'})"
         return f"MFU n/a: {self.reason}" if self.reason else "MFU n/a"
+
+
+def nonzero_digits(value: float) -> str:
+    """``value`` with one decimal (and thousands separators), or, when that would read as zero,
+    with the decimals of two significant digits (``0.012``): a measured but tiny MFU or FLOP rate
+    is not mistaken for an unknown one."""
+    if value >= 0.1 or value <= 0:
+        return f"{value:,.1f}"
+    return f"{value:.{1 - math.floor(math.log10(value))}f}"
+
+
+def mfu_pct(mfu: float) -> str:
+    """An MFU as a percentage that never reads as zero (:func:`nonzero_digits`)."""
+    return nonzero_digits(100 * mfu) + "%"
 
 
 def outermost_ops(events: pl.DataFrame) -> pl.DataFrame:
@@ -289,11 +303,15 @@ def efficiency(events: pl.DataFrame, links: pl.DataFrame, devices: pl.DataFrame,
     counted = per_step.filter(pl.col("complete")) if per_step.filter(pl.col("complete")).height else per_step
     total_s = float(counted["dur_ns"].sum() or 0) / 1e9
     total_flops = float(counted["model_flops"].sum() or 0)
-    achieved = total_flops / total_s / 1e12 if total_s > 0 else None
+    # no model FLOPs in the counted steps means the matrix work was not measured (its operators'
+    # shapes are not recorded there), not that none ran: MFU and the rate are unknown, not 0
+    achieved = total_flops / total_s / 1e12 if total_s > 0 and total_flops > 0 else None
     mfu = achieved / peak if achieved is not None and peak else None
     reason = None
     if mfu is None:
-        if peaks is None:
+        if mfu_dtype is not None and total_s > 0 and not total_flops:
+            reason = "no GEMM, convolution or attention operator with recorded shapes ran in the counted steps"
+        elif peaks is None:
             reason = (
                 f"device {name!r} is not in the peak table (docs/efficiency.md lists the known ones)"
                 if name
@@ -438,7 +456,8 @@ def _per_step(ops: pl.DataFrame, steps: pl.DataFrame, peak: float | None, kernel
         pl.when(pl.col("dur_ns") > 0).then(pl.col("model_flops") / secs / 1e12).alias("tflops"),
         pl.when(pl.col("dur_ns") > 0).then(pl.col("bytes") / secs / 1e9).alias("gbps"),
     ).with_columns(
-        (pl.col("tflops") / peak if peak else pl.lit(None, dtype=pl.Float64)).alias("mfu"),
+        # a step without model FLOPs has no measured MFU (null), as the trace's headline
+        (pl.when(pl.col("model_flops") > 0).then(pl.col("tflops") / peak) if peak else pl.lit(None, dtype=pl.Float64)).alias("mfu"),
     )
     cols = [*key, "dur_ns", "complete", "ops", "model_flops", "bytes", "tflops", "gbps", "mfu", "kernel_ns"]
     if "gpu_busy_ns" in out.columns:

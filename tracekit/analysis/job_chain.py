@@ -25,7 +25,10 @@ class ChainResult:
 
 
 class CollectiveChain:
-    """The collectives of a job as a max-plus recurrence (one pass in collective order)."""
+    """The collectives of a job as a max-plus recurrence (one pass in collective order).
+
+    A member row's ``_origin`` (one profiled step) is where its rank's work starts when it has no
+    earlier collective: the rank's step start on the aligned clock."""
 
     def __init__(self, members: list[list[dict[str, Any]]], c: list[int], *, side: bool = False) -> None:
         self.members = members
@@ -80,16 +83,19 @@ class CollectiveChain:
             for row in rows:
                 r = int(row["rank"])
                 prev, gate = row["prev"], row["gate"]
-                if prev is None or gate is None or r not in works:
+                origin = row.get("_origin")
+                if r not in works or (origin is None and (prev is None or gate is None)):
                     arrivals[r] = int(row["_as"])
                     continue
-                p = _prev_kept(self.members, int(prev), r, alias) if int(prev) in alias else int(prev)
-                g = _prev_kept(self.members, int(gate), r, alias) if int(gate) in alias else int(gate)
-                if p < 0 or g < 0:
+                p = -1 if prev is None else _prev_kept(self.members, int(prev), r, alias) if int(prev) in alias else int(prev)
+                g = -1 if gate is None else _prev_kept(self.members, int(gate), r, alias) if int(gate) in alias else int(gate)
+                if origin is None and (p < 0 or g < 0):
                     arrivals[r] = int(row["_as"])
                     continue
-                ready = ends[g] + works[r] + carry.pop(r, 0)
-                fifo = ends[p] if self.side else ready
+                # a rank's work counts from its gate's end, or (one step, no gate yet) its step start
+                start = ends[g] if g >= 0 or origin is None else int(origin)
+                ready = start + works[r] + carry.pop(r, 0)
+                fifo = ends[p] if self.side and p >= 0 else ready
                 arrivals[r] = max(ready, fifo) + int(row["x"] or 0)
                 by_gate[r] = ready >= fifo
             if not arrivals:

@@ -74,6 +74,9 @@ class JobModel:
     #: collective, in end order), step, op, work_start_ns (the rank's previous collective's end),
     #: start_ns, end_ns, critical (the rank arrived last and the cross-rank path runs through it)
     lanes: pl.DataFrame | None = None
+    #: the job step is one profiled step, from each rank's step start to its end through the
+    #: step's collectives (False: the median time between the last collectives of consecutive steps)
+    one_step: bool = False
 
     @property
     def error(self) -> float | None:

@@ -128,6 +128,7 @@ def model_job(
     windows: pl.DataFrame | None = None,
     overlapped_share: float | None = None,
     ready: pl.DataFrame | None = None,
+    steps: pl.DataFrame | None = None,
 ) -> JobModel:
     """Build and replay the job model.
 
@@ -144,6 +145,9 @@ def model_job(
             side stream when ``ready`` is given, else the what-ifs are withheld.
         ready: rank, start_ns, end_ns (a collective kernel) and ready_ns: when the compute that
             produced its inputs had finished on that rank (:func:`ready_times`).
+        steps: rank, step, start_ns, end_ns of each rank's complete steps: when the matched
+            collectives span a single step, the job step runs from each rank's step start to its
+            end through them (:func:`_one_step_bounds`).
     """
     ranks = tuple(sorted(int(r) for r in ranks))
     notes: list[str] = []
@@ -162,9 +166,12 @@ def model_job(
         return empty_model(ranks, world_size, missing, unmatched, notes)
     m, clocks, residual, n_keys, matched = aligned
     m, order = _ordered(m, ranks, notes)
+    m, bounds = _one_step_bounds(m, order, steps)
     side = bool(overlapped_share is not None and overlapped_share >= OVERLAP_LIMIT and ready is not None and ready.height)
     m = _work_between(m, gaps, ready if side else None)
-    replayed = _replayed(m, order, side)
+    replayed = _replayed(m, order, side, None if bounds is None else _tails(m, bounds, gaps))
+    if replayed is not None and bounds is not None:
+        notes.append(ONE_STEP_NOTE)
     if replayed is None:
         notes.append("the matched collectives span a single step: the job step cannot be measured from them.")
         return dataclasses.replace(
@@ -191,6 +198,7 @@ def model_job(
         notes=tuple(notes),
         matching=matching_summary(matched),
         lanes=_lanes(m, on_path),
+        one_step=replayed.tails is not None,
     )
 
 
@@ -287,6 +295,46 @@ def _ordered(m: pl.DataFrame, ranks: tuple[int, ...], notes: list[str]) -> tuple
     return m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w")), order
 
 
+#: what the job model of a one-step capture says it cannot show
+ONE_STEP_NOTE = (
+    "one profiled step: the job step runs from each rank's step start to its end through the step's collectives "
+    "(clocks aligned on their ends); one step cannot show how the step varies, whether it is typical of the steady "
+    "state, or a rank that is slow only in some steps: profile several steps (schedule(active=N)) for those."
+)
+
+
+def _one_step_bounds(m: pl.DataFrame, order: pl.DataFrame, steps: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """When the matched collectives span a single step that every member rank has as a complete
+    step window: each rank's work before its first collective counts from its step start
+    (``_prev_end`` and ``w``), and ``_origin`` is that start on the aligned clock.  Returns the
+    rows and the ranks' step bounds (rank, start and end on its own clock), or the rows unchanged
+    and None otherwise."""
+    if steps is None or steps.height == 0 or order["step"].n_unique() != 1:
+        return m, None
+    step = int(order["step"][0])
+    bounds = (
+        steps.filter(pl.col("step") == step)
+        .select(pl.col("rank").cast(pl.Int32), pl.col("start_ns").alias("_step_start"), pl.col("end_ns").alias("_step_end"))
+        .unique("rank", keep="first")
+    )
+    if m.join(bounds, on="rank", how="anti").height:
+        return m, None
+    m = m.join(bounds, on="rank", how="left").with_columns(
+        pl.col("_prev_end").fill_null(pl.col("_step_start")),
+        (pl.col("_step_start") - pl.col("offset_ns")).alias("_origin"),
+    )
+    return m.with_columns((pl.col("start_ns") - pl.col("_prev_end")).clip(lower_bound=0).alias("w")), bounds
+
+
+def _tails(m: pl.DataFrame, bounds: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """Each rank's work after its last collective to its step end (one step): rank, the last
+    collective ``j``, ``tail`` (ns), the aligned step start ``_origin`` and the tail's idle time
+    by cause."""
+    last = m.sort("j").group_by("rank", maintain_order=True).last().select("rank", "j", "end_ns", "_origin")
+    t = last.join(bounds, on="rank").with_columns((pl.col("_step_end") - pl.col("end_ns")).clip(lower_bound=0).alias("tail"))
+    return t.with_columns(_window_causes(t, gaps, "end_ns", "_step_end")).select("rank", "j", "tail", "_origin", *_GAP_COLS)
+
+
 def _work_between(m: pl.DataFrame, gaps: pl.DataFrame, ready: pl.DataFrame | None) -> pl.DataFrame:
     """What each rank does between collectives, by cause (its GPU's idle gaps), and what a
     collective waits for.  On a side stream (``ready`` given: communication overlapping compute)
@@ -312,7 +360,11 @@ def _work_between(m: pl.DataFrame, gaps: pl.DataFrame, ready: pl.DataFrame | Non
         )
         .select("rank", "step", "gate", "_gate_end")
     )
-    m = m.join(step_last, on=["rank", "step"], how="left").with_columns(
+    m = m.join(step_last, on=["rank", "step"], how="left")
+    if "_origin" in m.columns:
+        # one step: the compute before a collective starts at the rank's step start
+        m = m.with_columns(pl.col("_gate_end").fill_null(pl.col("_step_start")))
+    m = m.with_columns(
         (pl.col("ready_ns") - pl.col("_gate_end")).clip(lower_bound=0).alias("w"),
         (pl.col("start_ns") - pl.max_horizontal(pl.col("ready_ns"), pl.col("_prev_end").fill_null(pl.col("ready_ns"))))
         .clip(lower_bound=0)
@@ -342,33 +394,59 @@ class _Replayed:
     step_ns: float
     replayed_ns: float
     step_ms: float
+    #: one step (None: several): per rank, its last collective, the work after it (``tail``),
+    #: its aligned step start and the tail's idle time by cause
+    tails: list[dict[str, Any]] | None = None
+
+    def job_step_ns(self, ends: list[int], fix: tuple[str, frozenset[int]] | None = None) -> float:
+        """The job step of a replay's collective ends: the median time between the last
+        collectives of consecutive steps, or (one step) the median over ranks of the time from
+        the rank's step start to its end (its last collective's end and its tail, ``fix``'s
+        cause removed from the tail on its ranks)."""
+        if self.tails is None:
+            return _median_period(ends, self.last_of)
+        return float(statistics.median(_rank_end(t, ends, fix) - int(t["_origin"]) for t in self.tails))
 
 
-def _replayed(m: pl.DataFrame, order: pl.DataFrame, side: bool) -> _Replayed | None:
-    """The chain of collectives replayed unchanged; None when they span a single step."""
+def _replayed(m: pl.DataFrame, order: pl.DataFrame, side: bool, tails: pl.DataFrame | None = None) -> _Replayed | None:
+    """The chain of collectives replayed unchanged; None when they span a single step (unless
+    ``tails`` gives the ranks' step bounds there, :func:`_tails`)."""
     j_count = order.height
     e_rec = [int(v) - int(order["_e"][0]) for v in order["_e"].to_list()]
     steps_of = order["step"].to_list()
     c = m.group_by("j").agg(pl.col("dur_ns").min()).sort("j")["dur_ns"].to_list()
-    rows = m.select("j", "rank", "prev", "gate", "w", "x", "_as", *_GAP_COLS).rows(named=True)
+    origin = pl.col("_origin") if "_origin" in m.columns else pl.lit(None, dtype=pl.Int64).alias("_origin")
+    rows = m.select("j", "rank", "prev", "gate", "w", "x", "_as", origin, *_GAP_COLS).rows(named=True)
     members: list[list[dict[str, Any]]] = [[] for _ in range(j_count)]
     t0 = int(order["_e"][0])
     for row in rows:
         row["_as"] = int(row["_as"]) - t0
+        row["_origin"] = None if row["_origin"] is None else int(row["_origin"]) - t0
         members[int(row["j"])].append(row)
     chain = CollectiveChain(members, c, side=side)
     base = chain.run()
     last_of = _last_per_step(steps_of)
-    period_steps = sorted(last_of)[1:]
+    period_steps = sorted(last_of)[1:] if tails is None else sorted(last_of)
     if not period_steps:
         return None
-    step_ns = _median_period(e_rec, last_of)
     in_steps = set(period_steps)
-    return _Replayed(
+    r = _Replayed(
         m=m, chain=chain, base=base, members=members, c=c, steps_of=steps_of, ops_of=order["op"].to_list(), last_of=last_of,
         in_period=frozenset(j for j in range(j_count) if steps_of[j] in in_steps), n_periods=len(period_steps),
-        step_ns=step_ns, replayed_ns=_median_period(base.ends, last_of), step_ms=step_ns / 1e6,
+        step_ns=0.0, replayed_ns=0.0, step_ms=0.0,
+        tails=None if tails is None else [{**t, "_origin": int(t["_origin"]) - t0} for t in tails.rows(named=True)],
     )
+    step_ns = r.job_step_ns(e_rec)
+    return dataclasses.replace(r, step_ns=step_ns, replayed_ns=r.job_step_ns(base.ends), step_ms=step_ns / 1e6)
+
+
+def _rank_end(tail: Mapping[str, Any], ends: list[int], fix: tuple[str, frozenset[int]] | None) -> int:
+    """A rank's step end on the aligned clock (one step): its last collective's end and its tail,
+    less ``fix``'s cause there when the fix applies to the rank."""
+    work = int(tail["tail"])
+    if fix is not None and int(tail["rank"]) in fix[1]:
+        work = max(0, work - int(tail[f"{fix[0]}_ns"] or 0))
+    return ends[int(tail["j"])] + work
 
 
 def _cross_rank_path(r: _Replayed) -> tuple[pl.DataFrame, list[tuple[int, int]]]:
@@ -378,6 +456,11 @@ def _cross_rank_path(r: _Replayed) -> tuple[pl.DataFrame, list[tuple[int, int]]]
     path_rows: list[tuple[int | None, str, int]] = []
     on_path: list[tuple[int, int]] = []
     j: int | None = len(c) - 1
+    if r.tails is not None:
+        # one step: back from the rank that ends the step last, through its work after its last collective
+        last = max(r.tails, key=lambda t: (_rank_end(t, base.ends, None), -int(t["rank"])))
+        path_rows.extend(_split_work(int(last["rank"]), int(last["tail"]), last))
+        j = int(last["j"])
     while j is not None and j >= 0:
         if base.crit[j] is not None:
             on_path.append((j, int(base.crit[j])))  # type: ignore[arg-type]
@@ -388,16 +471,11 @@ def _cross_rank_path(r: _Replayed) -> tuple[pl.DataFrame, list[tuple[int, int]]]
         if hit is None or crit is None:
             break
         if j in r.in_period:
-            w = int(hit["w"] if hit["w"] is not None else 0)
-            idle = 0
-            for col in _GAP_COLS:
-                v = min(int(hit[col] or 0), w - idle)
-                if v > 0:
-                    path_rows.append((int(crit), col[:-3], v))
-                    idle += v
-            if w - idle > 0:
-                path_rows.append((int(crit), "compute", w - idle))
-        prev = hit["prev"] if hit["gate"] is None or not base.via_gate[j] else hit["gate"]
+            path_rows.extend(_split_work(int(crit), int(hit["w"] if hit["w"] is not None else 0), hit))
+        if base.via_gate[j] and hit["gate"] is None and hit.get("_origin") is not None:
+            prev = None  # one step: the rank's work since its step start decided this collective
+        else:
+            prev = hit["prev"] if hit["gate"] is None or not base.via_gate[j] else hit["gate"]
         j = None if prev is None else int(prev)
     path = (
         pl.DataFrame(path_rows, schema={"rank": pl.Int32, "cause": pl.String, "ns": pl.Int64}, orient="row")
@@ -407,6 +485,21 @@ def _cross_rank_path(r: _Replayed) -> tuple[pl.DataFrame, list[tuple[int, int]]]
         .sort(["ms_per_step", "rank", "cause"], descending=[True, False, False], nulls_last=True)
     )
     return path, on_path
+
+
+def _split_work(rank: int, w: int, row: Mapping[str, Any]) -> list[tuple[int | None, str, int]]:
+    """A stretch of a rank's work on the path: its idle time by cause (at most ``w`` in all),
+    the rest compute."""
+    out: list[tuple[int | None, str, int]] = []
+    idle = 0
+    for col in _GAP_COLS:
+        v = min(int(row[col] or 0), w - idle)
+        if v > 0:
+            out.append((rank, col[:-3], v))
+            idle += v
+    if w - idle > 0:
+        out.append((rank, "compute", w - idle))
+    return out
 
 
 def _lanes(m: pl.DataFrame, on_path: list[tuple[int, int]]) -> pl.DataFrame:
@@ -476,19 +569,26 @@ def _what_ifs(r: _Replayed, ranks: tuple[int, ...]) -> list[JobWhatIf]:
     answers: list[JobWhatIf] = []
 
     def ask(kind: str, label: str, question: str, run: ChainResult, rank: int | None = None, cause: str | None = None) -> None:
-        saving = max(0.0, (r.replayed_ns - _median_period(run.ends, r.last_of)) / 1e6)
+        fix = None if cause is None else (cause, frozenset(ranks if rank is None else {rank}))
+        saving = max(0.0, (r.replayed_ns - r.job_step_ns(run.ends, fix)) / 1e6)
         saving = min(saving, r.step_ms)
         answers.append(JobWhatIf(kind, label, question, saving, r.step_ms - saving, rank, cause))
 
     m, chain, periods = r.m, r.chain, list(r.in_period)
-    own = m.filter(pl.col("j").is_in(periods) & pl.col("prev").is_not_null()).group_by("rank").agg(pl.col("w").sum())
+    # a rank's own work between collectives (one step: from its step start too)
+    counted = pl.col("prev").is_not_null() | (pl.col("_origin").is_not_null() if "_origin" in m.columns else pl.lit(False))
+    own = m.filter(pl.col("j").is_in(periods) & counted).group_by("rank").agg(pl.col("w").sum())
     if own.height >= 2:
         slow = int(own.sort(["w", "rank"], descending=[True, False])["rank"][0])
         ask(
             "straggler_at_median", "straggler_at_median", f"rank {slow} (the slowest) at the median rank's speed",
             chain.run(median_rank=slow), rank=slow,
         )
-    per_cause = m.filter(pl.col("j").is_in(periods)).group_by("rank").agg(pl.col(list(_GAP_COLS)).sum())
+    per_cause = m.filter(pl.col("j").is_in(periods)).select("rank", *_GAP_COLS)
+    if r.tails is not None:
+        tail_causes = pl.DataFrame(r.tails).select(pl.col("rank").cast(pl.Int32), *[pl.col(c).cast(pl.Int64) for c in _GAP_COLS])
+        per_cause = pl.concat([per_cause.cast({c: pl.Int64 for c in _GAP_COLS}), tail_causes], how="vertical_relaxed")
+    per_cause = per_cause.group_by("rank").agg(pl.col(list(_GAP_COLS)).sum())
     candidates: list[tuple[int, int, str]] = []
     for row in per_cause.rows(named=True):
         for col in _GAP_COLS:
@@ -758,7 +858,14 @@ def from_profiles(
         windows=windows,
         overlapped_share=share,
         ready=ready,
+        steps=_complete_steps(profiles),
     )
+
+
+def _complete_steps(profiles: Sequence[RankProfile]) -> pl.DataFrame | None:
+    """rank, step, start_ns, end_ns of every rank's complete steps (what a one-step job is measured over)."""
+    frames = [p.steps.filter(pl.col("complete")).select("rank", "step", "start_ns", "end_ns") for p in profiles if p.steps.height]
+    return pl.concat(frames, how="vertical_relaxed") if frames else None
 
 
 def overlapped_share(profiles: Sequence[RankProfile]) -> float | None:

@@ -20,7 +20,10 @@ to its step — and :func:`analyze_ranks` compares the profiles of a job's ranks
   and the other ranks *wait* inside their collective kernel for it.  Without matched
   collectives, lateness is measured on step starts.  A rank straggles when its lateness is
   at least :data:`STRAGGLER_MIN_SHARE` of the step (and :data:`STRAGGLER_MIN_NS`) and at
-  least :data:`STRAGGLER_RELATIVE` of the largest lateness in the job.
+  least :data:`STRAGGLER_RELATIVE` of the largest lateness in the job.  When each rank has one
+  step, a little lateness is as likely the step's own noise (kernel times vary) as a slow
+  rank: a rank straggles there only when it is late by a finding's share of the step
+  (:data:`~.findings.MIN_SHARE`).
 * **Load imbalance** is the spread of compute (GPU busy time without communication) across
   ranks: ``max / mean - 1``; the time it costs per step is ``max - mean``.
 * **Exposed communication** is the time only communication kernels run (from the per-rank
@@ -448,7 +451,14 @@ def analyze_ranks(profiles: Sequence[RankProfile], *, world_size: int | None = N
     if metric is not None:
         values = per_rank.select("rank", pl.col(metric).fill_null(0.0).alias("_m"))
         top = float(values["_m"].max() or 0.0)  # type: ignore[arg-type]
-        floor = max(STRAGGLER_MIN_SHARE * (step_ms_median or 0.0), STRAGGLER_MIN_NS / 1e6)
+        one_step = int(per_rank["steps"].max() or 0) == 1  # type: ignore[arg-type]
+        least = MIN_SHARE if one_step else STRAGGLER_MIN_SHARE
+        floor = max(least * (step_ms_median or 0.0), STRAGGLER_MIN_NS / 1e6)
+        if one_step:
+            notes.append(
+                f"one step per rank: a rank is called a straggler only when it is late by {100 * MIN_SHARE:.0f}% of the step "
+                "or more (less is as likely the step's own variation); whether a rank is late in every step takes several."
+            )
         # what the stragglers cost: the longest wait of a rank inside its collectives per step
         # (without collectives: how far behind the earliest rank the latest one starts its steps)
         straggle_ms = float(per_rank["wait_ms"].max() or 0.0) if basis == "collective_start" else top  # type: ignore[arg-type]

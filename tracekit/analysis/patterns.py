@@ -79,3 +79,13 @@ WARMUP_API = (
 )
 #: operators and ranges that are warm-up or autotuning by name
 WARMUP_RANGE = r"(?i)(warm[-_ ]?up|autotun|cudnnFind|benchmark_limit|_find_algorithm|cudnn::find)"
+
+#: a torch.compile'd region's call (Dynamo's frame wrapper, the AOTAutograd function it runs)
+COMPILED_REGION = r"^(Torch-Compiled Region|CompiledFunction|CompiledFunctionBackward)\b"
+#: compilation itself, where the profiler recorded it (``dynamo_timed`` ranges, Inductor's
+#: compile and autotuning, Triton's compiler)
+COMPILE_WORK = (
+    r"(?i)(dynamo_timed|entire_frame_compile|compile_inner|_compile\.|compile_fx|inductor_compile|"
+    r"call_user_compiler|aot_autograd|create_aot_dispatcher|async_compile|triton\.compile|compile_file|"
+    r"CachingAutotuner|benchmark_all_configs|autotune_select)"
+)

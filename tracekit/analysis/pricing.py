@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .causes import FIX_MODELS, REPLAY_FOUND
+from .causes import FINDING_BY_NAME, FIX_MODELS, REPLAY_FOUND
 from .critical_path import CriticalPath, critical_path
 from .efficiency import Efficiency
 from .findings import HEALTHY_UTILIZATION, MIN_SHARE, Finding, found_by_replay, price_by_replay, rank_by_saving
@@ -184,6 +184,6 @@ def _efficiency_what_ifs(found: Sequence[Finding], eff: Efficiency) -> dict[str,
     kernel_ms = float(counted["kernel_ns"].sum()) / max(counted.height, 1) / 1e6
     out = {}
     for f in found:
-        if kernel_ms > 0 and finding_what_if(f.kind) is None:
+        if kernel_ms > 0 and finding_what_if(f.kind) is None and FINDING_BY_NAME[f.kind].priced:
             out[f.kind] = WhatIf.of({"kernels": max(0.0, 1.0 - f.ms_per_step / kernel_ms)})
     return out

@@ -14,6 +14,7 @@ from typing import Any
 from .._version import __version__
 from ..analysis.causes import cause_label
 from ..analysis.compare import Change, DiffResult, DiffSide, EfficiencyChange
+from ..analysis.efficiency import mfu_pct
 from ..pipeline import Comparison
 from .registry import register, register_document
 
@@ -156,7 +157,7 @@ def _describe(s: DiffSide) -> str:
 
 
 def _mfu_cell(mfu: float | None, dtype: str | None) -> str:
-    return "n/a" if mfu is None else f"{100 * mfu:.1f}%" + (f" {dtype}" if dtype else "")
+    return "n/a" if mfu is None else mfu_pct(mfu) + (f" {dtype}" if dtype else "")
 
 
 def _efficiency_rows(e: EfficiencyChange) -> list[tuple[str, str, str, str]]:

@@ -25,12 +25,17 @@ from ..analysis.causes import (
     cause_label,
     path_label,
 )
+from ..analysis.efficiency import nonzero_digits
 from ..analysis.findings import Finding
 from ..analysis.plan import Plan
 
 
 def fmt_pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+#: how the job step of a one-step capture is measured (the job model's ``one_step``)
+ONE_STEP_BASIS = "of the one profiled step: from each rank's step start to its end, median over ranks"
 
 
 def fmt_ms(x: float | None) -> str:
@@ -65,8 +70,8 @@ def headline(d: Diagnosis, data: dict[str, Any]) -> list[str]:
     util = "host only (no GPU recorded)" if host_only else f"GPU utilization {fmt_pct(s['gpu_utilization'])}"
     lines.append(f"step time {fmt_ms(s['step_ms_median'])} (median) · {util}")
     if s.get("mfu_note"):
-        eff = data["efficiency"]
-        rate = f" · {eff['achieved_tflops']:,.1f} model TFLOP/s achieved" if eff.get("achieved_tflops") is not None else ""
+        achieved = d.efficiency.achieved_tflops
+        rate = f" · {nonzero_digits(achieved)} model TFLOP/s achieved" if achieved is not None else ""
         lines.append(s["mfu_note"] + rate)
     return lines
 
@@ -190,6 +195,24 @@ def _host_work_words(ev: dict[str, Any]) -> list[str]:
     return [f"{o['name']} ({o['ms_in_gaps']:,.1f} ms)" for o in ev.get("top_host_ops", [])[:3]]
 
 
+def _untraced_words(ev: dict[str, Any]) -> list[str]:
+    """What is known of idle time nothing recorded explains."""
+    bits = []
+    if ev.get("idle_share") is not None:
+        bits.append(f"GPU idle {100 * ev['idle_share']:.1f}% of the step, {100 * ev.get('untraced_share', 0):.1f}% unexplained")
+    if ev.get("host_recorded_share") is not None:
+        last = f", the last ends {ev['last_host_event_ms']:,.2f} ms into the step" if ev.get("last_host_event_ms") is not None else ""
+        bits.append(f"recorded host events cover {nonzero_digits(100 * ev['host_recorded_share'])}% of the step{last}")
+    for r in ev.get("compiled_regions", [])[:2]:
+        bits.append(f"torch.compile region {r['name']} ×{r['count']}")
+    if ev.get("compiled_regions") and not ev.get("compile_events"):
+        bits.append("its compilation is not recorded (a region's first call compiles it)")
+    bits.extend(f"compilation {r['name']} ×{r['count']} ({r['total_ms']:,.1f} ms)" for r in ev.get("compile_events", [])[:2])
+    if ev.get("python_stacks") is False:
+        bits.append("no Python stacks (with_stack=False)")
+    return bits
+
+
 def _plain_facts(ev: dict[str, Any]) -> list[str]:
     """A kind without wording of its own: its first plain facts, so a newly declared kind reads."""
     facts = [(k, v) for k, v in ev.items() if k not in _COMMON_EVIDENCE and isinstance(v, (int, float, str))]
@@ -210,6 +233,7 @@ EVIDENCE_WORDING: Mapping[str, Wording] = MappingProxyType({
     "elementwise_transfer": _elementwise_transfer_words,
     "allocator": _allocator_words,
     "cpu_bound": _host_work_words,
+    "untraced_idle": _untraced_words,
 })
 
 

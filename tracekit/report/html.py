@@ -19,6 +19,7 @@ import polars as pl
 from .._version import __version__
 from ..analysis import Diagnosis
 from ..analysis.causes import ACTIONS, CAUSE_LABELS, CAUSES, cause_label, finding_color
+from ..analysis.efficiency import mfu_pct, nonzero_digits
 from ..analysis.findings import Finding
 from ..analysis.plan import PlanStep
 from ..analysis.view import StepView
@@ -257,7 +258,7 @@ def _cards(d: Diagnosis, data: dict[str, Any]) -> str:
     cards = [
         ("step time (median)", formatting.fmt_ms(s["step_ms_median"]), f"mean {formatting.fmt_ms(s['step_ms_mean'])}"),
         ("GPU utilization", fmt_pct(s["gpu_utilization"]), "busy share of step time"),
-        ("MFU", fmt_pct(s["mfu"]), _mfu_sub(data)),
+        ("MFU", _mfu_value(d, s["mfu"]), _mfu_sub(data)),
         ("steps", f"{s['complete_steps']}", f"complete, of {s['steps']} windows" + (f" · from {s['step_source']}" if s["step_source"] else "")),
         (
             "largest cost",
@@ -273,6 +274,15 @@ def _cards(d: Diagnosis, data: dict[str, Any]) -> str:
     return f'<section class="cards">{inner}</section>'
 
 
+def _mfu_value(d: Diagnosis, rounded: float | None) -> str:
+    """The MFU card's value: n/a without one, and a tiny MFU with the digits that keep it from
+    reading as 0.0% (the headline's wording, from the unrounded value)."""
+    mfu = d.efficiency.mfu
+    if rounded is None or mfu is None:
+        return "n/a"
+    return fmt_pct(rounded) if mfu >= 0.001 else mfu_pct(mfu)
+
+
 def _mfu_sub(data: dict[str, Any]) -> str:
     eff = data["efficiency"]
     if eff["mfu"] is None:
@@ -285,8 +295,8 @@ def _efficiency_section(d: Diagnosis, data: dict[str, Any]) -> str:
     if not eff.available:
         return f"<section><h2>How well the busy time is used</h2><p class=\"muted\">{_e(data['summary']['mfu_note'])}</p></section>"
     parts = ["<section><h2>How well the busy time is used (roofline)</h2>", f"<p>{_e(data['summary']['mfu_note'])}"]
-    if e["achieved_tflops"] is not None:
-        parts.append(f"; {e['achieved_tflops']:,.1f} model TFLOP/s achieved over the step")
+    if d.efficiency.achieved_tflops is not None:
+        parts.append(f"; {nonzero_digits(d.efficiency.achieved_tflops)} model TFLOP/s achieved over the step")
     parts.append(".")
     if e["split"]:
         parts.append(" Step time: " + _e(" · ".join(f"{SPLIT_LABELS[k]} {fmt_pct(v)}" for k, v in e["split"].items())) + ".")

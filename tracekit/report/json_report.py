@@ -253,6 +253,7 @@ def job_model_dict(model: Any) -> dict[str, Any] | None:
         "matching": model.matching,
         "unmatched_kernels": model.unmatched_kernels,
         "steps": model.steps,
+        "step_basis": "one_step" if model.one_step else "between_steps",
         "step_ms": _r(model.step_ms),
         "replayed_step_ms": _r(model.replayed_step_ms),
         "replay_error": _r(model.error),

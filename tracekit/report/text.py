@@ -11,6 +11,7 @@ from ..analysis.causes import CAUSE_LABELS, CAUSES, PATH_LABELS
 from ..analysis.view import StepView
 from ..pipeline import FolderResult, JobResult, TraceResult
 from .formatting import (
+    ONE_STEP_BASIS,
     SPLIT_LABELS,
     evidence_text,
     finding_cost,
@@ -472,7 +473,8 @@ def _job_model_text(m: dict[str, Any] | None) -> list[str]:
         out += [f"  {n}" for n in m["notes"]] + [""]
         return out
     err = f" (replay within {100 * m['replay_error']:.1f}%)" if m["replay_error"] is not None else ""
-    out.append(f"  job step {fmt_ms(m['step_ms'])} between the last collectives of consecutive steps, over {m['steps']} steps{err}")
+    basis = ONE_STEP_BASIS if m["step_basis"] == "one_step" else f"between the last collectives of consecutive steps, over {m['steps']} steps"
+    out.append(f"  job step {fmt_ms(m['step_ms'])} {basis}{err}")
     path = m["critical_path"]
     if path:
         parts = ", ".join(f"{_who(p['rank'])} {p['cause']} {p['ms_per_step']:,.2f} ms" for p in path[:5])
@@ -497,7 +499,8 @@ def _job_model_markdown(m: dict[str, Any] | None) -> list[str]:
     out = ["### The job as one system", "", _clock_line(m).capitalize() + ".", ""]
     if m["step_ms"] is not None:
         err = f" (the replay reproduces it within {100 * m['replay_error']:.1f}%)" if m["replay_error"] is not None else ""
-        out += [f"Job step: {fmt_ms(m['step_ms'])}{err}.", ""]
+        basis = f" ({ONE_STEP_BASIS})" if m["step_basis"] == "one_step" else ""
+        out += [f"Job step: {fmt_ms(m['step_ms'])}{basis}{err}.", ""]
         if m["critical_path"]:
             out += ["| on the cross-rank critical path | cause | ms per step | share |", "|---|---|---:|---:|"]
             out += [f"| {_who(p['rank'])} | {p['cause']} | {p['ms_per_step']:,.2f} | {fmt_pct(p['share'])} |" for p in m["critical_path"][:8]]

@@ -241,6 +241,18 @@ ENTRIES: tuple[Entry, ...] = (
         "unattributed", "unattributed idle", "unattributed", "#bab0ac", "#7b8394", ON_DARK,
         "nothing recorded explains it; tracekit does not guess", rule=Untraced(),
     ),
+    # a mostly idle step whose idle time nothing recorded explains: not a cause tracekit can
+    # price, but what the trace knows about it and how to record the rest
+    FindingKind(
+        "untraced_idle", "The GPU is idle most of the step, and the trace does not record why",
+        "Record what the host does in this time: profile with with_stack=True (the Python call stack shows the "
+        "functions that ran: compilation, data preparation, I/O, waiting) and mark your own phases with "
+        "torch.profiler.record_function. If the step calls a torch.compile'd region for the first time, the time "
+        "is compilation, a one-time warm-up: profile steps after it (torch.profiler.schedule(wait=1, warmup=1, "
+        "active=3), or run the compiled model once before profiling).",
+        "a step idle most of the time (GPU idle ≥ 50%) whose idle time no recorded event explains",
+        evidence=DETECTOR, wording="untraced_idle", cause="unattributed", detect=E.untraced_idle, priced=False,
+    ),
     # busy but not efficient (analysis/efficiency.py): priced by scaling the compute kernels so that
     # they lose the finding's cost (the what-if engine), hence no fixed what-if here
     FindingKind(

@@ -16,8 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from ...schema import LAUNCH_KINDS, EventKind
+from ...schema import HOST_KINDS, LAUNCH_KINDS, EventKind
 from .. import patterns
+from ..intervals import covered_in, union
 from ..kernels import KernelStats
 from ..memory import MemoryHeadroom
 
@@ -25,6 +26,9 @@ from ..memory import MemoryHeadroom
 LARGE_HEADROOM = 0.4
 #: a median GEMM/convolution kernel shorter than this does too little work per launch
 SMALL_GEMM_NS = 20_000
+#: the GPU idle this share of the steps' time or more: idle time dominates the step, and a
+#: finding must say what is known about it
+IDLE_DOMINATES = 0.5
 
 
 @dataclass(frozen=True)
@@ -252,3 +256,58 @@ def elementwise_transfers(x: EvidenceInputs) -> Detected | None:
         "location": location,
     }
     return Detected(evidence=evidence, share=min(ns / span, 1.0) if span else 0.0)
+
+
+def untraced_idle(x: EvidenceInputs) -> Detected | None:
+    """A step mostly idle, with idle time nothing recorded explains (the ``unattributed`` part of
+    the breakdown): what the trace does know about it.
+
+    Found when the GPU is idle at least :data:`IDLE_DOMINATES` of the steps' time (a CPU-only
+    trace has no GPU idle time: never); its cost is the unattributed idle time (reported from the
+    findings' threshold on).  The evidence: the idle share; how much of the step any recorded
+    host event covers (on any thread of the rank: the rest is host time the profiler did not
+    record) and where the last one ends; the torch.compile regions the trace calls and the
+    compilation it recorded (a compiled region's first call compiles it: one-time warm-up); and
+    whether the trace has Python stacks, which would show the functions behind the gap.
+    """
+    per = x.per_step
+    if not per.height or "busy_ns" not in per.columns or per["busy_ns"].null_count():
+        return None
+    total = float(per["dur_ns"].sum())
+    idle = 1.0 - float(per["busy_ns"].sum()) / total if total else 0.0
+    untraced = float(per["unattributed_ns"].sum()) / total if total else 0.0
+    if idle < IDLE_DOMINATES or untraced <= 0.0:
+        return None
+    windows = per.select("rank", "step", "start_ns", "end_ns")
+    host = x.events.select("kind", "name", "rank", "start_ns", "end_ns").filter(
+        pl.col("kind").is_in(HOST_KINDS)
+        & ~pl.col("name").str.contains(patterns.PROFILER_STEP)
+        & ~pl.col("name").str.contains(patterns.USER_STEP)
+    )
+    recorded = covered_in(windows, union(host, ["rank"]), ["rank"])
+    last_end = (
+        windows.join_where(
+            host.select(pl.col("rank").alias("_r"), pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e")),
+            pl.col("rank") == pl.col("_r"), pl.col("_s") < pl.col("end_ns"), pl.col("_e") > pl.col("start_ns"),
+        )
+        .group_by("rank", "step")
+        .agg((pl.min_horizontal(pl.col("_e"), pl.col("end_ns")) - pl.col("start_ns")).max().alias("_last"))
+    )
+    ev: dict[str, Any] = {
+        "idle_share": round(idle, 4),
+        "untraced_share": round(untraced, 4),
+        "host_recorded_share": round(float(recorded.sum()) / total, 4),
+        "last_host_event_ms": round(float(last_end.select(pl.col("_last").max()).item()) / 1e6, 3) if last_end.height else None,
+        "python_stacks": bool(x.events.filter(pl.col("kind") == EventKind.PYTHON.value).height),
+    }
+    named = x.events.select("name", "dur_ns")
+    for key, pattern in (("compiled_regions", patterns.COMPILED_REGION), ("compile_events", patterns.COMPILE_WORK)):
+        hits = (
+            named.filter(pl.col("name").str.contains(pattern))
+            .group_by("name")
+            .agg(pl.len().alias("count"), pl.col("dur_ns").sum())
+            .sort(["dur_ns", "name"], descending=[True, False])
+            .head(3)
+        )
+        ev[key] = [{"name": n, "count": c, "total_ms": round(d / 1e6, 3)} for n, c, d in hits.iter_rows()]
+    return Detected(evidence=ev, share=untraced, steps_affected=per.filter(pl.col("unattributed_ns") > 0).height)

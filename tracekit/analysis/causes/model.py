@@ -244,6 +244,9 @@ class FindingKind:
     refines: str = ""
     #: the evidence key listing the kernels where the finding shows (the TUI opens the first)
     focus_kernels: str = ""
+    #: False: the finding says what is known of time whose fix no model can price (time the
+    #: trace does not explain: its fix is to record it); no what-if, no replay, no predicted step
+    priced: bool = True
 
     @property
     def measured(self) -> bool:

@@ -11,7 +11,7 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Label, Static
 
-from ...analysis.causes import finding_cause
+from ...analysis.causes import FINDING_BY_NAME, finding_cause
 from ...analysis.findings import Finding
 from ...report.formatting import finding_cost, location_text
 from ..bindings import FINDING, bindings
@@ -108,6 +108,7 @@ class FindingScreen(SessionScreen):
 
     def _head(self, f: Finding) -> Text:
         d = self.tk.trace.diagnosis
+        kind = FINDING_BY_NAME.get(f.kind)
         text = Text()
         text.append(f.title, "bold")
         text.append(f"  [{f.kind}]\n")
@@ -115,6 +116,8 @@ class FindingScreen(SessionScreen):
         if f.predicted_step_ms is not None:
             now = "" if d.step_ms_median is None else f" (now {d.step_ms_median:,.2f} ms)"
             text.append(f"predicted step time once fixed: {f.predicted_step_ms:,.2f} ms{now}")
+        elif kind is not None and not kind.priced:
+            text.append("predicted step time: none (the trace does not record what this time is; the fix records it)", "dim")
         else:
             text.append("predicted step time once fixed: not computed for this trace", "dim")
         return text

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Label, Static
 
+from ...report.formatting import ONE_STEP_BASIS
 from .base import SessionScreen
 
 #: characters of the lanes: work between collectives, work on the cross-rank critical path,
@@ -62,7 +63,8 @@ def job_summary(model: Any) -> Text:
     """The job model's answers in a few lines: path, waits, clocks, how collectives matched."""
     out = Text()
     if model.step_ms is not None:
-        out.append(f"job step {model.step_ms:,.2f} ms (median between the last collectives of consecutive steps)\n")
+        basis = ONE_STEP_BASIS if model.one_step else "median between the last collectives of consecutive steps"
+        out.append(f"job step {model.step_ms:,.2f} ms ({basis})\n")
     for r in model.path.filter(pl.col("ms_per_step") >= 0.01).head(4).iter_rows(named=True):
         who = "collectives" if r["rank"] is None else f"rank {r['rank']}"
         out.append(f"  path: {who} · {r['cause']} {r['ms_per_step']:,.2f} ms per step ({100 * (r['share'] or 0):.0f}%)\n")
