@@ -96,13 +96,13 @@ def kineto_scan(data: bytes) -> None:
     import polars as pl
 
     from tracekit.native import load
-    from tracekit.parsers import kineto
+    from tracekit.parsers._kineto_fields import COMMON_CATEGORY_NAMES
 
     native = load("kineto_scan")
     assert native is not None, "the native scanner is not built"
     if not _POOL:
         _POOL.append(native.Pool())
-    for categories in (None, kineto._COMMON_CATEGORY_NAMES):
+    for categories in (None, COMMON_CATEGORY_NAMES):
         scanned = native.scan(data, _POOL[0], categories)
         if scanned is None or scanned is False:
             continue
@@ -133,16 +133,17 @@ def kineto_diff(data: bytes) -> None:
     from polars.testing import assert_frame_equal
 
     from tracekit.native import load
-    from tracekit.parsers import kineto
+    from tracekit.parsers._kineto_decode import decode_chunk, raw_frame
+    from tracekit.parsers._kineto_scanner import scan_columns
 
     native = load("kineto_scan")
     assert native is not None, "the native scanner is not built"
     try:
-        expected: Any = kineto._columns(kineto._decode_chunk(data, [0]), [0])
+        expected: Any = raw_frame(decode_chunk(data, [0]), [0])
     except ValueError:
         expected = _REFUSED
     try:
-        frame: Any = kineto._scan_columns(native, data)
+        frame: Any = scan_columns(native, data)
     except ValueError:
         frame = _REFUSED
     if frame is None:
