@@ -24,6 +24,17 @@ from typing import Any, BinaryIO
 _ARRAY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WS = b" \t\r\n"
+#: a cut between two events, with JSON's own blanks only (group 2: the comma); each run of
+#: blanks is taken whole by a lookahead and a backreference (an atomic group, which Python
+#: 3.10 lacks), so that a ``}`` before megabytes of blanks and no comma is given up at once
+#: instead of after trying every shorter run
+_CUT = re.compile(rb"\}(?=([ \t\r\n]*))\1(,)(?=([ \t\r\n]*))\3\{")
+#: the start of a cut that more bytes may still complete: ``}``, blanks, at most one comma
+_OPEN_CUT = re.compile(rb"\}[ \t\r\n]*(?:,[ \t\r\n]*)?")
+#: the first window the backward searches look at (each next one is four times larger)
+_FIRST_WINDOW = 4096
+#: the largest window :func:`_prev_solid` copies at once
+_MAX_WINDOW = 1 << 20
 #: how far into the file the traceEvents key is looked for before giving up
 HEADER_SEARCH_LIMIT = 512 * 1024 * 1024
 
@@ -111,8 +122,9 @@ def iter_event_chunks(
     # --- find the start of the events array
     lead = buf.lstrip(_WS)
     while not lead and not eof:
-        more, eof = _read(stream, 1 << 20, state)
-        buf += more
+        # blanks before the document count for nothing: drop them instead of keeping them
+        # (memory) and stripping them again after every read (time)
+        buf, eof = _read(stream, 1 << 20, state)
         lead = buf.lstrip(_WS)
     if lead[:1] == b"[":
         state.bare_array = True
@@ -154,6 +166,9 @@ def _stream_chunks(
     """The chunks of the events array from ``work`` (``[`` and the events read so far) and
     what ``stream`` holds after it, then the tail."""
     # --- stream whole-event chunks
+    # no event boundary starts before ``floor`` in ``work``: what has been searched already is
+    # not searched again while an event larger than a chunk (or a run of blanks) is read on
+    floor = 0
     while True:
         while len(work) < want and not eof:
             more, eof = _read(stream, chunk_bytes, state)
@@ -161,14 +176,14 @@ def _stream_chunks(
         want = chunk_bytes
         if eof:
             break
-        decoded, cut = _decode_before(work, _last_boundary(work, len(work)), try_decode)
+        decoded, cut = _decode_before(work, _last_boundary(work, len(work), floor), try_decode, floor=floor)
         if decoded is None and cut is None:
             # not one event boundary in this block: an event larger than a chunk, read on
-            more, eof = _read(stream, chunk_bytes, state)
-            work += more
-            if eof:
+            floor = _boundary_floor(work, floor)
+            if _read_to_brace(stream, work, chunk_bytes, state):
                 break
             continue
+        floor = 0
         if decoded is None:
             # boundaries exist but nothing before them decodes: damaged bytes in this block
             decoded, cut = _longest_prefix(work, try_decode)
@@ -192,9 +207,30 @@ def _stream_chunks(
     yield from _finish(bytes(work[1:]), state, try_decode)
 
 
+def _read_to_brace(stream: BinaryIO, work: bytearray, chunk_bytes: int, state: ArrayStream) -> bool:
+    """Append blocks of ``stream`` to ``work`` up to one that holds a ``{`` (every event
+    boundary ends with one, so none can appear before); True at the end of the data."""
+    while True:
+        more, eof = _read(stream, chunk_bytes, state)
+        work += more
+        if eof or b"{" in more:
+            return eof
+
+
+def _boundary_floor(work: bytearray, floor: int) -> int:
+    """Where the first event boundary can start once bytes are appended to ``work``, which
+    holds none from ``floor`` on: at the last ``}`` when only blanks and at most one comma
+    follow it (a boundary the next bytes may complete), else at the end of ``work``."""
+    end = len(work)
+    brace = work.rfind(b"}", floor, end)
+    if brace >= 0:
+        match = _OPEN_CUT.match(work, brace, end)
+        if match is not None and match.end() == end:
+            return brace
+    return end
+
+
 _MISS = object()
-#: trailing whitespace after the trailer that :func:`_close_in_place` passes over itself
-_MAX_TRAILING_WS = 4096
 
 
 def _close_in_place(work: bytearray, state: ArrayStream, try_decode: Callable[[bytes | memoryview], Any]) -> Any:
@@ -206,11 +242,7 @@ def _close_in_place(work: bytearray, state: ArrayStream, try_decode: Callable[[b
     It follows step 1 candidate by candidate and gives up (``_MISS``) at the first closing
     bracket whose events do not decode, or when no candidate decodes: :func:`_finish` then
     starts over and decides (the decode has no side effects), so the outcome is its own."""
-    end = len(work)
-    while end > 1 and work[end - 1] in _WS:
-        end -= 1
-        if len(work) - end > _MAX_TRAILING_WS:
-            return _MISS
+    end = _prev_solid(work, len(work), 1) + 1
     tried = 0
     skipped = 0
     pos = end
@@ -244,10 +276,10 @@ def _decode_at(work: bytearray, cut: int, try_decode: Callable[[bytes | memoryvi
 
 
 def _decode_before(
-    work: bytearray, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4
+    work: bytearray, cut: int | None, try_decode: Callable[[bytes | memoryview], Any], tries: int = 4, floor: int = 0
 ) -> tuple[Any, int | None]:
     """Try the last few boundaries (a cut can fall inside a string); (decoded, cut) or (None, cut).
-    ``work[0]`` is the ``[`` that opens the chunk."""
+    ``work[0]`` is the ``[`` that opens the chunk; no boundary starts before ``floor``."""
     last = cut
     for _ in range(tries):
         if cut is None:
@@ -256,7 +288,7 @@ def _decode_before(
             return _decode_at(work, cut, try_decode), cut
         except ValueError:
             last = cut
-            cut = _last_boundary(work, cut - 1)
+            cut = _last_boundary(work, cut - 1, floor)
     return None, last
 
 
@@ -286,32 +318,46 @@ def _longest_prefix(work: bytearray, try_decode: Callable[[bytes | memoryview], 
 
 def _skip_damage(work: bytearray, good_end: int, state: ArrayStream) -> bytearray:
     """Drop the damaged event after ``good_end`` up to the next boundary; note the loss."""
-    after = _boundaries(work, good_end + 1)
-    nxt = after[0] if after else len(work)
+    after = _BOUNDARY.search(work, good_end + 1)
+    nxt = after.start() + after.group().index(b",") if after else len(work)
     state.damaged_bytes += nxt - good_end
     rest = bytearray(b"[")
     rest += work[nxt + 1 :]
     return rest
 
 
-def _last_boundary(buf: bytearray, end: int) -> int | None:
-    """Position of the last ``,`` in buf[1:end] that sits between ``}`` and ``{``."""
-    pos = end
-    n = len(buf)
-    lo = 0
+def _last_boundary(buf: bytearray, end: int, floor: int = 0) -> int | None:
+    """Position of the last ``,`` in buf[1:end] that sits between ``}`` and ``{`` (blanks
+    around it allowed; the ``{`` may lie at or after ``end``), in a boundary that starts at
+    ``floor`` or later.  The regular expression runs over windows that grow back from ``end``,
+    so a long run of blanks, commas or text costs time in proportion to what is searched."""
+    width = _FIRST_WINDOW
     while True:
-        pos = int(buf.rfind(b",", lo, pos))
-        if pos <= lo:
-            return None
-        j = pos + 1
-        while j < n and buf[j] in _WS:
-            j += 1
-        if j < n and buf[j] == 0x7B:  # '{'
-            i = pos - 1
-            while i >= lo and buf[i] in _WS:
-                i -= 1
-            if i >= lo and buf[i] == 0x7D:  # '}'
-                return pos
+        start = max(floor, end - width)
+        last = None
+        for match in _CUT.finditer(buf, start):
+            comma = match.start(2)
+            if comma >= end:
+                break
+            last = comma
+        if last is not None or start == floor:
+            return last
+        width *= 4
+
+
+def _prev_solid(buf: bytes | bytearray, pos: int, floor: int = 0) -> int:
+    """Index of the last byte in buf[floor:pos] that is not a JSON blank, or ``floor - 1``;
+    windows of blanks are passed over at C speed (``isspace`` also accepts vertical tabs and
+    form feeds, which are no JSON blanks: a window holding one is searched byte by byte)."""
+    width = 64
+    while pos > floor:
+        start = max(floor, pos - width)
+        window = buf[start:pos]
+        if not (window.isspace() and b"\x0b" not in window and b"\x0c" not in window):
+            return start + len(window.rstrip(_WS)) - 1
+        pos = start
+        width = min(width * 4, _MAX_WINDOW)
+    return floor - 1
 
 
 #: closing-bracket candidates tried after the first one whose events fail to decode
@@ -382,7 +428,7 @@ def _finish(buf: bytes, state: ArrayStream, try_decode: Callable[[bytes | memory
         good_end = cut if cut is not None else 0
         if good_end >= len(work) - 1:
             return  # everything left decoded
-        if not _boundaries(work, good_end + 1):
+        if _BOUNDARY.search(work, good_end + 1) is None:
             # nothing whole after the damage: the end of the data
             lost = len(work) - good_end - 1
             if closed:
@@ -400,9 +446,7 @@ def _may_close_events(buf: bytes | bytearray, pos: int) -> bool:
     """Whether the ``]`` at ``pos`` can close an array of events: after an object, after
     ``[``, or first in ``buf`` (which starts just after the events array's own ``[``: an empty
     array of events)."""
-    i = pos - 1
-    while i >= 0 and buf[i] in _WS:
-        i -= 1
+    i = _prev_solid(buf, pos)
     return i < 0 or buf[i] in (0x7D, 0x5B)  # nothing before it, '}' or '['
 
 

@@ -9,6 +9,7 @@ limit — is an unexpected failure, printed with the seed that replays it.
 Usage:
     python scripts/fuzz_parsers.py                 # 5,000 cases per parser, writes docs/fuzzing.md
     python scripts/fuzz_parsers.py --cases 200 --no-write
+    python scripts/fuzz_parsers.py --cases 20000 --minutes 15   # stops each parser after 7.5 min
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def sqlite_seeds() -> list[Path]:
     return seeds
 
 
-def run(cases: int) -> dict[str, object]:
+def run(cases: int, seconds_per_parser: float | None = None) -> dict[str, object]:
+    """Up to ``cases`` cases per parser, each parser stopping early once it has run for
+    ``seconds_per_parser`` (the counts then say how many ran)."""
     signal.signal(signal.SIGALRM, _alarm)
     results: dict[str, object] = {}
     failures: list[str] = []
@@ -80,7 +83,11 @@ def run(cases: int) -> dict[str, object]:
             started = time.perf_counter()
             kseeds = kineto_seeds() if parser == "kineto" else []
             sseeds = sqlite_seeds() if parser == "nsight" else []
+            done = 0
             for i in range(cases):
+                if seconds_per_parser is not None and time.perf_counter() - started > seconds_per_parser:
+                    break
+                done += 1
                 kind = kinds[i % len(kinds)]
                 rng = random.Random(f"{parser}-{i}")
                 if parser == "kineto":
@@ -114,7 +121,7 @@ def run(cases: int) -> dict[str, object]:
                 by_kind[kind][outcome] += 1
                 path.unlink(missing_ok=True)
             results[parser] = {
-                "cases": cases,
+                "cases": done,
                 "seconds": round(time.perf_counter() - started, 1),
                 "outcomes": dict(counts),
                 "by_mutation": {k: dict(v) for k, v in by_kind.items()},
@@ -143,9 +150,10 @@ def markdown(results: dict[str, object]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=5000, help="cases per parser")
+    ap.add_argument("--minutes", type=float, help="stop after this long in all (half of it for each parser)")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/fuzzing.md")
     args = ap.parse_args()
-    results = run(args.cases)
+    results = run(args.cases, None if args.minutes is None else args.minutes * 30)
     text = markdown(results)
     print(text)
     failures = results["failures"]
