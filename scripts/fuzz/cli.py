@@ -38,6 +38,11 @@ _DICT_USERS = ("kineto_scan", "kineto_diff", "gzip")
 CASE_SECONDS = 20
 #: one report of AddressSanitizer or UndefinedBehaviorSanitizer (leaks are counted apart)
 _SANITIZER = re.compile(r"==ERROR: AddressSanitizer|runtime error:|AddressSanitizer: CHECK failed")
+#: a sanitizer that could not do its work (LeakSanitizer failing to stop the threads at exit,
+#: for one): the campaign ran, but its check at exit did not; the harness is run again once
+_TOOL_FAILURE = re.compile(r"Sanitizer has encountered a fatal error")
+#: lines of a harness's log shown when it fails, so that a CI log says why
+LOG_TAIL = 40
 
 
 def sanitizer_env() -> dict[str, str]:
@@ -53,6 +58,8 @@ def sanitizer_env() -> dict[str, str]:
         **os.environ,
         "LD_PRELOAD": f"{lib('libasan.so')} {lib('libstdc++.so')}",
         "PYTHONMALLOC": "malloc",
+        # polars' pool of threads, one: fewer threads for LeakSanitizer to stop at exit
+        "POLARS_MAX_THREADS": "1",
         "ASAN_OPTIONS": "detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=0:handle_segv=1",
         "LSAN_OPTIONS": f"suppressions={HERE / 'lsan.supp'}:print_suppressions=0",
         "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
@@ -115,10 +122,25 @@ def run_one(name: str, seconds: int | None, runs: int | None) -> dict[str, objec
         "leaks": text.count("ERROR: LeakSanitizer"),
         "hangs": text.count("ALARM: working on the last Unit") + text.count("libFuzzer: timeout"),
         "crashes": text.count("==ERROR: libFuzzer") + text.count("Uncaught Python exception"),
+        "tool_failures": len(_TOOL_FAILURE.findall(text)),
         "exit": done.returncode,
         "log": str(log),
     }
     return result
+
+
+def _found(r: dict[str, object]) -> bool:
+    """Whether a harness's campaign found something in the code under test."""
+    return bool(r["sanitizer_reports"] or r["leaks"] or r["hangs"] or r["crashes"])
+
+
+def _failed(r: dict[str, object]) -> bool:
+    return r["exit"] != 0 or _found(r) or bool(r["tool_failures"])
+
+
+def _tail(log: str) -> str:
+    lines = Path(log).read_text(errors="replace").splitlines()
+    return "\n".join("    " + line for line in lines[-LOG_TAIL:])
 
 
 def _table(results: list[dict[str, object]]) -> str:
@@ -148,12 +170,21 @@ def cmd_run(ns: argparse.Namespace) -> int:
     for name in names:
         result = run_one(name, seconds, ns.runs)
         print(f"{name}: {result['executions']:,} executions in {result['seconds']} s, exit {result['exit']}", flush=True)
+        if result["tool_failures"] and not _found(result):
+            # the sanitizer failed, not the code: say so, keep its log, and run the harness again
+            kept = Path(str(result["log"])).with_suffix(".tool-failure.log")
+            Path(str(result["log"])).replace(kept)
+            print(f"{name}: the sanitizer failed at exit (not a finding; log kept in {kept}): run again", flush=True)
+            result = run_one(name, seconds, ns.runs)
+            print(f"{name}: {result['executions']:,} executions in {result['seconds']} s, exit {result['exit']}", flush=True)
         results.append(result)
     LAST_RUN.write_text(json.dumps(results, indent=2) + "\n")
     print(_table(results))
-    bad = [r for r in results if r["exit"] != 0 or r["sanitizer_reports"] or r["leaks"] or r["hangs"] or r["crashes"]]
+    bad = [r for r in results if _failed(r)]
     for r in bad:
-        print(f"finding in {r['harness']}: see {r['log']} and {FINDINGS}/{r['harness']}-*", file=sys.stderr)
+        what = "finding" if _found(r) else "failure, no finding recognised"
+        print(f"{what} in {r['harness']} (exit {r['exit']}): see {r['log']} and {FINDINGS}/{r['harness']}-*; "
+              f"the log ends:\n{_tail(str(r['log']))}", file=sys.stderr)
     return 1 if bad else 0
 
 
