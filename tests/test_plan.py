@@ -35,11 +35,9 @@ SIM_FIX = {
 #: simulator fixes that are another way of making a plan step's fix (AMP for the tensor-core
 #: step: the plan prices the conservative TF32), not a fix the plan may leave out
 SAME_FIX = {"amp": "no_tensor_cores"}
-#: the largest error of one prefix, and of the mean over every scenario's prefixes: the target is
-#: 3%; the plans measure 3.1% (docs/critical-path.md, "The fix plan": the replay's assumed
-#: tensor-core speed-up against the simulator's TF32, and the loader fix on a pageable loop),
-#: so the mean is held to 3.5% until those single-fix models change
-WORST, MEAN = 0.10, 0.035
+#: the largest error of one prefix, and the mean over every scenario's prefixes (docs/critical-path.md,
+#: "The fix plan", gives the measured errors and what they come from)
+WORST, MEAN = 0.10, 0.03
 
 
 def _plan(name: str, tmp_path: Path) -> tuple[Diagnosis, list[tuple[str, float]]]:

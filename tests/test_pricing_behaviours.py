@@ -16,7 +16,7 @@ from loopsim import BEHAVIOURS, PLANS, apply_fixes, simulate, truth, write_kinet
 import tracekit
 from tracekit.analysis import diagnose
 from tracekit.analysis.causes import Edit, GraphCapture, fix_edit
-from tracekit.analysis.causes.detectors import MIN_ELEMENT_READS, transfer_loops
+from tracekit.analysis.causes.detectors import MIN_ELEMENT_READS, element_reads, scalar_reads, transfer_loops
 from tracekit.analysis.replay import replay
 from tracekit.analysis.steps import find_steps
 
@@ -88,6 +88,37 @@ def test_a_few_reads_are_not_a_loop(tmp_path: Path) -> None:
     assert MIN_ELEMENT_READS > 1
 
 
+def test_reads_split_into_loops_and_single_values(tmp_path: Path) -> None:
+    """Every element read is either in a loop (the element-wise transfer's) or a single value
+    read (the sync fix's: a ``loss.item()``): never both, never neither."""
+    for name, loops_expected in (("launch_sync", False), ("elementwise_items", True)):
+        t = _tables(name, tmp_path)
+        singles, loops = scalar_reads(t.events, t.links), transfer_loops(t.events, t.links)
+        reads = element_reads(t.events).height
+        looped = int(loops["reads"].sum()) if loops.height else 0
+        assert singles.height + looped == reads, name
+        assert (loops.height > 0) == loops_expected, name
+
+
+def test_graphs_and_the_sync_fix_together_are_the_resimulated_loop(tmp_path: Path) -> None:
+    """``.item()`` after every layer cuts the captured regions; with the syncs gone too the
+    calls no longer cut them (host work a fix removes ends no region) and each read goes
+    whole, its 4-byte copy included: the two fixes together within 1% of the loop
+    re-simulated under torch.cuda.graph without the reads (it was 4.7% with the regions still
+    cut and the copies left on the GPU)."""
+    loop, _fixes = PLANS["launch_sync"]
+    t = _tables("launch_sync", tmp_path)
+    graphs, sync = fix_edit("launch_bound"), fix_edit("host_device_sync")
+    assert graphs is not None
+    assert sync is not None
+    both = Edit.all_of(graphs, sync)
+    r = replay(t.events, t.links, find_steps(t.events, t.links).frame, [graphs, both])
+    predicted = r.predicted_step_ms(both.label)
+    true_ms = truth(loop, ["cuda_graphs", "host_device_sync"]) / 1e6
+    assert predicted is not None
+    assert abs(predicted - true_ms) / true_ms <= 0.01, (predicted, true_ms)
+
+
 def test_edits_combine_field_by_field() -> None:
     graphs = GraphCapture(replay_ns=1, node_ns=2, kernel_gap_ns=3, host_ns=4)
 
@@ -110,7 +141,8 @@ def test_edits_combine_field_by_field() -> None:
     assert both.pin_min_bytes == 64
     assert both.launch_factor == 0.25
     assert both.graphs == graphs
-    frame = pl.DataFrame({"x": [1, 2, 3]})
+    # the union of both rules' intervals, in the interval columns (a rule's extra columns dropped)
+    frame = pl.DataFrame({"pid": [1, 1, 2], "tid": [5, 5, 6], "start_ns": [0, 10, 20], "end_ns": [5, 15, 25], "reads": [9, 9, 9]})
     assert both.collapse is not None
-    assert both.collapse(frame, frame)["x"].to_list() == [1, 3]
+    assert both.collapse(frame, frame).rows() == [(1, 5, 0, 5), (2, 6, 20, 25)]
     assert a.combined(Edit()).collapse is rule_a

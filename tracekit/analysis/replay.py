@@ -302,13 +302,12 @@ def _within(rows: pl.DataFrame, spans: pl.DataFrame, start: str, end: str) -> pl
 
 
 def _marked(base: pl.DataFrame, edits: Sequence[Edit], collapsed: dict[str, _Collapsed], launches: pl.Series) -> pl.DataFrame:
-    """``base`` with the per-edge facts the edits' rules read: ``_graph_replay`` (the host cost
-    of a region's replay on its first captured stretch, :func:`_graph_regions`) when an edit
-    captures graphs, and ``_in_<label>`` (the edge lies inside the intervals of that edit's
+    """``base`` with the per-edge facts the edits' rules read: the host cost of a region's replay
+    on its first captured stretch (:func:`_graph_regions`, a column per capture and set of
+    host work removed, :func:`_regions_column`) when an edit captures graphs, and ``_in_<label>`` (the edge lies inside the intervals of that edit's
     collapse rule).  ``launches``: the event ids of the calls that launched GPU work."""
-    capture = next((e.graphs for e in edits if e.graphs is not None), None)
-    if capture is not None:
-        base = base.with_columns(_graph_regions(base, capture, launches))
+    for column, (capture, gone) in {_regions_column(e): (e.graphs, _gone(e)) for e in edits if e.graphs is not None}.items():
+        base = base.with_columns(_graph_regions(base, capture, gone, launches).alias(column))
     for e in edits:
         c = collapsed.get(e.label)
         if c is None:
@@ -324,19 +323,36 @@ def _marked(base: pl.DataFrame, edits: Sequence[Edit], collapsed: dict[str, _Col
     return base
 
 
-def _captured(capture: GraphCapture) -> pl.Expr:
-    """A host stretch inside a captured region (see :class:`GraphCapture`)."""
+def _gone(e: Edit) -> frozenset[str]:
+    """The host tags whose work the edit removes (factor 0): the calls are gone from the
+    program, so they end no captured region (an ``.item()`` dropped between two layers
+    leaves one region where there were two)."""
+    return frozenset(tag for tag, factor in e.host.items() if factor == 0.0)
+
+
+def _regions_column(e: Edit) -> str:
+    """The column of ``base`` holding the replay costs of ``e``'s captured regions."""
+    g = e.graphs
+    assert g is not None
+    return f"_graph_replay:{g.replay_ns},{g.node_ns},{g.host_ns}:{','.join(sorted(_gone(e)))}"
+
+
+def _captured(capture: GraphCapture, gone: frozenset[str]) -> pl.Expr:
+    """A host stretch inside a captured region (see :class:`GraphCapture`), or one of host
+    work the edit removes (``gone``: tags), which weighs nothing and ends no region."""
     short = (pl.col("tag") == "cpu") & (pl.col("w") < capture.host_ns)
-    return (pl.col("kind") == EdgeKind.CPU.value) & ((pl.col("tag") == "launch") | short)
+    removed = pl.col("tag").is_in(sorted(gone)) if gone else pl.lit(False)
+    return (pl.col("kind") == EdgeKind.CPU.value) & ((pl.col("tag") == "launch") | short | removed)
 
 
-def _graph_regions(base: pl.DataFrame, capture: GraphCapture, launches: pl.Series) -> pl.Series:
+def _graph_regions(base: pl.DataFrame, capture: GraphCapture, gone: frozenset[str], launches: pl.Series) -> pl.Series:
     """The host cost of each region's replay, on the region's first captured stretch (the first
     of its thread after something that could not be captured, or the thread's first), null on
     every other edge: one replay plus :attr:`GraphCapture.node_ns` for every launch call the
-    region holds (a call's stretches count once), all paid before its first kernel starts."""
+    region holds (a call's stretches count once), all paid before its first kernel starts.
+    ``gone``: host tags the edit removes (:func:`_gone`)."""
     chain = base.with_row_index("_row").filter(pl.col("kind").is_in(_HOST_EDGE_KINDS) & pl.col("pid").is_not_null())
-    chain = chain.sort(["pid", "tid", "start_ns", "end_ns"]).with_columns(_captured(capture).alias("_in"))
+    chain = chain.sort(["pid", "tid", "start_ns", "end_ns"]).with_columns(_captured(capture, gone).alias("_in"))
     first = pl.col("_in") & ~pl.col("_in").shift(1).over(["pid", "tid"]).fill_null(False)
     chain = chain.with_columns(first.alias("_first")).with_columns(pl.col("_first").cum_sum().over(["pid", "tid"]).alias("_region"))
     calls = chain.filter(pl.col("_in") & pl.col("event_id").is_in(launches.implode())).group_by("pid", "tid", "_region").agg(
@@ -507,7 +523,7 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
     for tag, factor in e.gpu.items():
         expr = pl.when((pl.col("kind") == EdgeKind.GPU.value) & (pl.col("tag") == tag)).then(w * factor).otherwise(expr)
     if e.graphs is not None:
-        expr = _graph_weights(e.graphs, expr)
+        expr = _graph_weights(e.graphs, _gone(e), _regions_column(e), expr)
     if e.collapse is not None and f"_in_{e.label}" in edges.columns:
         inside = pl.col(f"_in_{e.label}")
         expr = pl.when(inside & (pl.col("kind") == EdgeKind.SYNC.value)).then(None).when(inside).then(0.0).otherwise(expr)
@@ -537,14 +553,14 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
     return expr.round(0).cast(pl.Int64)
 
 
-def _graph_weights(capture: GraphCapture, expr: pl.Expr) -> pl.Expr:
+def _graph_weights(capture: GraphCapture, gone: frozenset[str], regions: str, expr: pl.Expr) -> pl.Expr:
     """Edge weights under CUDA graphs: a captured host stretch weighs nothing except the first
-    of its region, which pays one replay; the hand-overs between the driving thread and the
-    autograd thread are gone (the replay runs the backward's kernels too); consecutive GPU
-    activities run at most the graph's kernel gap apart."""
-    captured = _captured(capture)
+    of its region, which pays one replay (column ``regions``); the hand-overs between the
+    driving thread and the autograd thread are gone (the replay runs the backward's kernels
+    too); consecutive GPU activities run at most the graph's kernel gap apart."""
+    captured = _captured(capture, gone)
     return (
-        pl.when(captured & pl.col("_graph_replay").is_not_null()).then(pl.col("_graph_replay"))
+        pl.when(captured & pl.col(regions).is_not_null()).then(pl.col(regions))
         .when(captured | (pl.col("kind") == EdgeKind.WAKE.value)).then(0.0)
         .when(pl.col("kind") == EdgeKind.STREAM.value).then(pl.min_horizontal(expr, pl.lit(float(capture.kernel_gap_ns))))
         .otherwise(expr)

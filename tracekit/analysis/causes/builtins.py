@@ -126,8 +126,9 @@ ENTRIES: tuple[Entry, ...] = (
             "the host waits for the GPU (`.item()`, `.cpu()`, `torch.cuda.synchronize`, blocking copies), draining its queue",
             action="remove the per-step host-device syncs (.item(), .cpu(), synchronize)",
             evidence=E.sync_evidence, wording="host_device_sync",
-            replay=Fix(Edit(host={"sync": 0.0}, drop_sync=frozenset({"sync"})),
-                       "the sync calls and the waits for the GPU behind them are gone (the host runs ahead)"),
+            replay=Fix(Edit(host={"sync": 0.0}, drop_sync=frozenset({"sync"}), collapse=D.scalar_reads),
+                       "the sync calls and the waits for the GPU behind them are gone, a value's read "
+                       "(`.item()`) with its copy (the host runs ahead)"),
             replay_finds=True,
         ),
     ),

@@ -196,18 +196,12 @@ def element_reads(events: pl.DataFrame) -> pl.DataFrame:
     ).sort("start_ns")
 
 
-def transfer_loops(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-    """Loops of element reads (:func:`element_reads`): at least :data:`MIN_ELEMENT_READS` in a
-    row on one thread with no other launch between them.  One interval per loop, from the end
-    of its first read (which stands for the one transfer of the whole tensor: it waits for the
-    GPU work that produced it) to the end of its last one's wait, with ``reads`` (how many),
-    ``op`` (the most frequent operator around them) and ``bytes`` (per read, the median)."""
-    del links  # copies and calls are matched by correlation id (the findings have no links table)
+def _read_runs(events: pl.DataFrame) -> pl.DataFrame:
+    """Every element read (:func:`element_reads`) with ``_run``, its run of reads in a row on
+    one thread with no other launch between them, and ``_reads``, the run's length."""
     reads = element_reads(events)
-    schema = {"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "reads": pl.UInt32,
-              "op": pl.String, "bytes": pl.Int64}
-    if reads.height < MIN_ELEMENT_READS:
-        return pl.DataFrame(schema=schema)
+    if reads.height == 0:
+        return reads.with_columns(pl.lit(0, dtype=pl.UInt32).alias("_run"), pl.lit(0, dtype=pl.UInt32).alias("_reads"))
     # every launch call of the reading threads, in order: a run of reads is a loop
     calls = events.filter(is_api_call() & pl.col("tid").is_not_null() & pl.col("correlation").is_not_null())
     launched = events.filter(pl.col("kind").is_in(_GPU_WORK)).select("rank", "correlation").unique()
@@ -222,9 +216,34 @@ def transfer_loops(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
     runs = launches.filter(pl.col("_read")).select(*key, "call_id", "_run").join(
         reads.select("call_id", "start_ns", "end_ns", "op", "bytes"), on="call_id"
     )
-    loops = runs.group_by([*key, "_run"]).agg(
+    return runs.with_columns(pl.len().over([*key, "_run"]).cast(pl.UInt32).alias("_reads"))
+
+
+def transfer_loops(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Loops of element reads (:func:`element_reads`): at least :data:`MIN_ELEMENT_READS` in a
+    row on one thread with no other launch between them.  One interval per loop, from the end
+    of its first read (which stands for the one transfer of the whole tensor: it waits for the
+    GPU work that produced it) to the end of its last one's wait, with ``reads`` (how many),
+    ``op`` (the most frequent operator around them) and ``bytes`` (per read, the median)."""
+    del links  # copies and calls are matched by correlation id (the findings have no links table)
+    schema = {"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "reads": pl.UInt32,
+              "op": pl.String, "bytes": pl.Int64}
+    runs = _read_runs(events).filter(pl.col("_reads") >= MIN_ELEMENT_READS)
+    if runs.height == 0:
+        return pl.DataFrame(schema=schema)
+    loops = runs.group_by(["rank", "pid", "tid", "_run"]).agg(
         pl.col("end_ns").sort_by("start_ns").first().alias("start_ns"), pl.col("end_ns").max(), pl.len().alias("reads"),
         pl.col("op").drop_nulls().mode().sort().first().alias("op"), pl.col("bytes").median().cast(pl.Int64).alias("bytes"),
     )
-    loops = loops.filter(pl.col("reads") >= MIN_ELEMENT_READS).sort("start_ns")
-    return loops.select(list(schema)).cast(schema)  # type: ignore[arg-type]
+    return loops.sort("start_ns").select(list(schema)).cast(schema)  # type: ignore[arg-type]
+
+
+def scalar_reads(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """The element reads outside loops (``loss.item()``, a flag read with ``.cpu()``): one
+    interval per read, its operator from start to the end of its wait.  Dropping such a read
+    (the sync fix: accumulate on the GPU, read every N steps) removes the whole call: the
+    operator's host time, its tiny device→host copy and the wait (columns rank, pid, tid,
+    start_ns, end_ns).  Loops of reads are :func:`transfer_loops`' (one transfer instead)."""
+    del links
+    runs = _read_runs(events).filter(pl.col("_reads") < MIN_ELEMENT_READS)
+    return runs.select(pl.col("rank").cast(pl.Int32), pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), "start_ns", "end_ns").sort("start_ns")

@@ -145,7 +145,9 @@ def _either(a: SpanRule | None, b: SpanRule | None) -> SpanRule | None:
         return a or b
 
     def both(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-        return pl.concat([a(events, links), b(events, links)], how="vertical_relaxed")
+        # a rule's own columns beyond the interval (a loop's read count) are its own
+        cols = [pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64)]
+        return pl.concat([a(events, links).select(cols), b(events, links).select(cols)])
 
     return both
 
