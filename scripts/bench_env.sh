@@ -28,7 +28,7 @@ PANDAS_SPEC="${PANDAS_SPEC:-pandas<3}"
 "$VENV/bin/python" -m pip install --quiet "HolisticTraceAnalysis==${HTA_VERSION}" "$PANDAS_SPEC"
 "$VENV/bin/python" - <<'EOF'
 import importlib.metadata as md
-for dist in ("tracekit", "HolisticTraceAnalysis", "pandas", "polars", "msgspec"):
+for dist in ("tracekit-gpu", "HolisticTraceAnalysis", "pandas", "polars", "msgspec"):
     print(f"{dist:24} {md.version(dist)}")
 import hta.trace_analysis  # noqa: F401  (fails loudly here rather than mid-benchmark)
 EOF
