@@ -303,9 +303,10 @@ def _within(rows: pl.DataFrame, spans: pl.DataFrame, start: str, end: str) -> pl
 
 def _marked(base: pl.DataFrame, edits: Sequence[Edit], collapsed: dict[str, _Collapsed], launches: pl.Series) -> pl.DataFrame:
     """``base`` with the per-edge facts the edits' rules read: the host cost of a region's replay
-    on its first captured stretch (:func:`_graph_regions`, a column per capture and set of
-    host work removed, :func:`_regions_column`) when an edit captures graphs, and ``_in_<label>`` (the edge lies inside the intervals of that edit's
-    collapse rule).  ``launches``: the event ids of the calls that launched GPU work."""
+    on its first captured stretch (:func:`_graph_regions`; a column per capture and set of
+    removed host tags, :func:`_regions_column`) when an edit captures graphs, and
+    ``_in_<label>`` (the edge lies inside the intervals of that edit's collapse rule).
+    ``launches``: the event ids of the calls that launched GPU work."""
     for column, (capture, gone) in {_regions_column(e): (e.graphs, _gone(e)) for e in edits if e.graphs is not None}.items():
         base = base.with_columns(_graph_regions(base, capture, gone, launches).alias(column))
     for e in edits:
