@@ -10,12 +10,14 @@ Usage:
     python scripts/fuzz_parsers.py                 # 5,000 cases per parser, writes docs/fuzzing.md
     python scripts/fuzz_parsers.py --cases 200 --no-write
     python scripts/fuzz_parsers.py --cases 20000 --minutes 15   # stops each parser after 7.5 min
+    python scripts/fuzz_parsers.py --cases 20000 --jobs 8       # the cases shared by 8 processes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
 import signal
 import sys
@@ -69,63 +71,91 @@ def sqlite_seeds() -> list[Path]:
     return seeds
 
 
-def run(cases: int, seconds_per_parser: float | None = None) -> dict[str, object]:
-    """Up to ``cases`` cases per parser, each parser stopping early once it has run for
-    ``seconds_per_parser`` (the counts then say how many ran)."""
+def _cases(parser: str, indices: range, seconds: float | None) -> dict[str, object]:
+    """The cases ``indices`` of one parser in this process (stopping once ``seconds`` have
+    passed): how many ran, their outcomes in all and by mutation, and the failures."""
     signal.signal(signal.SIGALRM, _alarm)
-    results: dict[str, object] = {}
+    kinds = KINETO_MUTATIONS if parser == "kineto" else SQLITE_MUTATIONS
+    counts: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {k: Counter() for k in kinds}
     failures: list[str] = []
+    started = time.perf_counter()
+    kseeds = kineto_seeds() if parser == "kineto" else []
+    sseeds = sqlite_seeds() if parser == "nsight" else []
+    done = 0
     with tempfile.TemporaryDirectory(prefix="tracekit-fuzz-") as tmp:
         work = Path(tmp)
-        for parser, kinds in (("kineto", KINETO_MUTATIONS), ("nsight", SQLITE_MUTATIONS)):
-            counts: Counter[str] = Counter()
-            by_kind: dict[str, Counter[str]] = {k: Counter() for k in kinds}
-            started = time.perf_counter()
-            kseeds = kineto_seeds() if parser == "kineto" else []
-            sseeds = sqlite_seeds() if parser == "nsight" else []
-            done = 0
-            for i in range(cases):
-                if seconds_per_parser is not None and time.perf_counter() - started > seconds_per_parser:
-                    break
-                done += 1
-                kind = kinds[i % len(kinds)]
-                rng = random.Random(f"{parser}-{i}")
-                if parser == "kineto":
-                    label, doc, raw = kseeds[i % len(kseeds)]
-                    path = write_variant(kineto_mutation(doc, raw, rng, kind), work / f"k{i}.json", rng)
-                else:
-                    src = sseeds[i % len(sseeds)]
-                    label = src.name
-                    path = sqlite_mutation(src, work / f"s{i}.sqlite", rng, kind)
+        for i in indices:
+            if seconds is not None and time.perf_counter() - started > seconds:
+                break
+            done += 1
+            kind = kinds[i % len(kinds)]
+            rng = random.Random(f"{parser}-{i}")
+            if parser == "kineto":
+                label, doc, raw = kseeds[i % len(kseeds)]
+                path = write_variant(kineto_mutation(doc, raw, rng, kind), work / f"k{i}.json", rng)
+            else:
+                src = sseeds[i % len(sseeds)]
+                label = src.name
+                path = sqlite_mutation(src, work / f"s{i}.sqlite", rng, kind)
 
-                def case(path: Path = path) -> None:
-                    tables = parse(path)
-                    tables.validate()
-                    diagnose(tables)
+            def case(path: Path = path) -> None:
+                tables = parse(path)
+                tables.validate()
+                diagnose(tables)
 
-                signal.alarm(CASE_SECONDS)
-                try:
-                    outcome = run_case(case)
-                except Hang:
-                    outcome = "hang"
-                    failures.append(f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): no result in {CASE_SECONDS} s")
-                except Exception as exc:
-                    outcome = "unexpected"
-                    failures.append(
-                        f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): {type(exc).__name__}: {exc}\n"
-                        + "".join(traceback.format_exception(exc)[-3:])
-                    )
-                finally:
-                    signal.alarm(0)
-                counts[outcome] += 1
-                by_kind[kind][outcome] += 1
-                path.unlink(missing_ok=True)
-            results[parser] = {
-                "cases": done,
-                "seconds": round(time.perf_counter() - started, 1),
-                "outcomes": dict(counts),
-                "by_mutation": {k: dict(v) for k, v in by_kind.items()},
-            }
+            signal.alarm(CASE_SECONDS)
+            try:
+                outcome = run_case(case)
+            except Hang:
+                outcome = "hang"
+                failures.append(f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): no result in {CASE_SECONDS} s")
+            except Exception as exc:
+                outcome = "unexpected"
+                failures.append(
+                    f"{parser} case {i} ({kind}, seed {parser}-{i}, from {label}): {type(exc).__name__}: {exc}\n"
+                    + "".join(traceback.format_exception(exc)[-3:])
+                )
+            finally:
+                signal.alarm(0)
+            counts[outcome] += 1
+            by_kind[kind][outcome] += 1
+            path.unlink(missing_ok=True)
+    return {"cases": done, "outcomes": dict(counts), "by_mutation": {k: dict(v) for k, v in by_kind.items()}, "failures": failures}
+
+
+def _share(job: tuple[str, int, int, int, float | None]) -> dict[str, object]:
+    parser, cases, jobs, j, seconds = job
+    return _cases(parser, range(j, cases, jobs), seconds)
+
+
+def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1) -> dict[str, object]:
+    """Up to ``cases`` cases per parser, each parser stopping early once it has run for
+    ``seconds_per_parser`` (the counts then say how many ran); ``jobs`` processes share each
+    parser's cases (case i in process i mod jobs: every process sees every mutation kind)."""
+    results: dict[str, object] = {}
+    failures: list[str] = []
+    for parser in ("kineto", "nsight"):
+        started = time.perf_counter()
+        shares = [(parser, cases, jobs, j, seconds_per_parser) for j in range(jobs)]
+        if jobs == 1:
+            parts = [_share(shares[0])]
+        else:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                parts = pool.map(_share, shares)
+        counts: Counter[str] = Counter()
+        by_kind: dict[str, Counter[str]] = {}
+        for part in parts:
+            counts.update(part["outcomes"])  # type: ignore[arg-type]
+            for kind, o in part["by_mutation"].items():  # type: ignore[attr-defined]
+                by_kind.setdefault(kind, Counter()).update(o)
+            failures.extend(part["failures"])  # type: ignore[arg-type]
+        results[parser] = {
+            "cases": sum(int(part["cases"]) for part in parts),  # type: ignore[call-overload]
+            "seconds": round(time.perf_counter() - started, 1),
+            "outcomes": dict(counts),
+            "by_mutation": {k: dict(v) for k, v in by_kind.items()},
+        }
     results["failures"] = failures
     return results
 
@@ -152,8 +182,9 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=5000, help="cases per parser")
     ap.add_argument("--minutes", type=float, help="stop after this long in all (half of it for each parser)")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/fuzzing.md")
+    ap.add_argument("--jobs", type=int, default=1, help="processes sharing each parser's cases (default 1)")
     args = ap.parse_args()
-    results = run(args.cases, None if args.minutes is None else args.minutes * 30)
+    results = run(args.cases, None if args.minutes is None else args.minutes * 30, jobs=max(1, args.jobs))
     text = markdown(results)
     print(text)
     failures = results["failures"]

@@ -73,3 +73,20 @@ def test_nsight_mutations(kind: str, tmp_path: Path) -> None:
 
         with deadline(CASE_SECONDS):
             assert run_case(case) in {"ok", "refused"}
+
+
+def test_the_campaign_shared_by_processes_runs_the_same_cases() -> None:
+    """``scripts/fuzz_parsers.py --jobs N`` splits each parser's cases over N processes: the
+    same cases run, with the same outcomes, as in one process."""
+    import fuzz_parsers
+
+    one = fuzz_parsers.run(6, jobs=1)
+    two = fuzz_parsers.run(6, jobs=2)
+    for parser in ("kineto", "nsight"):
+        a, b = one[parser], two[parser]
+        assert isinstance(a, dict)
+        assert isinstance(b, dict)
+        assert a["cases"] == b["cases"] == 6
+        assert a["outcomes"] == b["outcomes"]
+        assert a["by_mutation"] == b["by_mutation"]
+    assert one["failures"] == two["failures"] == []

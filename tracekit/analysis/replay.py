@@ -41,7 +41,7 @@ import networkx as nx
 import polars as pl
 
 from ..schema import EventKind
-from .causes import FIX_MODELS, WHAT_IF_CAUSES, Edit, GraphCapture, fix_edit
+from .causes import FIX_MODELS, WHAT_IF_CAUSES, Edit, GraphCapture, SpanRule, base_rules, fix_edit, interval_columns
 from .critical_path import EdgeKind, build_graph
 from .critical_path.longest import acyclic_order
 from .sweep import longest, native_available, topological
@@ -208,6 +208,8 @@ class Replayer:
         self._single = False
         self._copy_bytes = pl.DataFrame()
         self._groups: list[_Prepared] = []
+        #: each collapse rule's intervals on the events, computed once for every round
+        self._spans: dict[SpanRule, pl.DataFrame] = {}
         if complete.height == 0:
             return
         self._pinned_bw = _pinned_bandwidth(events)
@@ -226,7 +228,7 @@ class Replayer:
         cols = {f"{e.label}_ns": pl.Int64 for e in edits}
         if not self._groups:
             return Replay(steps=pl.DataFrame(schema={**_STEP_SCHEMA, **cols}), edits=tuple(edits))
-        collapsed = {e.label: _collapsed(e, self._events, self._links) for e in edits if e.collapse is not None}
+        collapsed = {e.label: _collapsed(e, self._events, self._links, self._spans) for e in edits if e.collapse is not None}
         parts = _in_pool(
             lambda g: _sweep_group(g, edits, self._pinned_bw, self._single, self._copy_bytes, collapsed), self._groups
         )
@@ -279,12 +281,20 @@ class _Collapsed:
     ids: pl.Series
 
 
-def _collapsed(e: Edit, events: pl.DataFrame, links: pl.DataFrame) -> _Collapsed:
-    """The intervals ``e.collapse`` marks and the events inside them (see :attr:`Edit.collapse`)."""
+def _collapsed(e: Edit, events: pl.DataFrame, links: pl.DataFrame, found: dict[SpanRule, pl.DataFrame] | None = None) -> _Collapsed:
+    """The intervals ``e.collapse`` marks and the events inside them (see :attr:`Edit.collapse`).
+    ``found``: each rule's intervals already computed on these events (filled in here), so
+    that a rule shared by several edits (a plan's combined fixes) runs once."""
     assert e.collapse is not None
-    spans = e.collapse(events, links).select(
-        pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("start_ns").alias("_cs"), pl.col("end_ns").alias("_ce")
-    ).sort("_cs")
+    found = {} if found is None else found
+    parts = []
+    for rule in base_rules(e.collapse):
+        if rule not in found:
+            found[rule] = interval_columns(rule(events, links))
+        parts.append(found[rule])
+    spans = pl.concat(parts).select("pid", "tid", pl.col("start_ns").alias("_cs"), pl.col("end_ns").alias("_ce")).sort("_cs")
+    if spans.height == 0:
+        return _Collapsed(spans=spans, ids=pl.Series("event_id", [], dtype=pl.Int64))
     host = events.filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null() & pl.col("kind").is_in(_HOST_KINDS)).select(
         "event_id", pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), "start_ns", "end_ns"
     )

@@ -71,6 +71,9 @@ from .model import (
     Knob,
     PathCause,
     SpanRule,
+    SpanUnion,
+    base_rules,
+    interval_columns,
 )
 from .registry import REGISTRY, LiveMapping, LiveSequence, knobs_of, register, registered, unregister
 from .tables import (
@@ -136,10 +139,10 @@ __all__ = [
     "PATH_BY_NAME", "PATH_LABELS", "REGISTRY", "REPLAYED_FINDINGS", "REPLAY_FOUND", "REPLAY_TENSOR_CORE_SPEEDUP",
     "SHORT_LABELS", "SUPERSEDES", "TENSOR_CORE_SPEEDUP", "TITLES", "WHAT_IF_CAUSES", "WHITE", "Cause", "Detected", "Edit",
     "EvidenceInputs", "FindingKind", "Fix", "GapParts", "GpuMark", "GraphCapture", "HostEvents", "Knob", "LiveMapping", "LiveSequence",
-    "LongHostWork", "OwnTime", "PathCause", "Rule", "ShortHostWork", "SpanRule", "SyncInduced", "Untraced", "breakdown",
+    "LongHostWork", "OwnTime", "PathCause", "Rule", "ShortHostWork", "SpanRule", "SpanUnion", "SyncInduced", "Untraced", "base_rules", "breakdown",
     "breakdown_markdown", "by_name", "cause_color", "cause_label", "cause_text_color", "detected", "edge_tags",
     "finding_by_name", "finding_cause", "finding_color", "finding_kinds_markdown", "finding_what_if_markdown", "findings",
-    "fix_edit", "gpu_claimants", "idle_causes", "idle_causes_markdown", "knobs", "knobs_markdown", "knobs_of",
+    "fix_edit", "gpu_claimants", "idle_causes", "idle_causes_markdown", "interval_columns", "knobs", "knobs_markdown", "knobs_of",
     "path_causes", "path_causes_markdown", "path_label", "rank_fixable", "register", "registered", "unregister",
     "without_gpu",
 ]

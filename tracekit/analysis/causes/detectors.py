@@ -165,6 +165,10 @@ def element_reads(events: pl.DataFrame) -> pl.DataFrame:
         (pl.col("kind") == EventKind.MEMCPY.value) & (pl.col("memcpy_kind") == "DtoH") & (pl.col("bytes") <= ELEMENT_BYTES)
         & pl.col("correlation").is_not_null()
     ).select("rank", "correlation", "bytes")
+    none = pl.DataFrame(schema={"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "call_id": pl.Int64, "start_ns": pl.Int64,
+                                "end_ns": pl.Int64, "op": pl.String, "bytes": pl.Int64})
+    if copies.height == 0:  # (the usual case: the joins below go over every launch of the trace)
+        return none
     calls = events.filter(is_api_call() & pl.col("tid").is_not_null() & pl.col("correlation").is_not_null())
     launched = events.filter(pl.col("kind").is_in(_GPU_WORK) & pl.col("correlation").is_not_null()).select("rank", "correlation").unique()
     launches = calls.join(launched, on=["rank", "correlation"], how="semi").select(
@@ -173,8 +177,7 @@ def element_reads(events: pl.DataFrame) -> pl.DataFrame:
     launches = launches.with_columns(pl.col("start_ns").shift(-1).over(["rank", "pid", "tid"]).alias("_next_launch"))
     reads = launches.join(copies, on=["rank", "correlation"], how="inner")
     if reads.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "call_id": pl.Int64, "start_ns": pl.Int64,
-                                    "end_ns": pl.Int64, "op": pl.String, "bytes": pl.Int64})
+        return none
     # the host waits for the copy (a sync call or row starting after the copy's call, before the
     # thread's next launch), or the copy's call itself blocks
     waits = events.filter(is_host_sync() & ~is_data_dependent_op() & pl.col("tid").is_not_null()).select(

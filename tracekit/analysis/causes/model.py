@@ -139,17 +139,33 @@ class Edit:
         return dataclasses.replace(out, label="+".join(e.label for e in edits))
 
 
+@dataclass(frozen=True)
+class SpanUnion:
+    """The intervals every one of ``rules`` marks (two edits' collapse rules applied together),
+    in the interval columns (a rule's own columns beyond them, a loop's read count, dropped)."""
+
+    rules: tuple[SpanRule, ...]
+
+    def __call__(self, events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([interval_columns(rule(events, links)) for rule in self.rules])
+
+
+def interval_columns(spans: pl.DataFrame) -> pl.DataFrame:
+    """A rule's intervals as pid, tid, start_ns, end_ns (Int64)."""
+    return spans.select(pl.col(c).cast(pl.Int64) for c in ("pid", "tid", "start_ns", "end_ns"))
+
+
+def base_rules(rule: SpanRule) -> tuple[SpanRule, ...]:
+    """The rules a collapse rule applies (itself, or a union's members)."""
+    return rule.rules if isinstance(rule, SpanUnion) else (rule,)
+
+
 def _either(a: SpanRule | None, b: SpanRule | None) -> SpanRule | None:
     """The intervals either rule marks (one rule: itself)."""
     if a is None or b is None or a is b:
         return a or b
-
-    def both(events: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
-        # a rule's own columns beyond the interval (a loop's read count) are its own
-        cols = [pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64)]
-        return pl.concat([a(events, links).select(cols), b(events, links).select(cols)])
-
-    return both
+    rules = tuple(dict.fromkeys([*base_rules(a), *base_rules(b)]))
+    return rules[0] if len(rules) == 1 else SpanUnion(rules)
 
 
 @dataclass(frozen=True)
