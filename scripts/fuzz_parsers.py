@@ -141,7 +141,8 @@ def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1) -> d
         if jobs == 1:
             parts = [_share(shares[0])]
         else:
-            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            # fresh interpreters: a fork of a process whose polars threads hold a lock deadlocks
+            with multiprocessing.get_context("spawn").Pool(jobs) as pool:
                 parts = pool.map(_share, shares)
         counts: Counter[str] = Counter()
         by_kind: dict[str, Counter[str]] = {}
