@@ -18,6 +18,13 @@ from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
 
+try:  # ISA-L's inflate: the same interface as zlib's, about twice its speed on traces
+    from isal import isal_zlib as _inflate
+except ImportError:  # a platform without the wheel: zlib, the same bytes more slowly
+    _inflate = zlib  # type: ignore[assignment]
+
+#: what a damaged deflate stream raises, from either library
+_INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Default cap on decompressed bytes (a gzip bomb guard); TRACEKIT_MAX_BYTES overrides it.
@@ -134,10 +141,12 @@ class GzipStream:
     than ``limit`` decompressed bytes raise :class:`TraceTooLargeError` (a gzip bomb).
     """
 
-    def __init__(self, path: Path, limit: int, progress: ProgressSink | None = None):
+    def __init__(self, path: Path, limit: int, progress: ProgressSink | None = None, inflate: Any = None):
         self._path = path
         self._fh = _open_raw(path, progress)
-        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        #: the zlib-like module that inflates (:mod:`isal.isal_zlib` when installed, else zlib)
+        self._inflate = inflate if inflate is not None else _inflate
+        self._d = self._member()
         self._carry = b""
         self._eof = False
         self._count = 0
@@ -162,7 +171,7 @@ class GzipStream:
                 break
             try:
                 piece = self._d.decompress(data, n - got)
-            except zlib.error as exc:
+            except _INFLATE_ERRORS as exc:
                 self.damage = f"the compressed data is damaged ({exc})"
                 self._eof = True
                 break
@@ -172,12 +181,12 @@ class GzipStream:
             if self._d.eof:
                 rest = self._d.unused_data
                 if rest.lstrip(b"\0"):
-                    self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self._d = self._member()
                     self._carry = rest
                 else:
                     self._eof = not self._fh.peek(1) if hasattr(self._fh, "peek") else True
                     if not self._eof:
-                        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                        self._d = self._member()
         self._count += got
         if self._count > self._limit:
             raise TraceTooLargeError(
@@ -186,6 +195,10 @@ class GzipStream:
                 hint="raise the limit with TRACEKIT_MAX_BYTES=<bytes> if the file is genuine",
             )
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _member(self) -> Any:
+        """A decompressor for the next gzip member (header and CRC checked)."""
+        return self._inflate.decompressobj(16 + zlib.MAX_WBITS)
 
     def close(self) -> None:
         self._fh.close()
@@ -215,8 +228,8 @@ def open_stream(path: str | Path, *, progress: ProgressSink | None = None) -> Bi
 class ReadAhead:
     """Reads the next blocks of ``inner`` in a background thread while the caller parses.
 
-    Decompression (zlib) and file reads release the GIL, so on a multi-core machine they
-    overlap with decoding.  Errors raised by ``inner`` (a gzip bomb, an I/O error) are
+    Decompression (ISA-L or zlib) and file reads release the GIL, so on a multi-core machine
+    they overlap with decoding.  Errors raised by ``inner`` (a gzip bomb, an I/O error) are
     re-raised in the reading thread's caller; ``damage`` mirrors ``inner.damage`` at the end.
     """
 

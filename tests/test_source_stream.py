@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import io
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,16 +69,31 @@ def test_read_ahead_reraises_the_reader_error() -> None:
         assert stream.read(100) == b""
 
 
+def _inflaters() -> list[Any]:
+    """The inflate modules a GzipStream may use: ISA-L's (the default, when installed) and
+    zlib (where the wheel is missing); every behaviour below holds for both."""
+    found: list[Any] = [pytest.param(zlib, id="zlib")]
+    try:
+        from isal import isal_zlib
+    except ImportError:  # pragma: no cover - isal is a dependency
+        return found
+    return [pytest.param(isal_zlib, id="isal"), *found]
+
+
+INFLATERS = _inflaters()
+
+
 def _gz(tmp_path: Path, payload: bytes, members: int = 1) -> Path:
     path = tmp_path / "t.json.gz"
     path.write_bytes(b"".join(gzip.compress(payload) for _ in range(members)))
     return path
 
 
-def test_gzip_stream_members_and_short_requests(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inflate", INFLATERS)
+def test_gzip_stream_members_and_short_requests(tmp_path: Path, inflate: Any) -> None:
     payload = b'{"a": 1}, ' * 50_000
     path = _gz(tmp_path, payload, members=3)
-    with GzipStream(path, limit=1 << 30) as stream:
+    with GzipStream(path, limit=1 << 30, inflate=inflate) as stream:
         out = []
         while piece := stream.read(65_536):
             assert len(piece) <= 65_536
@@ -85,12 +102,13 @@ def test_gzip_stream_members_and_short_requests(tmp_path: Path) -> None:
     assert b"".join(out) == payload * 3
 
 
-def test_gzip_stream_keeps_what_it_could_decompress_of_a_cut_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inflate", INFLATERS)
+def test_gzip_stream_keeps_what_it_could_decompress_of_a_cut_file(tmp_path: Path, inflate: Any) -> None:
     payload = bytes(range(256)) * 4096
     whole = gzip.compress(payload, compresslevel=1)
     path = tmp_path / "cut.json.gz"
     path.write_bytes(whole[: len(whole) // 2])
-    with GzipStream(path, limit=1 << 30) as stream:
+    with GzipStream(path, limit=1 << 30, inflate=inflate) as stream:
         got = stream.read(-1)
         assert stream.read(10) == b""
         assert stream.damage is not None
@@ -99,16 +117,38 @@ def test_gzip_stream_keeps_what_it_could_decompress_of_a_cut_file(tmp_path: Path
     assert payload.startswith(got)
 
 
-def test_gzip_stream_limit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inflate", INFLATERS)
+def test_gzip_stream_limit(tmp_path: Path, inflate: Any) -> None:
     path = _gz(tmp_path, b"\0" * 3_000_000)
 
     def read_all() -> None:
-        with GzipStream(path, limit=1_000_000) as stream:
+        with GzipStream(path, limit=1_000_000, inflate=inflate) as stream:
             while stream.read(400_000):
                 pass
 
     with pytest.raises(TraceTooLargeError, match="gzip bomb"):
         read_all()
+
+
+@pytest.mark.parametrize("inflate", INFLATERS)
+def test_gzip_stream_a_wrong_checksum_is_damage_with_the_data_before_it(tmp_path: Path, inflate: Any) -> None:
+    payload = b'{"a": 1}, ' * 20_000
+    whole = bytearray(gzip.compress(payload))
+    whole[-6] ^= 0x40  # a bit of the member's CRC-32
+    path = tmp_path / "crc.json.gz"
+    path.write_bytes(bytes(whole))
+    with GzipStream(path, limit=1 << 30, inflate=inflate) as stream:
+        got = b"".join(iter(lambda: stream.read(65_536), b""))
+        assert stream.damage is not None
+        assert "damaged" in stream.damage
+    assert payload.startswith(got)
+
+
+def test_gzip_stream_inflates_with_isal_when_installed(tmp_path: Path) -> None:
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    with GzipStream(_gz(tmp_path, b"{}"), limit=1 << 30) as stream:
+        assert stream._inflate is isal_zlib
+        assert stream.read(-1) == b"{}"
 
 
 def test_prefetch_keeps_order_and_raises_after_the_items_before_the_error() -> None:
