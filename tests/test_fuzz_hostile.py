@@ -140,3 +140,26 @@ def test_a_gzip_of_blanks_inside_the_events_is_read(pure: bool, tmp_path: Path, 
     tables.validate()
     assert sorted(tables.events["name"].to_list()) == ["a", "b"]
     assert not any("damaged" in w or "truncated" in w for w in tables.info.warnings)
+
+
+def test_a_campaign_of_runs_and_minutes_lasts_until_both_are_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--runs R --minutes M``: a first process for the time, then one for the executions
+    still missing; the figures of both added up (a finding in the first ends the campaign)."""
+    from fuzz import cli
+
+    calls: list[tuple[int | None, int | None]] = []
+
+    def process(name: str, seconds: int | None, runs: int | None) -> dict[str, object]:
+        calls.append((seconds, runs))
+        done = 300 if runs is None else runs
+        return {"harness": name, "executions": done, "seconds": 60.0 if runs is None else 12.5, "edges": 5,
+                "sanitizer_reports": 0, "leaks": 0, "hangs": 0, "crashes": 0, "tool_failures": 0, "exit": 0,
+                "peak_rss_mb": 100 if runs is None else 120, "log": "x"}  # fmt: skip
+
+    monkeypatch.setattr(cli, "_run_process", process)
+    out = cli.run_one("dag", 60, 1000)
+    assert calls == [(60, None), (None, 700)]
+    assert (out["executions"], out["seconds"], out["peak_rss_mb"]) == (1000, 72.5, 120)
+    calls.clear()
+    assert cli.run_one("dag", 60, 200)["executions"] == 300  # the time alone gave enough
+    assert calls == [(60, None)]

@@ -3,8 +3,9 @@
 ``build [asan|coverage]``   build the extensions for the fuzzer (build/fuzz/KIND)
 ``run``                     every harness under atheris with the sanitizer build, one after
                             the other; ``--minutes``/``--seconds`` per harness, ``--runs`` for
-                            a number of executions, ``--harness a,b`` for some; exit 1 on any
-                            finding (crash, sanitizer report, leak, hang, differential mismatch)
+                            a number of executions (both: until both are reached), ``--harness
+                            a,b`` for some; exit 1 on any finding (crash, sanitizer report,
+                            leak, hang, differential mismatch)
 ``coverage``                the corpora replayed through the gcov build: lines run per C file
 ``replay NAME PATH...``     inputs (files or folders) through one harness, e.g. a crash file
 ``worker NAME ARGS...``     one harness under atheris (what ``run`` starts, in its own process)
@@ -82,7 +83,33 @@ def _stat(text: str, key: str) -> int | None:
 
 
 def run_one(name: str, seconds: int | None, runs: int | None) -> dict[str, object]:
-    """One harness's campaign in its own process; its figures."""
+    """One harness's campaign; its figures.  With both ``seconds`` and ``runs`` it lasts
+    until both are reached (at least that long, at least that many executions): a first
+    process for the time, then one for the executions still missing, on the same corpus,
+    their figures added up."""
+    if seconds is None or runs is None:
+        return _run_process(name, seconds, runs)
+    first = _run_process(name, seconds, None)
+    missing = runs - int(first["executions"])  # type: ignore[call-overload]
+    if missing <= 0 or _failed(first):
+        return first
+    return _added(first, _run_process(name, None, missing))
+
+
+def _added(a: dict[str, object], b: dict[str, object]) -> dict[str, object]:
+    """The figures of two processes of one harness's campaign, one after the other."""
+    out = dict(b)
+    for key in ("executions", "seconds", "sanitizer_reports", "leaks", "hangs", "crashes", "tool_failures"):
+        out[key] = a[key] + b[key]  # type: ignore[operator]
+    out["seconds"] = round(float(out["seconds"]), 1)  # type: ignore[arg-type]
+    out["peak_rss_mb"] = max(int(a["peak_rss_mb"] or 0), int(b["peak_rss_mb"] or 0))  # type: ignore[call-overload]
+    out["exit"] = a["exit"] or b["exit"]
+    return out
+
+
+def _run_process(name: str, seconds: int | None, runs: int | None) -> dict[str, object]:
+    """One harness under atheris in its own process, for ``seconds`` or ``runs`` (the first
+    reached); its figures."""
     h = HARNESSES[name]
     corpus = _seed(name)
     FINDINGS.mkdir(parents=True, exist_ok=True)
@@ -228,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p_run = sub.add_parser("run", help="a campaign over the harnesses")
     p_run.add_argument("--minutes", type=float)
     p_run.add_argument("--seconds", type=int)
-    p_run.add_argument("--runs", type=int, help="executions per harness")
+    p_run.add_argument("--runs", type=int, help="executions per harness (with --minutes: at least this many, and at least that long)")
     p_run.add_argument("--harness", help="comma-separated harness names (default: all)")
     p_cov = sub.add_parser("coverage", help="lines of each C file the corpora run")
     p_cov.add_argument("--harness")
