@@ -165,9 +165,10 @@ class Replay:
         return None if base <= 0 else max(0.0, base - float(rows[f"{label}_ns"].sum())) / base
 
     def predicted_step_ms(self, label: str) -> float | None:
-        """The measured median step minus the edit's saving."""
-        m, s = self.measured_step_ms, self.saving_ms(label)
-        return None if m is None or s is None else m - s
+        """The measured median step once the edit is made: minus its saving, or plus its cost
+        where the fix makes the step slower (pinning on the main thread, for one)."""
+        m, d = self.measured_step_ms, self.delta_ms(label)
+        return None if m is None or d is None else m - d
 
 
 def _median_ms(steps: pl.DataFrame, col: str) -> float | None:
@@ -213,7 +214,7 @@ class Replayer:
         if complete.height == 0:
             return
         self._pinned_bw = _pinned_bandwidth(events)
-        self._single = bool(events.select(pl.col("name").str.contains("SingleProcessDataLoaderIter").any()).item())
+        self._single = _single_process_loader(events)
         self._copy_bytes = _copy_bytes(events, links)
         size = max(group_steps, 2)
         groups = [
@@ -250,6 +251,12 @@ def _in_pool(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     finally:
         # an error or Ctrl-C: the items not started yet are dropped, not run
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _single_process_loader(events: pl.DataFrame) -> bool:
+    """Whether the trace's DataLoader runs in the main process (``num_workers=0``): there the
+    main thread pins each batch itself."""
+    return bool(events.select(pl.col("name").str.contains("SingleProcessDataLoaderIter").any()).item())
 
 
 def _pinned_bandwidth(events: pl.DataFrame) -> float:
@@ -496,7 +503,8 @@ def replay_schedule(events: pl.DataFrame, links: pl.DataFrame, steps: pl.DataFra
         if edit is not None:
             collapsed = {edit.label: _collapsed(edit, events, links)} if edit.collapse is not None else {}
             base = _marked(base, [edit], collapsed, links["launch_event_id"])
-            base = base.with_columns(_edited(edit, base, _pinned_bandwidth(events), False, _copy_bytes(events, links)).alias("w"))
+            single = _single_process_loader(events)
+            base = base.with_columns(_edited(edit, base, _pinned_bandwidth(events), single, _copy_bytes(events, links)).alias("w"))
         base = base.drop_nulls("w")
         dist = _sweep(_order(base), base, "w")
         w0 = int(win["start_ns"][0])
@@ -548,12 +556,20 @@ def _edited(e: Edit, edges: pl.DataFrame, pinned_bw: float, single: bool, copy_b
             pl.min_horizontal(w, pinned)
         ).otherwise(expr)
         if single and not e.workers:
-            # no workers: the main thread copies the batch into pinned memory first
+            # no workers: the main thread copies the batch into pinned memory (the DataLoader's
+            # pin_memory) before the copy call launches it, so the host stretch that ends where
+            # the call starts grows by the host copy, and the copy waits for it
             call_bytes = copy_bytes.drop_nulls("launch_id").group_by("launch_id").agg(pl.col("bytes").sum())
-            per_call = dict(zip(call_bytes["launch_id"].to_list(), call_bytes["bytes"].to_list(), strict=True))
-            host_copy = pl.col("event_id").replace_strict(per_call, default=None, return_dtype=pl.Float64) / HOST_COPY_BW
-            last = pl.col("end_ns") == pl.col("end_ns").max().over("event_id")
-            expr = pl.when(pl.col("kind").is_in(host_kinds) & host_copy.is_not_null() & last).then(expr + host_copy).otherwise(expr)
+            starts = (
+                edges.filter(pl.col("kind") == EdgeKind.LAUNCH.value)
+                .join(call_bytes.rename({"launch_id": "event_id"}), on="event_id")
+                .group_by("src")
+                .agg(pl.col("bytes").first())
+            )
+            per_node = dict(zip(starts["src"].to_list(), starts["bytes"].to_list(), strict=True))
+            host_copy = pl.col("dst").replace_strict(per_node, default=None, return_dtype=pl.Float64) / HOST_COPY_BW
+            into = pl.col("kind").is_in([*host_kinds, EdgeKind.WINDOW.value]) & host_copy.is_not_null()
+            expr = pl.when(into).then(expr + host_copy).otherwise(expr)
     if e.drop_sync:
         dropped = (pl.col("kind") == EdgeKind.SYNC.value) & pl.col("removable") & pl.col("tag").is_in(sorted(e.drop_sync))
         if e.pin and e.pin_min_bytes and "pageable_memcpy" in e.drop_sync:
