@@ -11,6 +11,7 @@ Usage:
     python scripts/fuzz_parsers.py --cases 200 --no-write
     python scripts/fuzz_parsers.py --cases 20000 --minutes 15   # stops each parser after 7.5 min
     python scripts/fuzz_parsers.py --cases 20000 --jobs 8       # the cases shared by 8 processes
+    python scripts/fuzz_parsers.py --cases 20000 --parser nsight   # one parser (docs untouched)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tracekit.parsers import parse
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
 CASE_SECONDS = 30
+PARSERS = ("kineto", "nsight")
 MARK_START = "<!-- fuzz:start -->"
 MARK_END = "<!-- fuzz:end -->"
 
@@ -130,13 +132,13 @@ def _share(job: tuple[str, int, int, int, float | None]) -> dict[str, object]:
     return _cases(parser, range(j, cases, jobs), seconds)
 
 
-def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1) -> dict[str, object]:
-    """Up to ``cases`` cases per parser, each parser stopping early once it has run for
+def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1, parsers: tuple[str, ...] = PARSERS) -> dict[str, object]:
+    """Up to ``cases`` cases per parser (of ``parsers``), each parser stopping early once it has run for
     ``seconds_per_parser`` (the counts then say how many ran); ``jobs`` processes share each
     parser's cases (case i in process i mod jobs: every process sees every mutation kind)."""
     results: dict[str, object] = {}
     failures: list[str] = []
-    for parser in ("kineto", "nsight"):
+    for parser in parsers:
         started = time.perf_counter()
         shares = [(parser, cases, jobs, j, seconds_per_parser) for j in range(jobs)]
         if jobs == 1:
@@ -166,14 +168,15 @@ def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1) -> d
 
 
 def markdown(results: dict[str, object]) -> str:
+    parsers = [p for p in PARSERS if p in results]
     lines = [MARK_START, "", "| parser | cases | ok (tables) | refused (TracekitError) | unexpected | hangs | seconds |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for parser in ("kineto", "nsight"):
+    for parser in parsers:
         r = results[parser]
         assert isinstance(r, dict)
         o = r["outcomes"]
         lines.append(f"| {parser} | {r['cases']:,} | {o.get('ok', 0):,} | {o.get('refused', 0):,} | {o.get('unexpected', 0)} | {o.get('hang', 0)} | {r['seconds']} |")
     lines += ["", "Outcomes by mutation:", ""]
-    for parser in ("kineto", "nsight"):
+    for parser in parsers:
         r = results[parser]
         assert isinstance(r, dict)
         for kind, o in r["by_mutation"].items():
@@ -185,18 +188,21 @@ def markdown(results: dict[str, object]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=5000, help="cases per parser")
-    ap.add_argument("--minutes", type=float, help="stop after this long in all (half of it for each parser)")
+    ap.add_argument("--minutes", type=float, help="stop after this long in all (shared equally by the parsers run)")
     ap.add_argument("--no-write", action="store_true", help="do not update docs/fuzzing.md")
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing each parser's cases (default 1)")
+    ap.add_argument("--parser", choices=PARSERS, help="only this parser's cases (docs/fuzzing.md is then left as it is)")
     args = ap.parse_args()
-    results = run(args.cases, None if args.minutes is None else args.minutes * 30, jobs=max(1, args.jobs))
+    parsers = (args.parser,) if args.parser else PARSERS
+    seconds = None if args.minutes is None else args.minutes * 60 / len(parsers)
+    results = run(args.cases, seconds, jobs=max(1, args.jobs), parsers=parsers)
     text = markdown(results)
     print(text)
     failures = results["failures"]
     assert isinstance(failures, list)
     for f in failures:
         print("FAILURE:", f, file=sys.stderr)
-    if not args.no_write:
+    if not args.no_write and not args.parser:
         doc = REPO / "docs" / "fuzzing.md"
         current = doc.read_text(encoding="utf-8")
         head, rest = current.split(MARK_START, 1)
