@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -100,9 +101,54 @@ def _decode_args(decoder: msgspec.json.Decoder[Any], raws: list[msgspec.Raw], dr
     return out
 
 
+#: a JSON escape of a UTF-16 surrogate (``\\ud800``-``\\udfff``): Python's json turns a lone one into a
+#: str that cannot be encoded as UTF-8 (polars refuses it)
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
+
+
+def loads_text(raw: bytes) -> Any:
+    """``json.loads`` of trace bytes, every lone surrogate in a string or key (an escape such
+    as ``"\\udfff"`` that pairs with nothing) replaced by U+FFFD, as a UTF-8 decoder does with
+    bytes it cannot read.  Raises what ``json.loads`` raises."""
+    value = json.loads(raw)
+    return without_lone_surrogates(value) if _SURROGATE_ESCAPE.search(raw) else value
+
+
+def _fixed(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` (decoded JSON) with every lone surrogate of its strings and keys replaced by
+    U+FFFD; containers are fixed in place, without recursion (any depth json decodes)."""
+    if isinstance(value, str):
+        return _fixed(value)
+    stack = [value] if isinstance(value, (dict, list)) else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            for i, v in enumerate(item):
+                if isinstance(v, str):
+                    item[i] = _fixed(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        else:
+            for k in list(item):
+                v = item[k]
+                if isinstance(k, str) and _fixed(k) != k:
+                    del item[k]
+                    k = _fixed(k)
+                if isinstance(v, str):
+                    v = _fixed(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+                item[k] = v
+    return value
+
+
 def counter_events(chunk: bytes) -> list[dict[str, Any]]:
     try:
-        items = json.loads(chunk)
+        items = loads_text(chunk)
     except (ValueError, RecursionError):
         return []
     rows = []

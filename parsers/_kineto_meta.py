@@ -16,7 +16,7 @@ from tracekit.errors import TraceFormatError
 from tracekit.schema import COUNTERS, DEVICES
 
 from ._jsonarray import ArrayStream
-from ._kineto_decode import as_int, time_series
+from ._kineto_decode import as_int, loads_text, time_series
 
 
 def decode_top_level(state: ArrayStream, warnings: list[str]) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def decode_top_level(state: ArrayStream, warnings: list[str]) -> dict[str, Any]:
         head = head[:-1]
     text = head + b"}" if head.strip() != b"{" else b"{}"
     try:
-        value = json.loads(text)
+        value = loads_text(text)
         if isinstance(value, dict):
             top.update(value)
     except (ValueError, RecursionError):
@@ -37,7 +37,7 @@ def decode_top_level(state: ArrayStream, warnings: list[str]) -> dict[str, Any]:
     if state.trailer.strip():
         tail = state.trailer.strip()
         try:
-            value = json.loads(b'{"traceEvents":[]' + tail) if tail.startswith(b",") else {}
+            value = loads_text(b'{"traceEvents":[]' + tail) if tail.startswith(b",") else {}
             if isinstance(value, dict):
                 value.pop("traceEvents", None)
                 top.update(value)

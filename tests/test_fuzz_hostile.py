@@ -163,3 +163,25 @@ def test_a_campaign_of_runs_and_minutes_lasts_until_both_are_reached(monkeypatch
     calls.clear()
     assert cli.run_one("dag", 60, 200)["executions"] == 300  # the time alone gave enough
     assert calls == [(60, None)]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["native", "pure-python"])
+def test_lone_surrogates_in_the_metadata_and_counters_become_replacement_characters(
+    pure: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (was: a UnicodeEncodeError traceback from polars: Python's json turns "\udfff" into a str
+    # that has no UTF-8; mutation fuzzer cases kineto-14743 and kineto-15997)
+    if pure:
+        monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")
+    doc = json.loads((SAMPLE_TRACES / "synthetic" / "host_sync.kineto.json").read_text())
+    doc["deviceProperties"][0]["name"] = "\udfffGPU"
+    doc["distributedInfo"] = {"backend": "nccl", "\ud800rank": 0, "nested": [[["\udc00"]]]}
+    counter = {"ph": "C", "name": "memory", "pid": 1, "tid": 1, "ts": doc["traceEvents"][5]["ts"], "args": {"\udfffbytes": 5}}
+    doc["traceEvents"] = [*doc["traceEvents"][:150], counter]
+    # json.dumps writes each lone surrogate as its escape, as a damaged or hostile writer would
+    text = json.dumps(doc)
+    assert "\\udfff" in text
+    tables = parse(_write(tmp_path / "surrogates.json", text.encode()))
+    tables.validate()
+    assert tables.devices["name"].to_list()[0] == "\ufffdGPU"
+    assert "\ufffdbytes" in tables.counters["series"].to_list()
