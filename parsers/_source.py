@@ -14,14 +14,16 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from tracekit.errors import TraceCorruptError, TraceNotFoundError, TraceTooLargeError
 
+_inflate: ModuleType
 try:  # ISA-L's inflate: the same interface as zlib's, about twice its speed on traces
     from isal import isal_zlib as _inflate
 except ImportError:  # a platform without the wheel: zlib, the same bytes more slowly
-    _inflate = zlib  # type: ignore[assignment]
+    _inflate = zlib
 
 #: what a damaged deflate stream raises, from either library
 _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate.error)
