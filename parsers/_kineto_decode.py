@@ -101,8 +101,8 @@ def _decode_args(decoder: msgspec.json.Decoder[Any], raws: list[msgspec.Raw], dr
     return out
 
 
-#: a JSON escape of a UTF-16 surrogate (``\\ud800``-``\\udfff``): Python's json turns a lone one into a
-#: str that cannot be encoded as UTF-8 (polars refuses it)
+#: a JSON escape of a UTF-16 surrogate (``\ud800`` to ``\udfff``): Python's json turns a lone
+#: one into a str that cannot be encoded as UTF-8 (polars refuses it)
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 
