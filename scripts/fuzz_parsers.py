@@ -27,6 +27,8 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -132,6 +134,20 @@ def _share(job: tuple[str, int, int, int, float | None]) -> dict[str, object]:
     return _cases(parser, range(j, cases, jobs), seconds)
 
 
+@contextmanager
+def _child_env(**defaults: str) -> Iterator[None]:
+    """Environment defaults (the caller's own settings win) for the processes started inside
+    the block, never left behind in this process: a spawned child copies the environment when
+    it starts, and the pool starts its processes as it is made."""
+    added = {k: v for k, v in defaults.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1, parsers: tuple[str, ...] = PARSERS) -> dict[str, object]:
     """Up to ``cases`` cases per parser (of ``parsers``), each parser stopping early once it has run for
     ``seconds_per_parser`` (the counts then say how many ran); ``jobs`` processes share each
@@ -147,8 +163,7 @@ def run(cases: int, seconds_per_parser: float | None = None, jobs: int = 1, pars
             # fresh interpreters: a fork of a process whose polars threads hold a lock deadlocks;
             # one polars thread each (unless the caller chose): the cases are tiny frames, where
             # a pool of threads per process costs a third more CPU than it saves
-            os.environ.setdefault("POLARS_MAX_THREADS", "1")
-            with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            with _child_env(POLARS_MAX_THREADS="1"), multiprocessing.get_context("spawn").Pool(jobs) as pool:
                 parts = pool.map(_share, shares)
         counts: Counter[str] = Counter()
         by_kind: dict[str, Counter[str]] = {}

@@ -5,6 +5,7 @@ exception, never a hang — and the analysis runs on whatever was salvaged."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 from collections.abc import Iterator
@@ -75,13 +76,16 @@ def test_nsight_mutations(kind: str, tmp_path: Path) -> None:
             assert run_case(case) in {"ok", "refused"}
 
 
-def test_the_campaign_shared_by_processes_runs_the_same_cases() -> None:
+def test_the_campaign_shared_by_processes_runs_the_same_cases(monkeypatch: pytest.MonkeyPatch) -> None:
     """``scripts/fuzz_parsers.py --jobs N`` splits each parser's cases over N processes: the
-    same cases run, with the same outcomes, as in one process."""
+    same cases run, with the same outcomes, as in one process; the processes' one polars
+    thread each is not left in this process' environment (its later children would inherit it)."""
     import fuzz_parsers
 
+    monkeypatch.delenv("POLARS_MAX_THREADS", raising=False)
     one = fuzz_parsers.run(6, jobs=1)
     two = fuzz_parsers.run(6, jobs=2)
+    assert "POLARS_MAX_THREADS" not in os.environ
     for parser in ("kineto", "nsight"):
         a, b = one[parser], two[parser]
         assert isinstance(a, dict)
