@@ -135,14 +135,13 @@ def without_lone_surrogates(value: Any) -> Any:
         else:
             for k in list(item):
                 v = item[k]
-                if isinstance(k, str) and _fixed(k) != k:
-                    del item[k]
-                    k = _fixed(k)
                 if isinstance(v, str):
-                    v = _fixed(v)
+                    item[k] = _fixed(v)
                 elif isinstance(v, (dict, list)):
                     stack.append(v)
-                item[k] = v
+                fixed = _fixed(k) if isinstance(k, str) else k
+                if fixed != k:
+                    item[fixed] = item.pop(k)
     return value
 
 
